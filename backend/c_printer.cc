@@ -1,0 +1,138 @@
+#include "backend/c_printer.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/substitute.h"
+
+namespace fusebox::backend {
+namespace {
+
+std::string Temp(int t) { return absl::StrCat("t", t); }
+
+// "fb_to_f32": converts any compute value to `dtype`'s compute type, rounding
+// through f16/bf16 where the dtype is one.
+std::string ConvertFn(DType dtype) { return absl::StrCat("fb_to_", Traits(dtype).short_name); }
+
+std::string LoadExpr(DType dtype, const std::string& element) {
+  switch (dtype) {
+    case DType::kFloat16: return absl::StrCat("fb_h2f(", element, ")");
+    case DType::kBFloat16: return absl::StrCat("fb_bf2f(", element, ")");
+    default: return element;
+  }
+}
+
+std::string StoreExpr(DType dtype, const std::string& value) {
+  switch (dtype) {
+    case DType::kFloat16: return absl::StrCat("fb_f2h(", value, ")");
+    case DType::kBFloat16: return absl::StrCat("fb_f2bf(", value, ")");
+    default: return value;
+  }
+}
+
+std::string Literal(DType dtype, double v) {
+  if (dtype == DType::kBool) return v != 0 ? "true" : "false";
+  if (dtype == DType::kInt32) return absl::StrCat(static_cast<int32_t>(v));
+  if (dtype == DType::kInt64) return absl::StrCat(static_cast<int64_t>(v), "LL");
+  if (std::isnan(v)) return "fb_nan()";
+  if (std::isinf(v)) return v > 0 ? "fb_inf()" : "(-fb_inf())";
+  // The value the graph holds, rounded once to the dtype it is computed in.
+  std::string s = absl::StrFormat("%.9g", static_cast<float>(v));
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+}  // namespace
+
+const char* ComputeCType(DType dtype) { return Traits(dtype).compute_ctype; }
+const char* StorageCType(DType dtype) { return Traits(dtype).storage_ctype; }
+
+const char* CPrinter::CommonPrelude() {
+  return R"(FB_INLINE float fb_to_f32(float x) { return x; }
+FB_INLINE float fb_to_f16(float x) { return fb_h2f(fb_f2h(x)); }
+FB_INLINE float fb_to_bf16(float x) { return fb_bf2f(fb_f2bf(x)); }
+FB_INLINE int fb_to_i32(float x) { return (int)x; }
+FB_INLINE long long fb_to_i64(float x) { return (long long)x; }
+FB_INLINE bool fb_to_b8(float x) { return x != 0.0f; }
+FB_INLINE float fb_to_f32(long long x) { return (float)x; }
+FB_INLINE float fb_to_f16(long long x) { return fb_to_f16((float)x); }
+FB_INLINE float fb_to_bf16(long long x) { return fb_to_bf16((float)x); }
+FB_INLINE int fb_to_i32(long long x) { return (int)x; }
+FB_INLINE long long fb_to_i64(long long x) { return x; }
+FB_INLINE bool fb_to_b8(long long x) { return x != 0; }
+FB_INLINE float fb_to_f32(int x) { return (float)x; }
+FB_INLINE float fb_to_f16(int x) { return fb_to_f16((float)x); }
+FB_INLINE float fb_to_bf16(int x) { return fb_to_bf16((float)x); }
+FB_INLINE int fb_to_i32(int x) { return x; }
+FB_INLINE long long fb_to_i64(int x) { return x; }
+FB_INLINE bool fb_to_b8(int x) { return x != 0; }
+FB_INLINE float fb_to_f32(bool x) { return x ? 1.0f : 0.0f; }
+FB_INLINE float fb_to_f16(bool x) { return fb_to_f32(x); }
+FB_INLINE float fb_to_bf16(bool x) { return fb_to_f32(x); }
+FB_INLINE int fb_to_i32(bool x) { return x; }
+FB_INLINE long long fb_to_i64(bool x) { return x; }
+FB_INLINE bool fb_to_b8(bool x) { return x; }
+template <typename T> FB_INLINE T fb_relu(T x) { return x < T(0) ? T(0) : x; }  // NaN stays NaN
+template <typename T> FB_INLINE T fb_max(T a, T b) { return (a != a || a > b) ? a : b; }  // NaN wins
+template <typename T> FB_INLINE T fb_min(T a, T b) { return (a != a || a < b) ? a : b; }
+template <typename T> FB_INLINE T fb_abs(T x) { return x < T(0) ? -x : x; }
+FB_INLINE float fb_abs(float x) { return fb_fabs(x); }
+template <typename T> FB_INLINE T fb_pow(T base, T exp) {  // integers: exact, exp < 0 gives 0 unless |base| == 1
+  if (exp < 0) return base == 1 ? T(1) : (base == -1 ? ((exp & 1) ? T(-1) : T(1)) : T(0));
+  T r = 1;
+  for (; exp > 0; exp >>= 1, base *= base) if (exp & 1) r *= base;
+  return r;
+}
+FB_INLINE float fb_pow(float base, float exp) {
+  if (exp == 2.0f) return base * base;  // exact and much cheaper than powf
+  if (exp == 3.0f) return base * base * base;
+  return fb_powf(base, exp);
+}
+)";
+}
+
+std::string CPrinter::ParamList(const Kernel& kernel, bool restrict_qualified) {
+  std::string params;
+  for (const BufferParam& b : kernel.buffers) {
+    absl::StrAppend(&params, params.empty() ? "" : ", ", b.is_output ? "" : "const ", StorageCType(b.dtype),
+                    restrict_qualified ? "* __restrict__ " : "* ", b.name);
+  }
+  return params;
+}
+
+std::string CPrinter::Print(const Kernel& kernel) const {
+  std::string out = Prelude();
+  absl::StrAppend(&out, "\n// ", kernel.name, ": ", kernel.numel, " elements\n", Open(kernel));
+  for (const Stmt& s : kernel.body) {
+    const std::string type(ComputeCType(s.dtype));
+    switch (s.kind) {
+      case StmtKind::kLoad: {
+        const BufferParam& b = kernel.buffers[s.buffer];
+        absl::StrAppend(&out, "    ", type, " ", Temp(s.result), " = ",
+                        LoadExpr(b.dtype, absl::StrCat(b.name, "[", s.index.ToString(), "]")), ";\n");
+        break;
+      }
+      case StmtKind::kConstant:
+        absl::StrAppend(&out, "    const ", type, " ", Temp(s.result), " = ", Literal(s.dtype, s.constant), ";\n");
+        break;
+      case StmtKind::kCompute: {
+        std::string a[3];
+        for (size_t k = 0; k < s.args.size(); ++k) a[k] = Temp(s.args[k]);
+        absl::StrAppend(&out, "    ", type, " ", Temp(s.result), " = ",
+                        absl::Substitute(OpTemplate(s.op), a[0], a[1], a[2], ConvertFn(s.dtype)), ";\n");
+        break;
+      }
+      case StmtKind::kStore: {
+        const BufferParam& b = kernel.buffers[s.buffer];
+        absl::StrAppend(&out, "    ", b.name, "[", s.index.ToString(), "] = ",
+                        StoreExpr(b.dtype, Temp(s.args[0])), ";\n");
+        break;
+      }
+    }
+  }
+  absl::StrAppend(&out, Close());
+  return out;
+}
+
+}  // namespace fusebox::backend

@@ -1,0 +1,38 @@
+// What the CUDA and C++ printers share: both targets are C-like, so the body
+// (loads, constants, op expressions from the op table, stores) is printed here
+// once and each target supplies its prelude, signature and loop. One printer
+// per target, over one kernel IR.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "backend/kernel_ir.h"
+
+namespace fusebox::backend {
+
+class CPrinter {
+ public:
+  virtual ~CPrinter() = default;
+  std::string Print(const Kernel& kernel) const;
+
+ protected:
+  // Target text before the kernel; must define the fb_* helpers named in the
+  // op table and CommonPrelude()'s FB_INLINE.
+  virtual std::string Prelude() const = 0;
+  // From the signature to the line that opens the per-element scope.
+  virtual std::string Open(const Kernel& kernel) const = 0;
+  virtual std::string Close() const = 0;
+  virtual const char* OpTemplate(graph::Op op) const = 0;
+
+  // Helpers both targets define the same way, written with FB_INLINE.
+  static const char* CommonPrelude();
+  static std::string ParamList(const Kernel& kernel, bool restrict_qualified);
+};
+
+// How generated code spells a dtype's compute type ("float").
+const char* ComputeCType(DType dtype);
+// How generated code spells a dtype's stored element ("unsigned short").
+const char* StorageCType(DType dtype);
+
+}  // namespace fusebox::backend

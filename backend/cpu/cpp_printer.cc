@@ -1,0 +1,50 @@
+#include "backend/cpu/cpp_printer.h"
+
+#include "absl/strings/str_cat.h"
+#include "backend/c_printer.h"
+
+namespace fusebox::backend::cpu {
+namespace {
+
+class CppPrinter : public CPrinter {
+ protected:
+  std::string Prelude() const override {
+    return absl::StrCat(R"(#define FB_INLINE static inline __attribute__((always_inline))
+FB_INLINE float fb_h2f(unsigned short h) { _Float16 v; __builtin_memcpy(&v, &h, 2); return (float)v; }
+FB_INLINE unsigned short fb_f2h(float f) { _Float16 v = (_Float16)f; unsigned short h; __builtin_memcpy(&h, &v, 2); return h; }
+FB_INLINE float fb_bf2f(unsigned short b) { unsigned int u = ((unsigned int)b) << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
+FB_INLINE unsigned short fb_f2bf(float f) {
+  unsigned int u; __builtin_memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return (unsigned short)(u >> 16);
+}
+FB_INLINE float fb_inf() { return __builtin_inff(); }
+FB_INLINE float fb_nan() { return __builtin_nanf(""); }
+FB_INLINE float fb_fabs(float x) { return __builtin_fabsf(x); }
+FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
+)",
+                        CommonPrelude());
+  }
+
+  std::string Open(const Kernel& k) const override {
+    std::string out = absl::StrCat("extern \"C\" void ", k.name, "(void* const* args, long long begin, long long end) {\n");
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      const BufferParam& p = k.buffers[b];
+      const std::string type = absl::StrCat(p.is_output ? "" : "const ", StorageCType(p.dtype), "*");
+      absl::StrAppend(&out, "  ", type, " __restrict__ ", p.name, " = (", type, ")args[", b, "];\n");
+    }
+    absl::StrAppend(&out, "  for (long long i = begin; i < end; ++i) {\n");
+    return out;
+  }
+
+  std::string Close() const override { return "  }\n}\n"; }
+
+  const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cpp_expr; }
+};
+
+}  // namespace
+
+std::string PrintCpp(const Kernel& kernel) { return CppPrinter().Print(kernel); }
+
+}  // namespace fusebox::backend::cpu

@@ -1,0 +1,42 @@
+#include "backend/cuda/cuda_printer.h"
+
+#include "absl/strings/str_cat.h"
+#include "backend/c_printer.h"
+
+namespace fusebox::backend {
+namespace {
+
+class CudaPrinter : public CPrinter {
+ protected:
+  std::string Prelude() const override {
+    return absl::StrCat(R"(#define FB_INLINE __device__ __forceinline__
+FB_INLINE float fb_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+FB_INLINE unsigned short fb_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+FB_INLINE float fb_bf2f(unsigned short b) { return __uint_as_float(((unsigned int)b) << 16); }
+FB_INLINE unsigned short fb_f2bf(float f) { unsigned short b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f)); return b; }
+FB_INLINE float fb_inf() { return __int_as_float(0x7f800000); }
+FB_INLINE float fb_nan() { return __int_as_float(0x7fc00000); }
+FB_INLINE float fb_fabs(float x) { return fabsf(x); }
+FB_INLINE float fb_powf(float a, float b) { return powf(a, b); }
+)",
+                        CommonPrelude());
+  }
+
+  std::string Open(const Kernel& k) const override {
+    const char* idx = k.index64 ? "long long" : "int";
+    return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(",
+                        ParamList(k, /*restrict_qualified=*/true), ") {\n", "  const ", idx, " i = (", idx,
+                        ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;\n", "  if (i < ", k.numel,
+                        k.index64 ? "LL" : "", ") {\n");
+  }
+
+  std::string Close() const override { return "  }\n}\n"; }
+
+  const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
+};
+
+}  // namespace
+
+std::string PrintCuda(const Kernel& kernel) { return CudaPrinter().Print(kernel); }
+
+}  // namespace fusebox::backend

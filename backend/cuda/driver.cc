@@ -1,0 +1,388 @@
+#include "backend/cuda/driver.h"
+
+#include <dlfcn.h>
+
+#include <initializer_list>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "spdlog/spdlog.h"
+
+namespace fusebox::cuda {
+
+namespace {
+
+// What error messages need; kept apart from Driver::Api (private to Driver)
+// so the free helpers below can use it.
+struct ErrorText {
+  decltype(&::cuGetErrorName) get_error_name = nullptr;
+  decltype(&::cuGetErrorString) get_error_string = nullptr;
+};
+
+}  // namespace
+
+// Function pointer types come from the declarations in cuda.h; the macros there
+// (cuMemAlloc -> cuMemAlloc_v2, ...) make decltype pick the versioned ones,
+// which must match the symbol names passed to dlsym in Resolve().
+struct Driver::Api : ErrorText {
+  void* library = nullptr;
+  decltype(&::cuInit) init = nullptr;
+  decltype(&::cuDriverGetVersion) driver_get_version = nullptr;
+  decltype(&::cuDeviceGetCount) device_get_count = nullptr;
+  decltype(&::cuDeviceGet) device_get = nullptr;
+  decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
+  decltype(&::cuDeviceGetName) device_get_name = nullptr;
+  decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
+  decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
+  decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
+  decltype(&::cuMemAlloc) mem_alloc = nullptr;
+  decltype(&::cuMemFree) mem_free = nullptr;
+  decltype(&::cuMemcpyHtoD) memcpy_htod = nullptr;
+  decltype(&::cuMemcpyDtoH) memcpy_dtoh = nullptr;
+  decltype(&::cuMemcpyDtoD) memcpy_dtod = nullptr;
+  decltype(&::cuModuleLoadData) module_load_data = nullptr;
+  decltype(&::cuModuleGetFunction) module_get_function = nullptr;
+  decltype(&::cuLaunchKernel) launch_kernel = nullptr;
+  decltype(&::cuEventCreate) event_create = nullptr;
+  decltype(&::cuEventRecord) event_record = nullptr;
+  decltype(&::cuEventSynchronize) event_synchronize = nullptr;
+  decltype(&::cuEventElapsedTime) event_elapsed_time = nullptr;
+  decltype(&::cuEventDestroy) event_destroy = nullptr;
+
+  std::vector<CUdevice> devices;     // by ordinal, filled at load
+  absl::Mutex mu;                    // guards contexts
+  std::vector<CUcontext> contexts;   // retained primary contexts, null until used
+};
+
+namespace {
+
+// The device whose primary context this thread last made current; saves a
+// driver call per launch. Code outside fusebox that switches contexts on a
+// fusebox thread would make this stale.
+thread_local int tls_current_device = -1;
+
+template <typename Fn>
+bool Resolve(void* library, Fn& fn, std::initializer_list<const char*> names, std::string* missing) {
+  for (const char* name : names) {
+    if (void* sym = dlsym(library, name)) {
+      fn = reinterpret_cast<Fn>(sym);
+      return true;
+    }
+  }
+  *missing = *names.begin();
+  return false;
+}
+
+// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)", also for codes the driver does
+// not know (it then leaves the strings null).
+std::string DescribeResult(const ErrorText* api, CUresult result) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  api->get_error_name(result, &name);
+  api->get_error_string(result, &text);
+  // The stub libcuda.so (linked by mistake or found first) knows no names.
+  if (name == nullptr && result == CUDA_ERROR_STUB_LIBRARY) {
+    name = "CUDA_ERROR_STUB_LIBRARY";
+    text = "the CUDA driver stub library was loaded instead of the real driver";
+  }
+  return absl::StrCat(name ? name : absl::StrCat("CUresult ", static_cast<int>(result)), " (",
+                      text ? text : "unknown error", ")");
+}
+
+// "<call> failed: <NAME> (<text>)", with a code callers can act on (the
+// caching allocator retries after ResourceExhausted).
+absl::Status CallError(const ErrorText* api, CUresult result, absl::string_view call) {
+  std::string message = absl::StrCat(call, " failed: ", DescribeResult(api, result));
+  switch (result) {
+    case CUDA_ERROR_OUT_OF_MEMORY: return absl::ResourceExhaustedError(message);
+    case CUDA_ERROR_NOT_FOUND: return absl::NotFoundError(message);
+    case CUDA_ERROR_INVALID_VALUE: return absl::InvalidArgumentError(message);
+    default: return absl::InternalError(message);
+  }
+}
+
+absl::Status CheckAvailable(const Driver& driver) {
+  if (driver.available()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("CUDA is not available: ", driver.unavailable_reason()));
+}
+
+absl::Status CheckDevice(const Driver& driver, int device) {
+  if (absl::Status s = CheckAvailable(driver); !s.ok()) return s;
+  if (device < 0 || device >= driver.device_count()) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda:", device, " does not exist; this machine has ",
+                                                   driver.device_count(), " CUDA device(s)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Driver& Driver::Get() {
+  // Leaked on purpose: allocators and modules may be released during static
+  // destruction and still need the driver.
+  static Driver* driver = new Driver();
+  return *driver;
+}
+
+Driver::Driver() {
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    std::string first_error = dlerror();
+    library = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) {
+      reason_ = absl::StrCat("the CUDA driver library libcuda.so.1 could not be loaded (", first_error,
+                             "); is the NVIDIA driver installed?");
+      spdlog::debug("CUDA unavailable: {}", reason_);
+      return;
+    }
+  }
+
+  auto* api = new Api();
+  api->library = library;
+  std::string missing;
+  bool ok = Resolve(library, api->get_error_name, {"cuGetErrorName"}, &missing) &&
+            Resolve(library, api->get_error_string, {"cuGetErrorString"}, &missing) &&
+            Resolve(library, api->init, {"cuInit"}, &missing) &&
+            Resolve(library, api->driver_get_version, {"cuDriverGetVersion"}, &missing) &&
+            Resolve(library, api->device_get_count, {"cuDeviceGetCount"}, &missing) &&
+            Resolve(library, api->device_get, {"cuDeviceGet"}, &missing) &&
+            Resolve(library, api->device_get_attribute, {"cuDeviceGetAttribute"}, &missing) &&
+            Resolve(library, api->device_get_name, {"cuDeviceGetName"}, &missing) &&
+            Resolve(library, api->primary_ctx_retain, {"cuDevicePrimaryCtxRetain"}, &missing) &&
+            Resolve(library, api->ctx_set_current, {"cuCtxSetCurrent"}, &missing) &&
+            Resolve(library, api->ctx_synchronize, {"cuCtxSynchronize"}, &missing) &&
+            Resolve(library, api->mem_alloc, {"cuMemAlloc_v2"}, &missing) &&
+            Resolve(library, api->mem_free, {"cuMemFree_v2"}, &missing) &&
+            Resolve(library, api->memcpy_htod, {"cuMemcpyHtoD_v2"}, &missing) &&
+            Resolve(library, api->memcpy_dtoh, {"cuMemcpyDtoH_v2"}, &missing) &&
+            Resolve(library, api->memcpy_dtod, {"cuMemcpyDtoD_v2"}, &missing) &&
+            Resolve(library, api->module_load_data, {"cuModuleLoadData"}, &missing) &&
+            Resolve(library, api->module_get_function, {"cuModuleGetFunction"}, &missing) &&
+            Resolve(library, api->launch_kernel, {"cuLaunchKernel"}, &missing) &&
+            Resolve(library, api->event_create, {"cuEventCreate"}, &missing) &&
+            Resolve(library, api->event_record, {"cuEventRecord"}, &missing) &&
+            Resolve(library, api->event_synchronize, {"cuEventSynchronize"}, &missing) &&
+            // _v2 appeared in CUDA 12.8; older drivers only have the original,
+            // which has the same signature.
+            Resolve(library, api->event_elapsed_time, {"cuEventElapsedTime_v2", "cuEventElapsedTime"},
+                    &missing) &&
+            Resolve(library, api->event_destroy, {"cuEventDestroy_v2"}, &missing);
+  if (!ok) {
+    reason_ = absl::StrCat("the CUDA driver library lacks ", missing, " (driver too old?)");
+    spdlog::debug("CUDA unavailable: {}", reason_);
+    delete api;
+    dlclose(library);
+    return;
+  }
+  api_ = api;
+
+  if (CUresult r = api->init(0); r != CUDA_SUCCESS) {
+    reason_ = absl::StrCat("cuInit failed: ", DescribeResult(api, r));
+    spdlog::debug("CUDA unavailable: {}", reason_);
+    return;
+  }
+  int count = 0;
+  if (CUresult r = api->device_get_count(&count); r != CUDA_SUCCESS) {
+    reason_ = absl::StrCat("cuDeviceGetCount failed: ", DescribeResult(api, r));
+    spdlog::debug("CUDA unavailable: {}", reason_);
+    return;
+  }
+  if (count == 0) {
+    reason_ = "the CUDA driver loaded but reports no CUDA devices";
+    spdlog::debug("CUDA unavailable: {}", reason_);
+    return;
+  }
+  api->devices.resize(count);
+  for (int i = 0; i < count; ++i) {
+    if (CUresult r = api->device_get(&api->devices[i], i); r != CUDA_SUCCESS) {
+      reason_ = absl::StrCat("cuDeviceGet(", i, ") failed: ", DescribeResult(api, r));
+      spdlog::debug("CUDA unavailable: {}", reason_);
+      return;
+    }
+  }
+  api->contexts.assign(count, nullptr);
+  device_count_ = count;
+  available_ = true;
+
+  int version = 0;
+  api->driver_get_version(&version);
+  spdlog::debug("CUDA driver {}.{} loaded: {} device(s)", version / 1000, (version % 1000) / 10, count);
+}
+
+absl::Status Driver::SetDevice(int device) {
+  if (absl::Status s = CheckDevice(*this, device); !s.ok()) return s;
+  if (tls_current_device == device) return absl::OkStatus();
+
+  CUcontext context = nullptr;
+  {
+    absl::MutexLock lock(&api_->mu);
+    context = api_->contexts[device];
+    if (context == nullptr) {
+      if (CUresult r = api_->primary_ctx_retain(&context, api_->devices[device]); r != CUDA_SUCCESS) {
+        return CallError(api_, r, absl::StrCat("cuDevicePrimaryCtxRetain on cuda:", device));
+      }
+      api_->contexts[device] = context;
+    }
+  }
+  if (CUresult r = api_->ctx_set_current(context); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrCat("cuCtxSetCurrent on cuda:", device));
+  }
+  tls_current_device = device;
+  return absl::OkStatus();
+}
+
+// Attribute queries need a device handle but no context, so they do not
+// retain one (a primary context costs hundreds of MB of device memory).
+absl::StatusOr<int> Driver::ComputeCapability(int device) {
+  if (absl::Status s = CheckDevice(*this, device); !s.ok()) return s;
+  int major = 0, minor = 0;
+  CUresult r = api_->device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, api_->devices[device]);
+  if (r == CUDA_SUCCESS) {
+    r = api_->device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, api_->devices[device]);
+  }
+  if (r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrCat("cuDeviceGetAttribute(compute capability) on cuda:", device));
+  }
+  return major * 10 + minor;
+}
+
+absl::StatusOr<int> Driver::MultiprocessorCount(int device) {
+  if (absl::Status s = CheckDevice(*this, device); !s.ok()) return s;
+  int count = 0;
+  CUresult r = api_->device_get_attribute(&count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, api_->devices[device]);
+  if (r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrCat("cuDeviceGetAttribute(multiprocessor count) on cuda:", device));
+  }
+  return count;
+}
+
+absl::StatusOr<std::string> Driver::DeviceName(int device) {
+  if (absl::Status s = CheckDevice(*this, device); !s.ok()) return s;
+  char name[256] = {};
+  if (CUresult r = api_->device_get_name(name, sizeof(name), api_->devices[device]); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrCat("cuDeviceGetName on cuda:", device));
+  }
+  return std::string(name);
+}
+
+absl::StatusOr<CUdeviceptr> Driver::MemAlloc(int device, size_t bytes) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  CUdeviceptr ptr = 0;
+  if (CUresult r = api_->mem_alloc(&ptr, bytes); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrFormat("cuMemAlloc(%d bytes) on cuda:%d", bytes, device));
+  }
+  return ptr;
+}
+
+absl::Status Driver::MemFree(int device, CUdeviceptr ptr) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  if (CUresult r = api_->mem_free(ptr); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrFormat("cuMemFree(0x%x) on cuda:%d", ptr, device));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Driver::CopyHostToDevice(int device, CUdeviceptr dst, const void* src, size_t bytes) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  if (CUresult r = api_->memcpy_htod(dst, src, bytes); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrFormat("cuMemcpyHtoD(%d bytes) on cuda:%d", bytes, device));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Driver::CopyDeviceToHost(int device, void* dst, CUdeviceptr src, size_t bytes) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  if (CUresult r = api_->memcpy_dtoh(dst, src, bytes); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrFormat("cuMemcpyDtoH(%d bytes) on cuda:%d", bytes, device));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Driver::CopyDeviceToDevice(int device, CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  if (CUresult r = api_->memcpy_dtod(dst, src, bytes); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrFormat("cuMemcpyDtoD(%d bytes) on cuda:%d", bytes, device));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Driver::Synchronize(int device) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  if (CUresult r = api_->ctx_synchronize(); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrCat("cuCtxSynchronize on cuda:", device));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CUmodule> Driver::LoadModule(int device, const std::string& cubin) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  CUmodule module = nullptr;
+  // c_str(): the driver also accepts NUL-terminated PTX here.
+  if (CUresult r = api_->module_load_data(&module, cubin.c_str()); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrFormat("cuModuleLoadData(%d byte image) on cuda:%d", cubin.size(), device));
+  }
+  return module;
+}
+
+absl::StatusOr<CUfunction> Driver::GetFunction(CUmodule module, const std::string& name) {
+  if (absl::Status s = CheckAvailable(*this); !s.ok()) return s;
+  CUfunction function = nullptr;
+  if (CUresult r = api_->module_get_function(&function, module, name.c_str()); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrCat("cuModuleGetFunction(\"", name, "\")"));
+  }
+  return function;
+}
+
+absl::Status Driver::Launch(int device, CUfunction function, const LaunchDims& d, void** args) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  CUresult r = api_->launch_kernel(function, d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z,
+                                   d.shared_bytes, /*hStream=*/nullptr, args, /*extra=*/nullptr);
+  if (r != CUDA_SUCCESS) {
+    return CallError(api_, r,
+                     absl::StrFormat("cuLaunchKernel(grid %dx%dx%d, block %dx%dx%d, %d B shared) on cuda:%d",
+                                     d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z,
+                                     d.shared_bytes, device));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CUevent> Driver::CreateEvent(int device) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  CUevent event = nullptr;
+  if (CUresult r = api_->event_create(&event, CU_EVENT_DEFAULT); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrCat("cuEventCreate on cuda:", device));
+  }
+  return event;
+}
+
+absl::Status Driver::RecordEvent(int device, CUevent event) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  if (CUresult r = api_->event_record(event, /*hStream=*/nullptr); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrCat("cuEventRecord on cuda:", device));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> Driver::ElapsedMs(CUevent start, CUevent end) {
+  if (absl::Status s = CheckAvailable(*this); !s.ok()) return s;
+  if (CUresult r = api_->event_synchronize(end); r != CUDA_SUCCESS) {
+    return CallError(api_, r, "cuEventSynchronize");
+  }
+  float ms = 0;
+  if (CUresult r = api_->event_elapsed_time(&ms, start, end); r != CUDA_SUCCESS) {
+    return CallError(api_, r, "cuEventElapsedTime");
+  }
+  return ms;
+}
+
+void Driver::DestroyEvent(CUevent event) {
+  if (!available_ || event == nullptr) return;
+  if (CUresult r = api_->event_destroy(event); r != CUDA_SUCCESS) {
+    spdlog::warn("cuEventDestroy failed: {}", DescribeResult(api_, r));
+  }
+}
+
+}  // namespace fusebox::cuda

@@ -1,0 +1,68 @@
+// The CUDA driver API, loaded at run time with dlopen("libcuda.so.1") so every
+// fusebox binary starts on a machine with no GPU and says so plainly. Only the
+// entry points fusebox uses are resolved. All work goes to the legacy default
+// stream of each device's primary context, so launches and copies are ordered.
+#pragma once
+
+#include <cuda.h>  // types and enums only; nothing is linked from libcuda
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace fusebox::cuda {
+
+struct LaunchDims {
+  unsigned grid_x = 1, grid_y = 1, grid_z = 1;
+  unsigned block_x = 1, block_y = 1, block_z = 1;
+  unsigned shared_bytes = 0;
+};
+
+class Driver {
+ public:
+  // Loads the driver once (thread-safe); never throws. A missing library, a
+  // failing cuInit or zero devices make available() false with a reason.
+  static Driver& Get();
+
+  bool available() const { return available_; }
+  const std::string& unavailable_reason() const { return reason_; }
+  int device_count() const { return device_count_; }
+
+  // Makes `device`'s primary context current on the calling thread (retained
+  // on first use, kept for the life of the process).
+  absl::Status SetDevice(int device);
+  absl::StatusOr<int> ComputeCapability(int device);  // 90 for sm_90
+  absl::StatusOr<int> MultiprocessorCount(int device);
+  absl::StatusOr<std::string> DeviceName(int device);
+
+  absl::StatusOr<CUdeviceptr> MemAlloc(int device, size_t bytes);
+  absl::Status MemFree(int device, CUdeviceptr ptr);
+  // Copies are synchronous with respect to the host.
+  absl::Status CopyHostToDevice(int device, CUdeviceptr dst, const void* src, size_t bytes);
+  absl::Status CopyDeviceToHost(int device, void* dst, CUdeviceptr src, size_t bytes);
+  absl::Status CopyDeviceToDevice(int device, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+  absl::Status Synchronize(int device);
+
+  absl::StatusOr<CUmodule> LoadModule(int device, const std::string& cubin);
+  absl::StatusOr<CUfunction> GetFunction(CUmodule module, const std::string& name);
+  // `args` is the cuLaunchKernel parameter array (pointers to each argument).
+  absl::Status Launch(int device, CUfunction function, const LaunchDims& dims, void** args);
+
+  // CUDA events on the default stream, for timing (benchmarks, profiler).
+  absl::StatusOr<CUevent> CreateEvent(int device);
+  absl::Status RecordEvent(int device, CUevent event);
+  absl::StatusOr<float> ElapsedMs(CUevent start, CUevent end);  // synchronizes on `end`
+  void DestroyEvent(CUevent event);
+
+ private:
+  Driver();
+  struct Api;          // resolved function pointers
+  Api* api_ = nullptr; // owned, never freed (process lifetime)
+  bool available_ = false;
+  std::string reason_;
+  int device_count_ = 0;
+};
+
+}  // namespace fusebox::cuda

@@ -1,0 +1,29 @@
+// CUDA C++ -> PTX + cubin with NVRTC. Needs no GPU, so CI compiles every
+// generated kernel for sm_90 on a machine without one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace fusebox::cuda {
+
+struct NvrtcOutput {
+  std::string ptx;
+  std::string cubin;
+  std::string log;  // compiler + ptxas (-Xptxas=-v: registers, spills, smem)
+};
+
+// Compiles `source` for sm_<arch> (e.g. 90). On failure the status message
+// holds the NVRTC log. `name` is only used for diagnostics.
+absl::StatusOr<NvrtcOutput> CompileWithNvrtc(const std::string& source, const std::string& name,
+                                             int arch, const std::vector<std::string>& extra_options = {});
+
+// "13.0": part of every compile-cache key.
+std::string NvrtcVersion();
+
+// The options every compile uses (also part of the cache key).
+std::vector<std::string> NvrtcBaseOptions(int arch);
+
+}  // namespace fusebox::cuda

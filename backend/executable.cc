@@ -1,0 +1,160 @@
+#include "backend/executable.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "backend/compile_cache.h"
+#include "backend/cpu/cpp_printer.h"
+#include "backend/cpu/host_compiler.h"
+#include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/lower.h"
+#include "spdlog/spdlog.h"
+#include "tensor/debug.h"
+
+namespace fusebox::backend {
+namespace {
+
+std::atomic<bool> also_compile_cuda{false};
+constexpr int kNoDeviceArch = 90;  // what CI and GPU-less machines compile for
+
+absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCudaSource(const std::string& source,
+                                                                        const std::string& name, int arch) {
+  const std::vector<std::string> options = cuda::NvrtcBaseOptions(arch);
+  const std::string key = absl::StrCat("cuda\n", cuda::NvrtcVersion(), "\n", absl::StrJoin(options, " "), "\n", source);
+  return CompileCache::Get().GetOrCompile(
+      "cuda", key, [&](const std::string& dir, const std::string& stem) -> absl::StatusOr<CompiledBinary> {
+        absl::StatusOr<cuda::NvrtcOutput> out = cuda::CompileWithNvrtc(source, name, arch);
+        if (!out.ok()) {
+          // Keep the source next to the error so the user can read and retry it.
+          const std::string path = absl::StrCat(dir, "/", stem, ".cu");
+          if (FILE* f = std::fopen(path.c_str(), "w")) {
+            std::fputs(source.c_str(), f);
+            std::fclose(f);
+          }
+          return absl::Status(out.status().code(), absl::StrCat(out.status().message(), "\nsource: ", path));
+        }
+        return CompiledBinary{.ptx = std::move(out->ptx), .cubin = std::move(out->cubin), .log = std::move(out->log)};
+      });
+}
+
+void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+  // Threads pay off only for work well above their start cost (~10 us each).
+  constexpr int64_t kGrain = 1 << 16;
+  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), n / kGrain);
+  if (threads <= 1) return body(0, n);
+  std::vector<std::thread> pool;
+  const int64_t chunk = (n + threads - 1) / threads;
+  for (int64_t t = 1; t < threads; ++t) {
+    pool.emplace_back(body, t * chunk, std::min(n, (t + 1) * chunk));
+  }
+  body(0, std::min(n, chunk));
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+void SetAlsoCompileCudaForCpu(bool on) { also_compile_cuda = on; }
+
+struct Executable::CompiledKernel {
+  Kernel ir;
+  cpu::CpuKernelFn cpu_fn = nullptr;
+  CUfunction cuda_fn = nullptr;
+};
+
+Executable::~Executable() = default;
+
+absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Plan plan) {
+  std::shared_ptr<Executable> exe(new Executable());
+  exe->plan_ = std::move(plan);
+  const Device device = exe->plan_.graph.device();
+  for (const fusion::KernelGroup& group : exe->plan_.kernels) {
+    auto compiled = std::make_unique<CompiledKernel>();
+    compiled->ir = LowerKernel(exe->plan_.graph, group);
+    KernelInfo info{.name = group.name, .device = device.str(), .numel = compiled->ir.numel};
+    if (DebugDump("ir")) std::fprintf(stderr, "[fusebox ir]\n%s", compiled->ir.ToString().c_str());
+    const int64_t misses_before = CompileCache::Get().stats().compiles;
+    if (device.is_cpu()) {
+      info.source = cpu::PrintCpp(compiled->ir);
+      if (DebugDump("cpp")) std::fprintf(stderr, "[fusebox cpp]\n%s", info.source.c_str());
+      absl::StatusOr<cpu::LoadedCpuKernel> loaded = cpu::CompileCpuKernel(info.source, group.name);
+      if (!loaded.ok()) return loaded.status();
+      compiled->cpu_fn = loaded->fn;
+      if (also_compile_cuda) {
+        auto cuda_binary = CompileCudaSource(PrintCuda(compiled->ir), group.name, kNoDeviceArch);
+        if (!cuda_binary.ok()) return cuda_binary.status();
+      }
+    } else {
+      cuda::Driver& driver = cuda::Driver::Get();
+      absl::StatusOr<int> arch = driver.ComputeCapability(device.index);
+      if (!arch.ok()) return arch.status();
+      info.source = PrintCuda(compiled->ir);
+      if (DebugDump("cuda")) std::fprintf(stderr, "[fusebox cuda]\n%s", info.source.c_str());
+      auto binary = CompileCudaSource(info.source, group.name, *arch);
+      if (!binary.ok()) return binary.status();
+      info.ptx = (*binary)->ptx;
+      info.compile_log = (*binary)->log;
+      if (DebugDump("ptx")) std::fprintf(stderr, "[fusebox ptx] %s\n%s", group.name.c_str(), info.ptx.c_str());
+      absl::StatusOr<CUmodule> module = driver.LoadModule(device.index, (*binary)->cubin);
+      if (!module.ok()) return module.status();
+      absl::StatusOr<CUfunction> fn = driver.GetFunction(*module, group.name);
+      if (!fn.ok()) return fn.status();
+      compiled->cuda_fn = *fn;
+    }
+    exe->compiled_kernels_ += static_cast<int>(CompileCache::Get().stats().compiles - misses_before);
+    exe->infos_.push_back(std::move(info));
+    exe->kernels_.push_back(std::move(compiled));
+  }
+  return exe;
+}
+
+absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inputs) const {
+  const graph::Graph& g = plan_.graph;
+  const Device device = g.device();
+  absl::flat_hash_map<graph::NodeId, Tensor> stored;
+  std::vector<void*> args;
+  for (const auto& k : kernels_) {
+    args.clear();
+    for (const BufferParam& b : k->ir.buffers) {
+      const graph::Node& node = g.node(b.node);
+      if (b.is_output) {
+        Tensor out = Tensor::empty(node.shape, node.dtype, device);
+        args.push_back(out.data_ptr());
+        stored.emplace(b.node, std::move(out));
+      } else {
+        args.push_back(inputs[node.input_index].data_ptr());
+      }
+    }
+    if (k->ir.numel == 0) continue;
+    if (device.is_cpu()) {
+      ParallelFor(k->ir.numel, [&](int64_t begin, int64_t end) { k->cpu_fn(args.data(), begin, end); });
+    } else {
+      // cuLaunchKernel takes a pointer to each argument's value.
+      std::vector<void*> params(args.size());
+      for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
+      cuda::LaunchDims dims;
+      dims.grid_x = static_cast<unsigned>((k->ir.numel + kCudaBlockSize - 1) / kCudaBlockSize);
+      dims.block_x = kCudaBlockSize;
+      absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_fn, dims, params.data());
+      if (!s.ok()) return s;
+    }
+  }
+  std::vector<Tensor> outputs;
+  for (graph::NodeId out : g.outputs()) {
+    const graph::Node& node = g.node(out);
+    if (node.op == graph::Op::kInput) {
+      outputs.push_back(inputs[node.input_index]);
+    } else {
+      auto it = stored.find(out);
+      if (it == stored.end()) return absl::InternalError(absl::StrCat("output %", out, " was not computed"));
+      outputs.push_back(it->second);
+    }
+  }
+  return outputs;
+}
+
+}  // namespace fusebox::backend

@@ -1,0 +1,45 @@
+// A compiled plan for one device: every kernel lowered, printed, compiled
+// (through the compile cache) and loaded. Run() binds tensors to the graph's
+// inputs, allocates the stored values and launches the kernels in order.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "backend/kernel_info.h"
+#include "fusion/plan.h"
+#include "tensor/tensor.h"
+
+namespace fusebox::backend {
+
+class Executable {
+ public:
+  static absl::StatusOr<std::shared_ptr<const Executable>> Compile(fusion::Plan plan);
+
+  // `inputs[k]` is bound to the input node with input_index k. Returns one
+  // tensor per graph output (inputs returned as such are aliased, not copied).
+  absl::StatusOr<std::vector<Tensor>> Run(absl::Span<const Tensor> inputs) const;
+
+  const fusion::Plan& plan() const { return plan_; }
+  const std::vector<KernelInfo>& kernels() const { return infos_; }
+  int compiled_kernels() const { return compiled_kernels_; }  // cache misses while building
+
+  ~Executable();
+
+ private:
+  Executable() = default;
+  struct CompiledKernel;
+  fusion::Plan plan_;
+  std::vector<KernelInfo> infos_;
+  std::vector<std::unique_ptr<CompiledKernel>> kernels_;
+  int compiled_kernels_ = 0;
+};
+
+// CI has no GPU: with this on, every kernel compiled for the CPU is also
+// printed as CUDA and compiled by NVRTC for sm_90, so a codegen bug in the
+// CUDA printer fails the CPU test suite. Tests turn it on.
+void SetAlsoCompileCudaForCpu(bool on);
+
+}  // namespace fusebox::backend

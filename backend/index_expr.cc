@@ -1,0 +1,83 @@
+#include "backend/index_expr.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+
+namespace fusebox::backend {
+
+struct IndexExpr::Rep {
+  Kind kind;
+  int64_t value;  // kConst: the value; kMul/kDiv/kMod: the constant operand
+  int64_t bound;
+  IndexExpr a, b;
+};
+
+IndexExpr IndexExpr::Make(Kind kind, int64_t value, int64_t bound, IndexExpr a, IndexExpr b) {
+  return IndexExpr(std::make_shared<const Rep>(Rep{kind, value, bound, std::move(a), std::move(b)}));
+}
+
+IndexExpr IndexExpr::Var(int64_t bound) {
+  return IndexExpr(std::make_shared<const Rep>(Rep{Kind::kVar, 0, bound, {}, {}}));
+}
+
+IndexExpr IndexExpr::Const(int64_t value) {
+  // Built without Make's default IndexExpr members to end the recursion.
+  auto rep = std::shared_ptr<Rep>(new Rep{Kind::kConst, value, value + 1, IndexExpr(nullptr), IndexExpr(nullptr)});
+  return IndexExpr(std::move(rep));
+}
+
+bool IndexExpr::is_const() const { return rep_->kind == Kind::kConst; }
+int64_t IndexExpr::const_value() const { return rep_->value; }
+int64_t IndexExpr::bound() const { return rep_->bound; }
+
+IndexExpr operator+(const IndexExpr& a, const IndexExpr& b) {
+  if (a.is_const() && b.is_const()) return IndexExpr::Const(a.const_value() + b.const_value());
+  if (a.is_const() && a.const_value() == 0) return b;
+  if (b.is_const() && b.const_value() == 0) return a;
+  return IndexExpr::Make(IndexExpr::Kind::kAdd, 0, a.bound() + b.bound() - 1, a, b);
+}
+
+IndexExpr operator*(const IndexExpr& a, int64_t c) {
+  if (c == 0) return IndexExpr::Const(0);
+  if (c == 1) return a;
+  if (a.is_const()) return IndexExpr::Const(a.const_value() * c);
+  return IndexExpr::Make(IndexExpr::Kind::kMul, c, (a.bound() - 1) * c + 1, a, IndexExpr::Const(c));
+}
+
+IndexExpr operator/(const IndexExpr& a, int64_t d) {
+  if (d == 1) return a;
+  if (a.is_const()) return IndexExpr::Const(a.const_value() / d);
+  if (a.bound() <= d) return IndexExpr::Const(0);
+  if (a.rep_->kind == IndexExpr::Kind::kDiv) return a.rep_->a / (a.rep_->value * d);
+  return IndexExpr::Make(IndexExpr::Kind::kDiv, d, (a.bound() - 1) / d + 1, a, IndexExpr::Const(d));
+}
+
+IndexExpr operator%(const IndexExpr& a, int64_t m) {
+  if (m == 1) return IndexExpr::Const(0);
+  if (a.is_const()) return IndexExpr::Const(a.const_value() % m);
+  if (a.bound() <= m) return a;
+  return IndexExpr::Make(IndexExpr::Kind::kMod, m, m, a, IndexExpr::Const(m));
+}
+
+std::string IndexExpr::Operand(const IndexExpr& e) {
+  return e.rep_->kind == Kind::kAdd ? absl::StrCat("(", e.ToString(), ")") : e.ToString();
+}
+
+std::string IndexExpr::ToString() const {
+  auto literal = [](int64_t v) { return v > INT_MAX ? absl::StrCat(v, "LL") : absl::StrCat(v); };
+  switch (rep_->kind) {
+    case Kind::kVar: return "i";
+    case Kind::kConst: return literal(rep_->value);
+    case Kind::kAdd: return absl::StrCat(rep_->a.ToString(), " + ", rep_->b.ToString());
+    // * / % share a precedence and group left to right, so only a sum on the
+    // left needs parentheses.
+    case Kind::kMul: return absl::StrCat(Operand(rep_->a), " * ", literal(rep_->value));
+    case Kind::kDiv: return absl::StrCat(Operand(rep_->a), " / ", literal(rep_->value));
+    case Kind::kMod: return absl::StrCat(Operand(rep_->a), " % ", literal(rep_->value));
+  }
+  return "?";
+}
+
+}  // namespace fusebox::backend

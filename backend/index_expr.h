@@ -1,0 +1,38 @@
+// Integer index expressions over the kernel's loop index `i`: the one place
+// index math is built, simplified and printed, so the CUDA and C++ kernels
+// compute the same indices. Values are non-negative; each node knows an
+// exclusive upper bound, which lets `x % m` and `x / d` fold away when x < m.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace fusebox::backend {
+
+class IndexExpr {
+ public:
+  IndexExpr() : IndexExpr(Const(0)) {}
+  static IndexExpr Var(int64_t bound);  // the loop index `i`, 0 <= i < bound
+  static IndexExpr Const(int64_t value);
+
+  friend IndexExpr operator+(const IndexExpr& a, const IndexExpr& b);
+  friend IndexExpr operator*(const IndexExpr& a, int64_t c);
+  friend IndexExpr operator/(const IndexExpr& a, int64_t d);
+  friend IndexExpr operator%(const IndexExpr& a, int64_t m);
+
+  bool is_const() const;
+  int64_t const_value() const;
+  int64_t bound() const;        // exclusive upper bound of the value
+  std::string ToString() const; // C syntax, e.g. "((i / 64) % 8) * 3 + 5"
+
+ private:
+  enum class Kind { kVar, kConst, kAdd, kMul, kDiv, kMod };
+  struct Rep;
+  explicit IndexExpr(std::shared_ptr<const Rep> rep) : rep_(std::move(rep)) {}
+  static std::string Operand(const IndexExpr& e);
+  static IndexExpr Make(Kind kind, int64_t value, int64_t bound, IndexExpr a, IndexExpr b);
+  std::shared_ptr<const Rep> rep_;
+};
+
+}  // namespace fusebox::backend

@@ -1,0 +1,47 @@
+// The kernel IR: one fused kernel as a straight-line SSA body executed once
+// per element of a flat iteration space (index `i`). Lowering (lower.h) builds
+// it from a plan's kernel group; each target's printer turns it into source.
+// Temporaries are numbered t0, t1, ... in topological order, so the generated
+// text is deterministic.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/index_expr.h"
+#include "graph/graph.h"
+
+namespace fusebox::backend {
+
+struct BufferParam {
+  std::string name;  // "in0", "out0"
+  DType dtype;       // element type in memory
+  bool is_output = false;
+  graph::NodeId node = -1;  // the graph node bound to it (input or stored value)
+};
+
+enum class StmtKind { kLoad, kConstant, kCompute, kStore };
+
+struct Stmt {
+  StmtKind kind;
+  int result = -1;         // temporary defined (load, constant, compute)
+  DType dtype;             // dtype of the value (its compute type follows)
+  graph::Op op = graph::Op::kCopy;  // kCompute
+  std::vector<int> args;   // kCompute: argument temporaries; kStore: {value}
+  int buffer = -1;         // kLoad / kStore: index into Kernel::buffers
+  IndexExpr index;         // kLoad / kStore: element index into the buffer
+  double constant = 0;     // kConstant
+};
+
+struct Kernel {
+  std::string name;
+  int64_t numel = 0;        // iterations
+  bool index64 = false;     // some index may exceed 2^31-1
+  std::vector<BufferParam> buffers;  // inputs first, then outputs
+  std::vector<Stmt> body;
+  int num_temps = 0;
+
+  std::string ToString() const;  // readable IR dump
+};
+
+}  // namespace fusebox::backend

@@ -1,0 +1,194 @@
+#include "backend/lower.h"
+
+#include <climits>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "tensor/error.h"
+
+namespace fusebox::backend {
+namespace {
+
+using graph::Graph;
+using graph::Node;
+using graph::NodeId;
+using graph::Op;
+using graph::OpKind;
+
+// A shape with one stride vector per operand, after merging dims.
+struct Layout {
+  Shape shape;
+  std::vector<Strides> strides;  // per operand
+};
+
+// Drops size-1 dims and merges neighbours that every operand walks as one.
+Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands) {
+  Layout out;
+  out.strides.resize(operands.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !out.shape.empty();
+    for (size_t k = 0; merge && k < operands.size(); ++k) {
+      merge = out.strides[k].back() == operands[k][d] * shape[d];
+    }
+    if (merge) {
+      out.shape.back() *= shape[d];
+      for (size_t k = 0; k < operands.size(); ++k) out.strides[k].back() = operands[k][d];
+    } else {
+      out.shape.push_back(shape[d]);
+      for (size_t k = 0; k < operands.size(); ++k) out.strides[k].push_back(operands[k][d]);
+    }
+  }
+  return out;
+}
+
+// Multi-index of a linear index `linear` over `shape`, outermost first.
+std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shape) {
+  std::vector<IndexExpr> index(shape.size());
+  int64_t inner = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    index[d] = (linear / inner) % shape[d];
+    inner *= shape[d];
+  }
+  return index;
+}
+
+IndexExpr Dot(const std::vector<IndexExpr>& index, const Strides& strides, int64_t offset = 0) {
+  IndexExpr sum = IndexExpr::Const(offset);
+  for (size_t d = 0; d < index.size(); ++d) sum = sum + index[d] * strides[d];
+  return sum;
+}
+
+// Element index, for a value of `shape` laid out with `strides`, of the element
+// at contiguous position `linear`.
+IndexExpr Address(const IndexExpr& linear, const Shape& shape, const Strides& strides) {
+  Layout l = Coalesce(shape, {ContiguousStrides(shape), strides});
+  return Dot(Unravel(linear, l.shape), l.strides[1]);
+}
+
+class Lowerer {
+ public:
+  Lowerer(const Graph& g, const fusion::KernelGroup& group) : g_(g), group_(group) {}
+
+  Kernel Run() {
+    kernel_.name = group_.name;
+    kernel_.numel = Numel(group_.iteration_shape);
+    PlanRootIndex();
+    std::vector<int> values;
+    for (NodeId out : group_.outputs) values.push_back(Eval(out, std::nullopt));
+    for (size_t k = 0; k < group_.outputs.size(); ++k) {
+      const Node& node = g_.node(group_.outputs[k]);
+      kernel_.buffers.push_back(
+          {absl::StrCat("out", k), node.dtype, /*is_output=*/true, group_.outputs[k]});
+      Emit({.kind = StmtKind::kStore, .dtype = node.dtype, .args = {values[k]},
+            .buffer = static_cast<int>(kernel_.buffers.size()) - 1, .index = RootIndex(out_strides_)});
+    }
+    // Inputs were numbered while evaluating; they precede the outputs.
+    kernel_.index64 = kernel_.numel > INT_MAX || max_bound_ > INT_MAX;
+    return std::move(kernel_);
+  }
+
+ private:
+  // Nodes evaluated at the kernel's own index whose strides shape the loop:
+  // inputs and views reached from the outputs through pointwise ops.
+  void PlanRootIndex() {
+    std::vector<NodeId> stack(group_.outputs.begin(), group_.outputs.end());
+    absl::flat_hash_map<NodeId, bool> seen;
+    std::vector<Strides> operands = {ContiguousStrides(group_.iteration_shape)};
+    while (!stack.empty()) {
+      NodeId id = stack.back();
+      stack.pop_back();
+      if (!seen.emplace(id, true).second) continue;
+      const Node& n = g_.node(id);
+      if (n.op == Op::kInput || n.op == Op::kView) {
+        FUSEBOX_CHECK(n.shape == group_.iteration_shape, "operand %", id, " shape ", ShapeToString(n.shape),
+                      " differs from the kernel's ", ShapeToString(group_.iteration_shape));
+        root_operand_[id] = static_cast<int>(operands.size());
+        operands.push_back(n.strides);
+      } else if (graph::Info(n.op).kind == OpKind::kPointwise) {
+        for (NodeId in : n.inputs) stack.push_back(in);
+      }
+    }
+    Layout layout = Coalesce(group_.iteration_shape, operands);
+    root_shape_ = layout.shape;
+    root_strides_ = std::move(layout.strides);
+    out_strides_ = root_strides_[0];
+    root_index_ = Unravel(IndexExpr::Var(kernel_.numel), root_shape_);
+  }
+
+  IndexExpr RootIndex(const Strides& strides, int64_t offset = 0) {
+    // A dense walk in loop order is the loop index itself.
+    if (strides == ContiguousStrides(root_shape_)) return IndexExpr::Var(kernel_.numel) + IndexExpr::Const(offset);
+    return Dot(root_index_, strides, offset);
+  }
+
+  int Emit(Stmt s) {
+    if (s.kind != StmtKind::kStore) s.result = kernel_.num_temps++;
+    if (s.kind == StmtKind::kLoad || s.kind == StmtKind::kStore) max_bound_ = std::max(max_bound_, s.index.bound());
+    kernel_.body.push_back(std::move(s));
+    return kernel_.body.back().result;
+  }
+
+  int InputBuffer(NodeId id) {
+    auto [it, inserted] = input_buffer_.emplace(id, static_cast<int>(kernel_.buffers.size()));
+    if (inserted) {
+      kernel_.buffers.push_back({absl::StrCat("in", input_buffer_.size() - 1), g_.node(id).dtype, false, id});
+    }
+    return it->second;
+  }
+
+  // Evaluates node `id` at the kernel's root index (nullopt) or at contiguous
+  // position `linear` of the node's own shape; returns the temporary.
+  int Eval(NodeId id, const std::optional<IndexExpr>& linear) {
+    const std::string key = absl::StrCat(id, "@", linear ? linear->ToString() : "root");
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    const Node& n = g_.node(id);
+    int result = -1;
+    switch (n.op) {
+      case Op::kInput: {
+        IndexExpr index = linear ? Address(*linear, n.shape, n.strides) : RootIndex(root_strides_[root_operand_[id]]);
+        result = Emit({.kind = StmtKind::kLoad, .dtype = n.dtype, .buffer = InputBuffer(id), .index = index});
+        break;
+      }
+      case Op::kConstant:
+        result = Emit({.kind = StmtKind::kConstant, .dtype = n.dtype, .constant = n.scalar});
+        break;
+      case Op::kView: {
+        IndexExpr source = linear ? Address(*linear, n.shape, n.strides) + IndexExpr::Const(n.offset)
+                                  : RootIndex(root_strides_[root_operand_[id]], n.offset);
+        max_bound_ = std::max(max_bound_, source.bound());
+        result = Eval(n.inputs[0], source);
+        break;
+      }
+      default: {
+        FUSEBOX_CHECK(graph::Info(n.op).kind == OpKind::kPointwise, "cannot lower op ", graph::OpName(n.op));
+        std::vector<int> args;
+        for (NodeId in : n.inputs) args.push_back(Eval(in, linear));
+        result = Emit({.kind = StmtKind::kCompute, .dtype = n.dtype, .op = n.op, .args = std::move(args)});
+      }
+    }
+    memo_.emplace(key, result);
+    return result;
+  }
+
+  const Graph& g_;
+  const fusion::KernelGroup& group_;
+  Kernel kernel_;
+  Shape root_shape_;
+  std::vector<Strides> root_strides_;
+  Strides out_strides_;
+  std::vector<IndexExpr> root_index_;
+  absl::flat_hash_map<NodeId, int> root_operand_;
+  absl::flat_hash_map<NodeId, int> input_buffer_;
+  absl::flat_hash_map<std::string, int> memo_;
+  int64_t max_bound_ = 0;
+};
+
+}  // namespace
+
+Kernel LowerKernel(const Graph& graph, const fusion::KernelGroup& group) {
+  return Lowerer(graph, group).Run();
+}
+
+}  // namespace fusebox::backend

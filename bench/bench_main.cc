@@ -1,0 +1,2 @@
+#include "frontend/fusebox.h"
+int main() { return 0; }

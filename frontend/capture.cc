@@ -1,0 +1,145 @@
+#include "frontend/capture.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/runtime.h"
+#include "spdlog/spdlog.h"
+
+namespace fusebox::frontend {
+namespace {
+
+thread_local CaptureSession* current_session = nullptr;
+
+std::string Location(const std::source_location& loc) {
+  std::string_view file = loc.file_name();
+  if (size_t slash = file.rfind('/'); slash != std::string_view::npos) file.remove_prefix(slash + 1);
+  return absl::StrCat(std::string(file), ":", loc.line());
+}
+
+}  // namespace
+
+CaptureSession::CaptureSession(bool eager) : eager_(eager) {
+  if (!eager_) {
+    previous_ = current_session;
+    current_session = this;
+  }
+}
+
+CaptureSession::~CaptureSession() {
+  if (!eager_) current_session = previous_;
+  // Anything never flushed (the user's function threw) can never be computed.
+  for (auto& weak : lazy_values_) {
+    if (auto v = weak.lock(); v && !v->realized) {
+      v->session = nullptr;
+      v->error = "this tensor was captured by a compiled call that did not finish (it threw)";
+    }
+  }
+}
+
+CaptureSession* CaptureSession::Current() { return current_session; }
+
+void CaptureSession::Reset() {
+  builder_ = graph::GraphBuilder(builder_.device());
+  inputs_.clear();
+  lifted_.clear();
+  lazy_values_.clear();
+}
+
+graph::NodeId CaptureSession::Operand(const Tensor& t) {
+  TensorImpl& impl = t.impl();
+  if (impl.lazy && (impl.lazy->realized || impl.lazy->session != this)) {
+    Realize(impl, "a tensor from an earlier graph is used", std::source_location::current());
+  }
+  if (!has_device_) {
+    builder_.set_device(impl.device);
+    has_device_ = true;
+  }
+  if (!impl.lazy) {
+    if (auto it = lifted_.find(&impl); it != lifted_.end()) return it->second;
+    graph::Node node{.op = graph::Op::kInput, .dtype = impl.dtype, .shape = impl.shape,
+                     .input_index = static_cast<int32_t>(inputs_.size()), .strides = impl.strides};
+    const graph::NodeId id = builder_.Add(std::move(node));
+    inputs_.push_back(t);
+    lifted_.emplace(&impl, id);
+    return id;
+  }
+  const graph::NodeId base = impl.lazy->node;
+  const graph::Node& base_node = builder_.node(base);
+  if (impl.shape == base_node.shape && impl.offset == 0 && IsContiguous(impl.shape, impl.strides)) return base;
+  return builder_.Add(graph::Node{.op = graph::Op::kView, .dtype = impl.dtype, .shape = impl.shape,
+                                  .inputs = {base}, .strides = impl.strides, .offset = impl.offset});
+}
+
+graph::NodeId CaptureSession::Constant(double value, DType dtype, const Shape& shape) {
+  return builder_.Add(graph::Node{.op = graph::Op::kConstant, .dtype = dtype, .shape = shape, .scalar = value});
+}
+
+Tensor CaptureSession::MakeLazy(graph::NodeId node, Device device) {
+  const graph::Node& n = builder_.node(node);
+  auto value = std::make_shared<LazyValue>();
+  value->session = this;
+  value->node = node;
+  lazy_values_.push_back(value);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = n.shape;
+  impl->strides = ContiguousStrides(n.shape);
+  impl->dtype = n.dtype;
+  impl->device = device;
+  impl->lazy = std::move(value);
+  return Tensor(std::move(impl));
+}
+
+void CaptureSession::Flush(const std::string& reason, const std::source_location& loc) {
+  std::vector<std::shared_ptr<LazyValue>> pending;
+  std::vector<graph::NodeId> outputs;
+  for (auto& weak : lazy_values_) {
+    auto v = weak.lock();
+    if (!v || v->realized) continue;
+    pending.push_back(v);
+    if (std::find(outputs.begin(), outputs.end(), v->node) == outputs.end()) outputs.push_back(v->node);
+  }
+  if (outputs.empty()) {
+    Reset();
+    return;
+  }
+  RunResult run = RunGraph(builder_.Build(outputs), inputs_);
+  kernel_compiles_ += run.kernel_compiles;
+  launched_.insert(launched_.end(), run.kernels->begin(), run.kernels->end());
+  if (!eager_) {
+    GraphRecord record{.graph_text = run.planned_graph->ToString(), .end_reason = reason,
+                       .location = Location(loc), .from_cache = run.plan_cache_hit};
+    for (const graph::Node& n : run.planned_graph->nodes()) {
+      if (graph::Info(n.op).kind == graph::OpKind::kPointwise) record.ops.emplace_back(graph::OpName(n.op));
+    }
+    for (const KernelInfo& k : *run.kernels) record.kernel_names.push_back(k.name);
+    records_.push_back(std::move(record));
+    spdlog::debug("graph {} ended ({}, {}): {} kernel(s)", records_.size() - 1, reason, Location(loc),
+                  run.kernels->size());
+  }
+  for (auto& v : pending) {
+    const size_t k = std::find(outputs.begin(), outputs.end(), v->node) - outputs.begin();
+    const Tensor& out = run.outputs[k];
+    FUSEBOX_CHECK(out.is_contiguous(), "materialized value %", v->node, " is not contiguous");
+    v->storage = out.impl().storage;
+    v->storage_offset = out.storage_offset();
+    v->realized = true;
+    v->session = nullptr;
+  }
+  Reset();
+}
+
+void Realize(TensorImpl& impl, const char* reason, const std::source_location& loc) {
+  if (!impl.lazy) return;
+  LazyValue& v = *impl.lazy;
+  if (!v.realized) {
+    FUSEBOX_ENSURE(v.session != nullptr, v.error.empty() ? "tensor can no longer be computed" : v.error);
+    v.session->Flush(reason, loc);
+  }
+  FUSEBOX_CHECK(v.realized, "flush did not realize node %", v.node);
+  impl.storage = v.storage;
+  impl.offset += v.storage_offset;
+  impl.lazy.reset();
+}
+
+}  // namespace fusebox::frontend

@@ -1,0 +1,81 @@
+// Lazy capture. While a CaptureSession is current on a thread (inside a
+// compile()d function, or for the duration of one eager op), ops record nodes
+// into its graph instead of running. Concrete tensors an op touches are lifted
+// to graph inputs; lazy tensors are views of graph nodes. Flush() compiles and
+// runs what was captured and turns every live lazy value into storage; a
+// tensor picks that storage up (Realize) the next time its data is needed.
+#pragma once
+
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "backend/kernel_info.h"
+#include "frontend/graph_record.h"
+#include "graph/graph.h"
+#include "tensor/tensor.h"
+
+namespace fusebox::frontend {
+
+class CaptureSession;
+
+struct LazyValue {
+  CaptureSession* session = nullptr;  // null once the session is gone
+  graph::NodeId node = -1;
+  // Filled by Flush(): the node's value, contiguous.
+  std::shared_ptr<Storage> storage;
+  int64_t storage_offset = 0;
+  bool realized = false;
+  std::string error;  // why it can never be realized (its capture failed)
+};
+
+class CaptureSession {
+ public:
+  explicit CaptureSession(bool eager);
+  ~CaptureSession();
+  CaptureSession(const CaptureSession&) = delete;
+  CaptureSession& operator=(const CaptureSession&) = delete;
+
+  // The session capturing on this thread (compile()), or null (eager mode).
+  static CaptureSession* Current();
+  bool eager() const { return eager_; }
+
+  // The graph node for `t` (same shape as `t`): a lifted input, a lazy node or
+  // a view of one. Fixes the graph's device on first use.
+  graph::NodeId Operand(const Tensor& t);
+  graph::NodeId Constant(double value, DType dtype, const Shape& shape);
+  graph::NodeId AddNode(graph::Node node) { return builder_.Add(std::move(node)); }
+  // A lazy tensor over `node`.
+  Tensor MakeLazy(graph::NodeId node, Device device);
+  // The device of the graph (the first tensor's), if one was lifted yet.
+  bool has_device() const { return has_device_; }
+  Device device() const { return builder_.device(); }
+
+  // Runs everything captured so far and realizes every live lazy value.
+  void Flush(const std::string& reason, const std::source_location& loc);
+
+  const std::vector<KernelInfo>& launched() const { return launched_; }
+  const std::vector<GraphRecord>& records() const { return records_; }
+  int64_t kernel_compiles() const { return kernel_compiles_; }
+
+ private:
+  void Reset();
+  bool eager_;
+  CaptureSession* previous_ = nullptr;  // restored on destruction
+  graph::GraphBuilder builder_;
+  bool has_device_ = false;
+  std::vector<Tensor> inputs_;  // by input_index; keeps lifted tensors alive
+  absl::flat_hash_map<const TensorImpl*, graph::NodeId> lifted_;
+  std::vector<std::weak_ptr<LazyValue>> lazy_values_;
+  std::vector<KernelInfo> launched_;
+  std::vector<GraphRecord> records_;
+  int64_t kernel_compiles_ = 0;
+};
+
+// Makes `impl` concrete: adopts its flushed value, flushing its session first
+// when needed (a graph break, `reason` says why). No-op on concrete tensors.
+void Realize(TensorImpl& impl, const char* reason, const std::source_location& loc);
+
+}  // namespace fusebox::frontend

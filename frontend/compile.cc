@@ -1,0 +1,51 @@
+#include "frontend/compile.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frontend/capture.h"
+
+namespace fusebox::frontend {
+namespace {
+constexpr char kEndOfFunction[] = "end of compiled function";
+}  // namespace
+
+CallScope::CallScope(CompiledState* state)
+    : state_(state), session_(std::make_unique<CaptureSession>(/*eager=*/false)) {}
+
+CallScope::~CallScope() = default;
+
+void CallScope::Finish(const std::source_location& loc) {
+  session_->Flush(kEndOfFunction, loc);
+  state_->EndCall(*session_);
+}
+
+void CompiledState::EndCall(const CaptureSession& session) {
+  ++calls_;
+  last_kernels_ = session.launched();
+  last_graphs_ = session.records();
+  kernel_compiles_ += session.kernel_compiles();
+}
+
+std::string CompiledState::Explain() const {
+  std::string out = absl::StrCat("compiled function: ", calls_, " call(s); last call captured ", last_graphs_.size(),
+                                 " graph(s), ", last_graphs_.empty() ? 0 : last_graphs_.size() - 1,
+                                 " graph break(s), ", last_kernels_.size(), " kernel launch(es)\n");
+  for (size_t g = 0; g < last_graphs_.size(); ++g) {
+    const GraphRecord& r = last_graphs_[g];
+    std::map<std::string, int> counts;
+    for (const std::string& op : r.ops) ++counts[op];
+    std::vector<std::string> ops;
+    for (const auto& [op, n] : counts) ops.push_back(n > 1 ? absl::StrCat(op, " x", n) : op);
+    absl::StrAppend(&out, "\ngraph ", g, ": ", r.ops.size(), " op(s) (", absl::StrJoin(ops, ", "), ") -> ",
+                    r.kernel_names.size(), " kernel(s)", r.from_cache ? " [plan from cache]" : "", "\n");
+    absl::StrAppend(&out, "  ended by: ", r.end_reason,
+                    r.end_reason == kEndOfFunction ? "" : absl::StrCat(" at ", r.location), "\n");
+    absl::StrAppend(&out, "  kernels: ", absl::StrJoin(r.kernel_names, ", "), "\n");
+    absl::StrAppend(&out, "  graph:\n", r.graph_text);
+  }
+  return out;
+}
+
+}  // namespace fusebox::frontend

@@ -1,0 +1,101 @@
+// fusebox::compile(fn): calls fn with lazy capture on, so its tensor ops build
+// a graph; at the end (or at a graph break) the graph is fused, compiled or
+// fetched from the cache, and run. The function is traced again on every call
+// (C++ has no bytecode to guard on); tracing only records nodes, and the
+// captured graph's structure finds the compiled plan in the cache.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "backend/kernel_info.h"
+#include "frontend/graph_record.h"
+
+namespace fusebox {
+
+struct CompileOptions {
+  bool fullgraph = false;        // a graph break becomes an error (graph breaks: issue 4)
+  std::optional<bool> dynamic;   // reserved for dynamic shapes
+};
+
+namespace frontend {
+
+class CaptureSession;
+class CompiledState;
+
+// One call of a compiled function: installs the capture, and at Finish()
+// flushes it. Destroyed unfinished (the function threw), it drops the capture.
+class CallScope {
+ public:
+  explicit CallScope(CompiledState* state);
+  ~CallScope();
+  void Finish(const std::source_location& loc);
+
+ private:
+  CompiledState* state_;
+  std::unique_ptr<CaptureSession> session_;
+};
+
+// State shared by all copies of one compiled function.
+class CompiledState {
+ public:
+  explicit CompiledState(CompileOptions options) : options_(std::move(options)) {}
+  const CompileOptions& options() const { return options_; }
+  // Records what a finished call ran.
+  void EndCall(const CaptureSession& session);
+
+  const std::vector<KernelInfo>& last_kernels() const { return last_kernels_; }
+  std::string Explain() const;
+  int64_t calls() const { return calls_; }
+
+ private:
+  CompileOptions options_;
+  std::vector<KernelInfo> last_kernels_;
+  std::vector<GraphRecord> last_graphs_;
+  int64_t calls_ = 0;
+  int64_t kernel_compiles_ = 0;
+};
+
+}  // namespace frontend
+
+template <typename Fn>
+class CompiledFunction {
+ public:
+  CompiledFunction(Fn fn, CompileOptions options)
+      : fn_(std::move(fn)), state_(std::make_shared<frontend::CompiledState>(std::move(options))) {}
+
+  template <typename... Args>
+  auto operator()(Args&&... args) {
+    frontend::CallScope scope(state_.get());
+    if constexpr (std::is_void_v<std::invoke_result_t<Fn&, Args...>>) {
+      std::invoke(fn_, std::forward<Args>(args)...);
+      scope.Finish(std::source_location::current());
+    } else {
+      auto result = std::invoke(fn_, std::forward<Args>(args)...);
+      scope.Finish(std::source_location::current());
+      return result;
+    }
+  }
+
+  // The kernels launched by the last call, in order.
+  const std::vector<KernelInfo>& kernels() const { return state_->last_kernels(); }
+  // Graphs captured by the last call, their ops and kernels, and why each ended.
+  std::string explain() const { return state_->Explain(); }
+
+ private:
+  Fn fn_;
+  std::shared_ptr<frontend::CompiledState> state_;
+};
+
+template <typename Fn>
+CompiledFunction<std::decay_t<Fn>> compile(Fn&& fn, CompileOptions options = {}) {
+  return CompiledFunction<std::decay_t<Fn>>(std::forward<Fn>(fn), std::move(options));
+}
+
+}  // namespace fusebox

@@ -1,0 +1,180 @@
+// Every op funnels into Apply(): validate, broadcast, promote, record into the
+// current capture (or a one-op eager capture that runs at once).
+#include "frontend/ops.h"
+
+#include <optional>
+#include <variant>
+
+#include "absl/strings/str_join.h"
+#include "frontend/capture.h"
+
+namespace fusebox {
+namespace {
+
+using graph::DTypeRule;
+using graph::Op;
+using Operand = std::variant<Tensor, double>;
+
+std::string Describe(const std::vector<Operand>& xs) {
+  std::vector<std::string> parts;
+  for (const Operand& x : xs) {
+    if (const Tensor* t = std::get_if<Tensor>(&x)) {
+      parts.push_back(absl::StrCat(DTypeName(t->dtype()), ShapeToString(t->shape()), " on ", t->device().str()));
+    } else {
+      parts.push_back(absl::StrCat("scalar ", std::get<double>(x)));
+    }
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// Records `op` on `xs`; `cast_to` is the result dtype of kCast.
+Tensor Apply(Op op, std::vector<Operand> xs, DType cast_to = DType::kFloat32) {
+  const graph::OpInfo& info = graph::Info(op);
+  const char* name = info.name;
+  // Devices and shapes.
+  Shape shape;
+  bool first = true;
+  Device device;
+  bool scalar_operand = false;
+  DType common = DType::kBool;
+  bool have_tensor_dtype = false;
+  const bool where = info.dtype_rule == DTypeRule::kWhere;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    if (!std::holds_alternative<Tensor>(xs[k])) {
+      scalar_operand = true;
+      continue;
+    }
+    const Tensor& t = std::get<Tensor>(xs[k]);
+    FUSEBOX_ENSURE(t.defined(), name, ": operand ", k, " is an undefined Tensor");
+    if (first) {
+      device = t.device();
+      shape = t.shape();
+      first = false;
+    } else {
+      FUSEBOX_ENSURE(t.device() == device, name, ": expected all tensors on one device, got ", Describe(xs),
+                     "; move them with .to(Device) first");
+      Shape out;
+      FUSEBOX_ENSURE(BroadcastShapes(shape, t.shape(), &out), name, ": shapes cannot be broadcast together: ",
+                     Describe(xs), " (sizes must match or be 1, aligned from the right)");
+      shape = std::move(out);
+    }
+    if (where && k == 0) continue;  // the condition does not take part in promotion
+    common = have_tensor_dtype ? PromoteTypes(common, t.dtype()) : t.dtype();
+    have_tensor_dtype = true;
+  }
+  FUSEBOX_CHECK(!first, name, " needs at least one tensor operand");
+  if (scalar_operand) common = have_tensor_dtype ? PromoteWithScalar(common) : DType::kFloat32;
+
+  // The dtype the inputs are converted to, and the result's.
+  DType input_dtype = common, result = common;
+  switch (info.dtype_rule) {
+    case DTypeRule::kArith:
+      FUSEBOX_ENSURE(common != DType::kBool, name, " does not support bool tensors (got ", Describe(xs),
+                     "); convert first, e.g. x.to(DType::kInt32)");
+      break;
+    case DTypeRule::kFloat:
+      if (!IsFloating(common)) input_dtype = result = DType::kFloat32;
+      break;
+    case DTypeRule::kCompare: result = DType::kBool; break;
+    case DTypeRule::kCast: input_dtype = common, result = cast_to; break;
+    case DTypeRule::kSame:
+    case DTypeRule::kWhere:
+    case DTypeRule::kNone: break;
+  }
+
+  frontend::CaptureSession* session = frontend::CaptureSession::Current();
+  std::optional<frontend::CaptureSession> eager;
+  if (session == nullptr) session = &eager.emplace(/*eager=*/true);
+
+  graph::Node node{.op = op, .dtype = result, .shape = shape};
+  for (size_t k = 0; k < xs.size(); ++k) {
+    const DType want = (where && k == 0) ? DType::kBool : input_dtype;
+    graph::NodeId id;
+    if (const Tensor* t = std::get_if<Tensor>(&xs[k])) {
+      const Tensor operand = t->shape() == shape ? *t : t->expand(shape);
+      id = session->Operand(operand);
+      if (operand.dtype() != want) {
+        id = session->AddNode(graph::Node{.op = Op::kCast, .dtype = want, .shape = shape, .inputs = {id}});
+      }
+    } else {
+      id = session->Constant(std::get<double>(xs[k]), want, shape);
+    }
+    node.inputs.push_back(id);
+  }
+  Tensor out = session->MakeLazy(session->AddNode(std::move(node)), device);
+  if (eager) {
+    eager->Flush(name, std::source_location::current());
+    frontend::Realize(out.impl(), name, std::source_location::current());
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor exp(const Tensor& x) { return Apply(Op::kExp, {x}); }
+Tensor log(const Tensor& x) { return Apply(Op::kLog, {x}); }
+Tensor tanh(const Tensor& x) { return Apply(Op::kTanh, {x}); }
+Tensor sigmoid(const Tensor& x) { return Apply(Op::kSigmoid, {x}); }
+Tensor relu(const Tensor& x) { return Apply(Op::kRelu, {x}); }
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  FUSEBOX_ENSURE(approximate == "none" || approximate == "tanh", "gelu: approximate must be \"none\" or \"tanh\", got \"",
+                 approximate, "\"");
+  return Apply(approximate == "tanh" ? Op::kGeluTanh : Op::kGelu, {x});
+}
+Tensor sqrt(const Tensor& x) { return Apply(Op::kSqrt, {x}); }
+Tensor rsqrt(const Tensor& x) { return Apply(Op::kRsqrt, {x}); }
+Tensor abs(const Tensor& x) { return Apply(Op::kAbs, {x}); }
+Tensor neg(const Tensor& x) { return Apply(Op::kNeg, {x}); }
+
+Tensor add(const Tensor& a, const Tensor& b) { return Apply(Op::kAdd, {a, b}); }
+Tensor sub(const Tensor& a, const Tensor& b) { return Apply(Op::kSub, {a, b}); }
+Tensor mul(const Tensor& a, const Tensor& b) { return Apply(Op::kMul, {a, b}); }
+Tensor div(const Tensor& a, const Tensor& b) { return Apply(Op::kDiv, {a, b}); }
+Tensor pow(const Tensor& x, double e) { return Apply(Op::kPow, {x, e}); }
+Tensor pow(const Tensor& x, const Tensor& e) { return Apply(Op::kPow, {x, e}); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return Apply(Op::kMaximum, {a, b}); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return Apply(Op::kMinimum, {a, b}); }
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return Apply(Op::kWhere, {c, a, b}); }
+Tensor where(const Tensor& c, const Tensor& a, double b) { return Apply(Op::kWhere, {c, a, b}); }
+Tensor where(const Tensor& c, double a, const Tensor& b) { return Apply(Op::kWhere, {c, a, b}); }
+Tensor eq(const Tensor& a, const Tensor& b) { return Apply(Op::kEq, {a, b}); }
+Tensor ne(const Tensor& a, const Tensor& b) { return Apply(Op::kNe, {a, b}); }
+Tensor lt(const Tensor& a, const Tensor& b) { return Apply(Op::kLt, {a, b}); }
+Tensor le(const Tensor& a, const Tensor& b) { return Apply(Op::kLe, {a, b}); }
+Tensor gt(const Tensor& a, const Tensor& b) { return Apply(Op::kGt, {a, b}); }
+Tensor ge(const Tensor& a, const Tensor& b) { return Apply(Op::kGe, {a, b}); }
+Tensor eq(const Tensor& a, double b) { return Apply(Op::kEq, {a, b}); }
+Tensor ne(const Tensor& a, double b) { return Apply(Op::kNe, {a, b}); }
+Tensor lt(const Tensor& a, double b) { return Apply(Op::kLt, {a, b}); }
+Tensor le(const Tensor& a, double b) { return Apply(Op::kLe, {a, b}); }
+Tensor gt(const Tensor& a, double b) { return Apply(Op::kGt, {a, b}); }
+Tensor ge(const Tensor& a, double b) { return Apply(Op::kGe, {a, b}); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return Apply(Op::kAdd, {a, b}); }
+Tensor operator-(const Tensor& a, double b) { return Apply(Op::kSub, {a, b}); }
+Tensor operator*(const Tensor& a, double b) { return Apply(Op::kMul, {a, b}); }
+Tensor operator/(const Tensor& a, double b) { return Apply(Op::kDiv, {a, b}); }
+Tensor operator+(double a, const Tensor& b) { return Apply(Op::kAdd, {a, b}); }
+Tensor operator-(double a, const Tensor& b) { return Apply(Op::kSub, {a, b}); }
+Tensor operator*(double a, const Tensor& b) { return Apply(Op::kMul, {a, b}); }
+Tensor operator/(double a, const Tensor& b) { return Apply(Op::kDiv, {a, b}); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+
+// --- Tensor methods that run kernels
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == this->dtype()) return *this;
+  return Apply(Op::kCast, {*this}, dtype);
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const { return Apply(Op::kCopy, {*this}); }
+
+}  // namespace fusebox

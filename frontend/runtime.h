@@ -1,0 +1,32 @@
+// Runs a graph: plan (fusion pipeline), compile (backend) and cache the result
+// by the graph's structure, which includes every input's shape, strides, dtype
+// and device, then execute. Eager ops and compiled functions both come here.
+#pragma once
+
+#include <vector>
+
+#include "absl/types/span.h"
+#include "backend/kernel_info.h"
+#include "graph/graph.h"
+#include "tensor/tensor.h"
+
+namespace fusebox::frontend {
+
+struct RunResult {
+  std::vector<Tensor> outputs;            // one per graph output
+  const std::vector<KernelInfo>* kernels; // the plan's kernels, in launch order
+  const graph::Graph* planned_graph;      // after the graph passes
+  bool plan_cache_hit = false;
+  int kernel_compiles = 0;                // compiler runs this call caused
+};
+
+// Throws fusebox::Error (with the compiler log on a codegen failure).
+RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs);
+
+struct RuntimeStats {
+  int64_t plan_compiles = 0;
+  int64_t plan_cache_hits = 0;
+};
+RuntimeStats GetRuntimeStats();
+
+}  // namespace fusebox::frontend

@@ -1,0 +1,26 @@
+#include "fusion/name_kernels.h"
+
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace fusebox::fusion {
+
+Plan NameKernels(Plan plan) {
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    KernelGroup& k = plan.kernels[i];
+    std::set<std::string> ops;
+    for (graph::NodeId id : k.nodes) {
+      const graph::OpInfo& info = graph::Info(plan.graph.node(id).op);
+      if (info.kind == graph::OpKind::kPointwise) ops.insert(info.name);
+    }
+    if (ops.empty()) ops.insert("copy");  // a stored view: a strided copy
+    k.name = absl::StrCat(KindPrefix(k.kind), ops.size() > 1 ? "_fused_" : "_",
+                          absl::StrJoin(ops, "_"), "_", i);
+  }
+  return plan;
+}
+
+}  // namespace fusebox::fusion

@@ -1,0 +1,42 @@
+#include "fusion/pipeline.h"
+
+#include <cstdio>
+
+#include "fusion/eliminate_dead_nodes.h"
+#include "fusion/fuse_pointwise.h"
+#include "fusion/name_kernels.h"
+#include "spdlog/spdlog.h"
+#include "tensor/debug.h"
+
+namespace fusebox::fusion {
+namespace {
+
+void DumpGraph(const char* after, const graph::Graph& before, const graph::Graph& g) {
+  if (!DebugDump("graph")) return;
+  std::fprintf(stderr, "[fusebox graph] after %s%s\n%s", after, before == g ? " (unchanged)" : "",
+               before == g ? "" : g.ToString().c_str());
+}
+
+void DumpPlan(const char* after, const Plan& plan) {
+  if (DebugDump("plan")) std::fprintf(stderr, "[fusebox plan] after %s\n%s", after, plan.ToString().c_str());
+}
+
+}  // namespace
+
+Plan BuildPlan(const graph::Graph& captured) {
+  if (DebugDump("graph")) std::fprintf(stderr, "[fusebox graph] captured\n%s", captured.ToString().c_str());
+
+  // 1. Drop values nothing returns: before fusion so they cost no kernel work.
+  graph::Graph g = EliminateDeadNodes(captured);
+  DumpGraph("eliminate_dead_nodes", captured, g);
+
+  // 2. Group into kernels; 3. name them (names depend on the final groups).
+  Plan plan = FusePointwise(g);
+  DumpPlan("fuse_pointwise", plan);
+  plan = NameKernels(std::move(plan));
+  DumpPlan("name_kernels", plan);
+  spdlog::debug("planned {} kernel(s) for a graph of {} node(s)", plan.kernels.size(), g.size());
+  return plan;
+}
+
+}  // namespace fusebox::fusion

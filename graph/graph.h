@@ -1,0 +1,97 @@
+// graph::Graph: an immutable DAG of nodes in topological order, addressed by
+// id. GraphBuilder hash-conses: adding a node equal to an existing one returns
+// the existing id, so common subexpressions are shared for free and two
+// captures of the same code build equal graphs. A graph's structure (its
+// nodes, including each input's shape/strides/dtype, and its outputs) is the
+// key of the compiled-plan cache.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/hash/hash.h"
+#include "graph/op.h"
+#include "tensor/device.h"
+#include "tensor/shape.h"
+
+namespace fusebox::graph {
+
+using NodeId = int32_t;
+
+struct Node {
+  Op op = Op::kInput;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  absl::InlinedVector<NodeId, 3> inputs;
+  // Attributes, zero unless the op uses them:
+  int32_t input_index = -1;  // kInput: position in the graph's input list
+  Strides strides;           // kInput: the bound tensor's element strides;
+                             // kView: strides into the input's contiguous value
+  int64_t offset = 0;        // kView: element offset into the input's contiguous value
+  double scalar = 0;         // kConstant: the value
+
+  friend bool operator==(const Node& a, const Node& b) {
+    return a.op == b.op && a.dtype == b.dtype && a.shape == b.shape && a.inputs == b.inputs &&
+           a.input_index == b.input_index && a.strides == b.strides && a.offset == b.offset &&
+           std::bit_cast<uint64_t>(a.scalar) == std::bit_cast<uint64_t>(b.scalar);
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const Node& n) {
+    return H::combine(std::move(h), n.op, n.dtype, n.shape, n.inputs, n.input_index, n.strides,
+                      n.offset, std::bit_cast<uint64_t>(n.scalar));
+  }
+};
+
+class Graph {
+ public:
+  const Node& node(NodeId id) const { return nodes_[id]; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  int32_t size() const { return static_cast<int32_t>(nodes_.size()); }
+  const std::vector<NodeId>& outputs() const { return outputs_; }
+  Device device() const { return device_; }
+  int32_t num_inputs() const { return num_inputs_; }
+
+  // One line per node: "%3 = mul(%1, %2) : float32[8192, 8192]".
+  std::string ToString() const;
+
+  friend bool operator==(const Graph& a, const Graph& b) {
+    return a.device_ == b.device_ && a.outputs_ == b.outputs_ && a.nodes_ == b.nodes_;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const Graph& g) {
+    return H::combine(std::move(h), g.device_, g.outputs_, g.nodes_);
+  }
+
+ private:
+  friend class GraphBuilder;
+  std::vector<Node> nodes_;
+  std::vector<NodeId> outputs_;
+  Device device_;
+  int32_t num_inputs_ = 0;
+};
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(Device device = Device::cpu()) { graph_.device_ = device; }
+
+  // Adds `node` (or finds its twin). Inputs must already be in the graph.
+  NodeId Add(Node node);
+  const Node& node(NodeId id) const { return graph_.nodes_[id]; }
+  int32_t size() const { return graph_.size(); }
+  void set_device(Device device) { graph_.device_ = device; }
+  Device device() const { return graph_.device_; }
+
+  // The graph with these outputs (nodes not reachable from them are kept; the
+  // pipeline's first pass removes them).
+  Graph Build(std::vector<NodeId> outputs) const;
+
+ private:
+  Graph graph_;
+  absl::flat_hash_map<Node, NodeId> index_;
+};
+
+}  // namespace fusebox::graph

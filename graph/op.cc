@@ -1,0 +1,21 @@
+#include "graph/op.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace fusebox::graph {
+
+const std::vector<OpInfo>& AllOps() {
+  static const std::vector<OpInfo> kOps = {
+#define OP(Enum, name, arity, kind, rule, cuda, cpp, ref) \
+  OpInfo{Op::Enum, name, arity, OpKind::kind, DTypeRule::rule, cuda, cpp, ref},
+#include "graph/ops.def"
+#undef OP
+  };
+  return kOps;
+}
+
+const OpInfo& Info(Op op) { return AllOps()[static_cast<int>(op)]; }
+
+}  // namespace fusebox::graph

@@ -1,0 +1,50 @@
+// Op facts, generated from the one op table (graph/ops.def).
+#pragma once
+
+#include <array>
+#include <vector>
+#include <string_view>
+
+#include "tensor/dtype.h"
+
+namespace fusebox::graph {
+
+enum class OpKind { kSource, kView, kPointwise };
+
+// How an op's result dtype follows from its inputs, which the frontend has
+// already promoted to one common dtype (where's condition is bool).
+enum class DTypeRule {
+  kNone,     // sources and views carry their own dtype
+  kSame,     // result = input dtype, any dtype
+  kArith,    // result = input dtype; bool is rejected
+  kFloat,    // integer and bool inputs are computed and returned as float32
+  kCompare,  // result is bool
+  kWhere,    // cond is bool; result = dtype of the two values
+  kCast,     // result dtype is the node's own
+};
+
+enum class Op {
+#define OP(Enum, name, arity, kind, rule, cuda, cpp, ref) Enum,
+#include "graph/ops.def"
+#undef OP
+};
+
+using ReferenceFn = double (*)(double, double, double);
+
+struct OpInfo {
+  Op op;
+  const char* name;
+  int arity;
+  OpKind kind;
+  DTypeRule dtype_rule;
+  const char* cuda_expr;
+  const char* cpp_expr;
+  ReferenceFn reference;
+};
+
+const OpInfo& Info(Op op);
+inline const char* OpName(Op op) { return Info(op).name; }
+// Every row, in table order; tests iterate this.
+const std::vector<OpInfo>& AllOps();
+
+}  // namespace fusebox::graph

@@ -1,0 +1,46 @@
+#include "tensor/creation.h"
+
+#include <cstring>
+#include <random>
+
+namespace fusebox {
+namespace {
+
+// Fills a host buffer of `dtype` from `value(i)`, then moves it to `device`.
+template <typename F>
+Tensor Generate(const Shape& shape, Device device, DType dtype, F value) {
+  for (int64_t s : shape) FUSEBOX_ENSURE(s >= 0, "invalid shape ", ShapeToString(shape), ": sizes must be >= 0");
+  Tensor host = Tensor::empty(shape, dtype, Device::cpu());
+  void* data = host.data_ptr();
+  const int64_t n = host.numel();
+  for (int64_t i = 0; i < n; ++i) WriteElement(data, dtype, i, value(i));
+  return host.to(device);
+}
+
+}  // namespace
+
+Tensor randn(const Shape& shape, Device device, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  return Generate(shape, device, DType::kFloat32, [&](int64_t) { return dist(gen); });
+}
+
+Tensor rand(const Shape& shape, Device device, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> dist(0.0f, 1.0f);
+  return Generate(shape, device, DType::kFloat32, [&](int64_t) { return dist(gen); });
+}
+
+Tensor zeros(const Shape& shape, Device device, DType dtype) { return full(shape, 0.0, device, dtype); }
+Tensor ones(const Shape& shape, Device device, DType dtype) { return full(shape, 1.0, device, dtype); }
+
+Tensor full(const Shape& shape, double value, Device device, DType dtype) {
+  return Generate(shape, device, dtype, [&](int64_t) { return value; });
+}
+
+Tensor arange(int64_t n, Device device, DType dtype) {
+  FUSEBOX_ENSURE(n >= 0, "arange: n must be >= 0, got ", n);
+  return Generate({n}, device, dtype, [](int64_t i) { return static_cast<double>(i); });
+}
+
+}  // namespace fusebox

@@ -1,0 +1,18 @@
+// Tensor factories. They always produce concrete tensors (also inside
+// compile(), where they become graph inputs when used).
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace fusebox {
+
+// --- creation (always concrete)
+Tensor randn(const Shape& shape, Device device = Device::cpu(), uint64_t seed = 0);
+Tensor rand(const Shape& shape, Device device = Device::cpu(), uint64_t seed = 0);  // uniform [0, 1)
+Tensor zeros(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kFloat32);
+Tensor ones(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kFloat32);
+Tensor full(const Shape& shape, double value, Device device = Device::cpu(), DType dtype = DType::kFloat32);
+// 0, 1, ..., n-1 (int64 by default, as in PyTorch).
+Tensor arange(int64_t n, Device device = Device::cpu(), DType dtype = DType::kInt64);
+
+}  // namespace fusebox

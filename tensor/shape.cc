@@ -1,0 +1,57 @@
+#include "tensor/shape.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tensor/error.h"
+
+namespace fusebox {
+
+int64_t Numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Strides ContiguousStrides(const Shape& shape) {
+  Strides strides(shape.size());
+  int64_t s = 1;
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+bool IsContiguous(const Shape& shape, const Strides& strides) {
+  int64_t expected = 1;
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    if (shape[i] == 0) return true;
+    if (shape[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+bool BroadcastShapes(const Shape& a, const Shape& b, Shape* out) {
+  const size_t rank = std::max(a.size(), b.size());
+  out->assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) return false;
+    (*out)[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+std::string ShapeToString(const Shape& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+int64_t WrapDim(int64_t dim, int64_t rank, const char* op) {
+  const int64_t lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;
+  FUSEBOX_ENSURE(dim >= lo && dim <= hi, op, ": dimension ", dim, " is out of range for a tensor of rank ",
+                 rank, " (expected [", lo, ", ", hi, "])");
+  return dim < 0 ? dim + std::max<int64_t>(rank, 1) : dim;
+}
+
+}  // namespace fusebox

@@ -1,0 +1,32 @@
+// Ref-counted memory on one device. CPU memory is 64-byte aligned; CUDA memory
+// comes from the caching allocator and goes back to it when the last tensor
+// using it dies.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "tensor/device.h"
+
+namespace fusebox {
+
+class Storage {
+ public:
+  // Throws fusebox::Error when the device has no memory left or is unusable.
+  static std::shared_ptr<Storage> Allocate(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  Storage(void* data, size_t nbytes, Device device) : data_(data), nbytes_(nbytes), device_(device) {}
+  void* data_;
+  size_t nbytes_;
+  Device device_;
+};
+
+}  // namespace fusebox

@@ -1,0 +1,119 @@
+#include "tensor/tensor.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/driver.h"
+#include "frontend/capture.h"
+
+namespace fusebox {
+namespace {
+
+void CheckShape(const Shape& shape, size_t values, const char* what) {
+  for (int64_t s : shape) FUSEBOX_ENSURE(s >= 0, what, ": invalid shape ", ShapeToString(shape));
+  FUSEBOX_ENSURE(static_cast<int64_t>(values) == Numel(shape), what, ": got ", values,
+                 " values for shape ", ShapeToString(shape), " (", Numel(shape), " elements)");
+}
+
+template <typename T>
+Tensor FromHost(const std::vector<T>& values, const Shape& shape, DType dtype, Device device) {
+  CheckShape(shape, values.size(), "from_vector");
+  Tensor host = Tensor::empty(shape, dtype, Device::cpu());
+  for (size_t i = 0; i < values.size(); ++i) WriteElement(host.data_ptr(), dtype, i, static_cast<double>(values[i]));
+  return host.to(device);
+}
+
+// Concrete, contiguous host copy of `t` (row-major values).
+Tensor HostContiguous(const Tensor& t, const std::source_location& loc, const char* why) {
+  frontend::Realize(t.impl(), why, loc);
+  return t.contiguous().to(Device::cpu());
+}
+
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t s : shape) FUSEBOX_ENSURE(s >= 0, "empty: invalid shape ", ShapeToString(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = ContiguousStrides(shape);
+  impl->dtype = dtype;
+  impl->device = device;
+  impl->storage = Storage::Allocate(static_cast<size_t>(Numel(shape)) * DTypeSize(dtype), device);
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape, Device device) {
+  CheckShape(shape, values.size(), "from_vector");
+  Tensor host = empty(shape, DType::kFloat32, Device::cpu());
+  if (!values.empty()) std::memcpy(host.data_ptr(), values.data(), values.size() * sizeof(float));
+  return host.to(device);
+}
+Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
+  return FromHost(values, shape, dtype, device);
+}
+Tensor Tensor::from_vector(const std::vector<int32_t>& values, const Shape& shape, Device device) {
+  return FromHost(values, shape, DType::kInt32, device);
+}
+Tensor Tensor::from_vector(const std::vector<int64_t>& values, const Shape& shape, Device device) {
+  return FromHost(values, shape, DType::kInt64, device);
+}
+
+std::vector<double> Tensor::to_double_vector(std::source_location loc) const {
+  Tensor host = HostContiguous(*this, loc, "to_double_vector() called");
+  std::vector<double> out(host.numel());
+  for (int64_t i = 0; i < host.numel(); ++i) out[i] = ReadElement(host.data_ptr(), host.dtype(), i);
+  return out;
+}
+
+std::vector<float> Tensor::to_vector(std::source_location loc) const {
+  Tensor host = HostContiguous(*this, loc, "to_vector() called");
+  std::vector<float> out(host.numel());
+  if (host.dtype() == DType::kFloat32) {
+    if (!out.empty()) std::memcpy(out.data(), host.data_ptr(), out.size() * sizeof(float));
+  } else {
+    for (int64_t i = 0; i < host.numel(); ++i) out[i] = static_cast<float>(ReadElement(host.data_ptr(), host.dtype(), i));
+  }
+  return out;
+}
+
+double Tensor::item(std::source_location loc) const {
+  FUSEBOX_ENSURE(numel() == 1, "item(): the tensor has ", numel(), " elements (shape ", ShapeToString(shape()),
+                 "); item() needs exactly one");
+  Tensor host = HostContiguous(*this, loc, "item() called");
+  return ReadElement(host.data_ptr(), host.dtype(), 0);
+}
+
+void* Tensor::data_ptr() const {
+  frontend::Realize(impl(), "data_ptr() called", std::source_location::current());
+  const TensorImpl& i = impl();
+  if (i.storage == nullptr) return nullptr;
+  return static_cast<char*>(i.storage->data()) + i.offset * DTypeSize(i.dtype);
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "Tensor(undefined)";
+  return absl::StrCat("Tensor", ShapeToString(shape()), " ", DTypeName(dtype()), " ", device().str(),
+                      is_lazy() ? " (lazy)" : "");
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  frontend::Realize(impl(), "to(Device) called", std::source_location::current());
+  const Tensor src = contiguous();
+  Tensor dst = empty(shape(), dtype(), target);
+  const size_t bytes = static_cast<size_t>(numel()) * DTypeSize(dtype());
+  if (bytes == 0) return dst;
+  auto& driver = cuda::Driver::Get();
+  auto ptr = [](const Tensor& t) { return reinterpret_cast<CUdeviceptr>(t.data_ptr()); };
+  if (device().is_cpu() && target.is_cuda()) {
+    ThrowIfError(driver.CopyHostToDevice(target.index, ptr(dst), src.data_ptr(), bytes));
+  } else if (device().is_cuda() && target.is_cpu()) {
+    ThrowIfError(driver.CopyDeviceToHost(device().index, dst.data_ptr(), ptr(src), bytes));
+  } else {
+    // Between two GPUs: through the host (peer copies are not wired up yet).
+    return to(Device::cpu()).to(target);
+  }
+  return dst;
+}
+
+}  // namespace fusebox

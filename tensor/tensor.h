@@ -1,0 +1,102 @@
+// fusebox::Tensor: a ref-counted handle to a strided view (shape, strides,
+// offset) of either concrete storage or, while compile() captures, a node of
+// the graph being built (lazy). Views never copy, in both states. Ops on
+// tensors live in frontend/ops.h; eager ones run as one kernel each.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/shape.h"
+#include "tensor/storage.h"
+
+namespace fusebox {
+
+namespace frontend {
+struct LazyValue;  // a node of a graph under capture (frontend/capture.h)
+}
+
+struct TensorImpl {
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;  // in elements, into storage (or into the lazy node's contiguous value)
+  DType dtype = DType::kFloat32;
+  Device device;
+  std::shared_ptr<Storage> storage;            // set when concrete
+  std::shared_ptr<frontend::LazyValue> lazy;   // set while captured, until materialized
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined tensor
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // --- creation (see also randn/zeros/ones/full/arange in frontend/ops.h)
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape,
+                            Device device = Device::cpu());
+  static Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype,
+                            Device device = Device::cpu());
+  static Tensor from_vector(const std::vector<int32_t>& values, const Shape& shape,
+                            Device device = Device::cpu());
+  static Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape,
+                            Device device = Device::cpu());
+  // Uninitialized contiguous tensor (for kernels' outputs).
+  static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu());
+
+  // --- reading: materializes a lazy tensor (a graph break under compile())
+  std::vector<float> to_vector(std::source_location loc = std::source_location::current()) const;
+  std::vector<double> to_double_vector(std::source_location loc = std::source_location::current()) const;
+  double item(std::source_location loc = std::source_location::current()) const;
+
+  // --- metadata
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Strides& strides() const { return impl().strides; }
+  int64_t storage_offset() const { return impl().offset; }
+  int64_t dim() const { return static_cast<int64_t>(impl().shape.size()); }
+  int64_t size(int64_t d) const;
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().device; }
+  int64_t numel() const { return Numel(impl().shape); }
+  bool is_contiguous() const { return IsContiguous(impl().shape, impl().strides); }
+  bool is_lazy() const { return impl().lazy != nullptr; }
+  // Address of the first element (device pointer for CUDA); materializes.
+  void* data_ptr() const;
+  std::string str() const;  // "Tensor[2, 3] float32 cpu"
+
+  // --- conversion (one kernel or one copy each in eager mode)
+  Tensor to(Device device) const;
+  Tensor to(DType dtype) const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+
+  // --- views: no copy
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor view(const Shape& shape) const;     // errors when the strides do not allow it
+  Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
+  Tensor expand(const Shape& shape) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor flatten() const;
+
+  // The shared state; for fusebox internals.
+  TensorImpl& impl() const {
+    FUSEBOX_ENSURE(impl_ != nullptr, "use of an undefined (default-constructed) Tensor");
+    return *impl_;
+  }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+}  // namespace fusebox
