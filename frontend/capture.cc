@@ -90,6 +90,16 @@ Tensor CaptureSession::MakeLazy(graph::NodeId node, Device device) {
   return Tensor(std::move(impl));
 }
 
+graph::Graph CaptureSession::Snapshot(const std::vector<Tensor>& outputs) const {
+  std::vector<graph::NodeId> ids;
+  for (const Tensor& t : outputs) {
+    FUSEBOX_ENSURE(t.impl().lazy && t.impl().lazy->session == this, "Snapshot: ", t.str(),
+                   " is not a value captured by this session");
+    ids.push_back(t.impl().lazy->node);
+  }
+  return builder_.Build(std::move(ids));
+}
+
 void CaptureSession::Flush(const std::string& reason, const std::source_location& loc) {
   std::vector<std::shared_ptr<LazyValue>> pending;
   std::vector<graph::NodeId> outputs;

@@ -53,6 +53,10 @@ class CaptureSession {
   bool has_device() const { return has_device_; }
   Device device() const { return builder_.device(); }
 
+  // The graph captured so far with `outputs` (lazy tensors of this session)
+  // as its outputs, without running it: for tests and tools.
+  graph::Graph Snapshot(const std::vector<Tensor>& outputs) const;
+
   // Runs everything captured so far and realizes every live lazy value.
   void Flush(const std::string& reason, const std::source_location& loc);
 

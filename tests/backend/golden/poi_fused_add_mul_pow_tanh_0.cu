@@ -1,0 +1,71 @@
+#define FB_INLINE __device__ __forceinline__
+FB_INLINE float fb_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+FB_INLINE unsigned short fb_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+FB_INLINE float fb_bf2f(unsigned short b) { return __uint_as_float(((unsigned int)b) << 16); }
+FB_INLINE unsigned short fb_f2bf(float f) { unsigned short b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f)); return b; }
+FB_INLINE float fb_inf() { return __int_as_float(0x7f800000); }
+FB_INLINE float fb_nan() { return __int_as_float(0x7fc00000); }
+FB_INLINE float fb_fabs(float x) { return fabsf(x); }
+FB_INLINE float fb_powf(float a, float b) { return powf(a, b); }
+FB_INLINE float fb_to_f32(float x) { return x; }
+FB_INLINE float fb_to_f16(float x) { return fb_h2f(fb_f2h(x)); }
+FB_INLINE float fb_to_bf16(float x) { return fb_bf2f(fb_f2bf(x)); }
+FB_INLINE int fb_to_i32(float x) { return (int)x; }
+FB_INLINE long long fb_to_i64(float x) { return (long long)x; }
+FB_INLINE bool fb_to_b8(float x) { return x != 0.0f; }
+FB_INLINE float fb_to_f32(long long x) { return (float)x; }
+FB_INLINE float fb_to_f16(long long x) { return fb_to_f16((float)x); }
+FB_INLINE float fb_to_bf16(long long x) { return fb_to_bf16((float)x); }
+FB_INLINE int fb_to_i32(long long x) { return (int)x; }
+FB_INLINE long long fb_to_i64(long long x) { return x; }
+FB_INLINE bool fb_to_b8(long long x) { return x != 0; }
+FB_INLINE float fb_to_f32(int x) { return (float)x; }
+FB_INLINE float fb_to_f16(int x) { return fb_to_f16((float)x); }
+FB_INLINE float fb_to_bf16(int x) { return fb_to_bf16((float)x); }
+FB_INLINE int fb_to_i32(int x) { return x; }
+FB_INLINE long long fb_to_i64(int x) { return x; }
+FB_INLINE bool fb_to_b8(int x) { return x != 0; }
+FB_INLINE float fb_to_f32(bool x) { return x ? 1.0f : 0.0f; }
+FB_INLINE float fb_to_f16(bool x) { return fb_to_f32(x); }
+FB_INLINE float fb_to_bf16(bool x) { return fb_to_f32(x); }
+FB_INLINE int fb_to_i32(bool x) { return x; }
+FB_INLINE long long fb_to_i64(bool x) { return x; }
+FB_INLINE bool fb_to_b8(bool x) { return x; }
+template <typename T> FB_INLINE T fb_relu(T x) { return x < T(0) ? T(0) : x; }  // NaN stays NaN
+template <typename T> FB_INLINE T fb_max(T a, T b) { return (a != a || a > b) ? a : b; }  // NaN wins
+template <typename T> FB_INLINE T fb_min(T a, T b) { return (a != a || a < b) ? a : b; }
+template <typename T> FB_INLINE T fb_abs(T x) { return x < T(0) ? -x : x; }
+FB_INLINE float fb_abs(float x) { return fb_fabs(x); }
+template <typename T> FB_INLINE T fb_pow(T base, T exp) {  // integers: exact, exp < 0 gives 0 unless |base| == 1
+  if (exp < 0) return base == 1 ? T(1) : (base == -1 ? ((exp & 1) ? T(-1) : T(1)) : T(0));
+  T r = 1;
+  for (; exp > 0; exp >>= 1, base *= base) if (exp & 1) r *= base;
+  return r;
+}
+FB_INLINE float fb_pow(float base, float exp) {
+  if (exp == 2.0f) return base * base;  // exact and much cheaper than powf
+  if (exp == 3.0f) return base * base * base;
+  return fb_powf(base, exp);
+}
+
+// poi_fused_add_mul_pow_tanh_0: 1048576 elements
+extern "C" __global__ void __launch_bounds__(256) poi_fused_add_mul_pow_tanh_0(const float* __restrict__ in0, float* __restrict__ out0) {
+  const int i = (int)blockIdx.x * 256 + threadIdx.x;
+  if (i < 1048576) {
+    const float t0 = 0.5f;
+    float t1 = in0[i];
+    float t2 = (t0 * t1);
+    const float t3 = 1.0f;
+    const float t4 = 0.797884583f;
+    const float t5 = 0.0447149985f;
+    const float t6 = 3.0f;
+    float t7 = fb_pow(t1, t6);
+    float t8 = (t5 * t7);
+    float t9 = (t1 + t8);
+    float t10 = (t4 * t9);
+    float t11 = tanhf(t10);
+    float t12 = (t3 + t11);
+    float t13 = (t2 * t12);
+    out0[i] = t13;
+  }
+}
