@@ -51,11 +51,8 @@ Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape,
 Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
   return FromHost(values, shape, dtype, device);
 }
-Tensor Tensor::from_vector(const std::vector<int32_t>& values, const Shape& shape, Device device) {
-  return FromHost(values, shape, DType::kInt32, device);
-}
-Tensor Tensor::from_vector(const std::vector<int64_t>& values, const Shape& shape, Device device) {
-  return FromHost(values, shape, DType::kInt64, device);
+Tensor Tensor::FromDoubles(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
+  return FromHost(values, shape, dtype, device);
 }
 
 std::vector<double> Tensor::to_double_vector(std::source_location loc) const {

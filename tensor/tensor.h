@@ -8,6 +8,7 @@
 #include <memory>
 #include <source_location>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/device.h"
@@ -42,10 +43,14 @@ class Tensor {
                             Device device = Device::cpu());
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype,
                             Device device = Device::cpu());
-  static Tensor from_vector(const std::vector<int32_t>& values, const Shape& shape,
-                            Device device = Device::cpu());
-  static Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape,
-                            Device device = Device::cpu());
+  // Integer vectors give int32 / int64 tensors. A template, so a braced list
+  // like from_vector({1, 2}, {2}) unambiguously picks the float overload.
+  template <typename T>
+    requires(std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>)
+  static Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu()) {
+    return FromDoubles(std::vector<double>(values.begin(), values.end()), shape,
+                       std::is_same_v<T, int32_t> ? DType::kInt32 : DType::kInt64, device);
+  }
   // Uninitialized contiguous tensor (for kernels' outputs).
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu());
 
@@ -96,6 +101,7 @@ class Tensor {
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
+  static Tensor FromDoubles(const std::vector<double>& values, const Shape& shape, DType dtype, Device device);
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -1,0 +1,97 @@
+// The whole path on a GPU: eager ops and compiled functions on Device::cuda()
+// against a float64 reference computed on the host. Skips without a device.
+#include <cmath>
+#include <random>
+#include <tuple>
+
+#include "backend/cuda/caching_allocator.h"
+#include "frontend/fusebox.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fusebox {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!cuda_available()) GTEST_SKIP() << "no usable CUDA device"
+
+Tensor ManualGelu(const Tensor& x) {
+  return 0.5 * x * (1.0 + tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * pow(x, 3.0))));
+}
+double GeluRef(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+uint64_t FreshSeed() { return std::random_device{}(); }
+
+void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i]))) << "first mismatch at element " << i;
+  }
+}
+
+TEST(CudaTest, ManualGeluCompiledIsOneKernelAndMatchesReference) {
+  SKIP_WITHOUT_CUDA();
+  for (Shape shape : {Shape{0}, Shape{1}, Shape{7}, Shape{1000, 1000}, Shape{4097, 33}}) {
+    Tensor host = randn(shape, Device::cpu(), FreshSeed());
+    Tensor x = host.to(Device::cuda());
+    auto compiled = compile(ManualGelu);
+    Tensor y = compiled(x);
+    EXPECT_EQ(y.device(), Device::cuda());
+    ASSERT_EQ(compiled.kernels().size(), shape == Shape{0} ? 1u : 1u);
+    const KernelInfo& k = compiled.kernels()[0];
+    EXPECT_EQ(k.name, "poi_fused_add_mul_pow_tanh_0");
+    EXPECT_THAT(k.ptx, HasSubstr(".entry poi_fused_add_mul_pow_tanh_0"));
+    EXPECT_THAT(k.source, HasSubstr("__global__"));
+    std::vector<double> ref;
+    for (double v : host.to_double_vector()) ref.push_back(GeluRef(v));
+    ExpectClose(y.to_vector(), ref, 1e-5);
+    ExpectClose(ManualGelu(x).to_vector(), ref, 1e-5);  // eager on the GPU
+  }
+}
+
+TEST(CudaTest, NonContiguousBroadcastAndBf16) {
+  SKIP_WITHOUT_CUDA();
+  const uint64_t seed = FreshSeed();
+  Tensor a_host = randn({64, 48}, Device::cpu(), seed), b_host = randn({64}, Device::cpu(), seed + 1);
+  Tensor a = a_host.to(Device::cuda()), b = b_host.to(Device::cuda());
+  auto compiled = compile([](const Tensor& a, const Tensor& b) {
+    return std::make_tuple(sigmoid(a.transpose(0, 1) * b) + 1.0, ManualGelu(a.to(DType::kBFloat16)));
+  });
+  auto [s, g] = compiled(a, b);
+  EXPECT_EQ(g.dtype(), DType::kBFloat16);
+  auto av = a_host.to_double_vector(), bv = b_host.to_double_vector();
+  std::vector<double> rs, rg;
+  for (int i = 0; i < 48; ++i)
+    for (int j = 0; j < 64; ++j) rs.push_back(1.0 / (1.0 + std::exp(-av[j * 48 + i] * bv[j])) + 1.0);
+  for (double v : a_host.to(DType::kBFloat16).to_double_vector()) rg.push_back(GeluRef(v));
+  ExpectClose(s.to_vector(), rs, 1e-5);
+  ExpectClose(g.to_vector(), rg, 1e-2);
+}
+
+TEST(CudaTest, EagerOpsAndDtypesOnDevice) {
+  SKIP_WITHOUT_CUDA();
+  Tensor xi = Tensor::from_vector(std::vector<int32_t>{-3, 0, 5, 7}, {4}, Device::cuda());
+  EXPECT_THAT((xi * 2.0).to_vector(), ElementsAre(-6, 0, 10, 14));
+  EXPECT_EQ((xi / xi.to(DType::kFloat32)).dtype(), DType::kFloat32);
+  EXPECT_THAT(gt(xi, 0.0).to_vector(), ElementsAre(0, 0, 1, 1));
+  EXPECT_THAT(where(gt(xi, 0.0), xi, -xi).to_vector(), ElementsAre(3, 0, 5, 7));
+  Tensor h = Tensor::from_vector(std::vector<float>{1.5f, -2.25f, 65504.f, 1e-8f}, {4}, Device::cuda()).to(DType::kFloat16);
+  EXPECT_THAT(h.to_vector(), ElementsAre(1.5f, -2.25f, 65504.f, 0.f));
+  EXPECT_DOUBLE_EQ(Tensor::from_vector({3.5f}, {1}, Device::cuda()).item(), 3.5);
+}
+
+TEST(CudaTest, FreedMemoryIsReusedByTheCachingAllocator) {
+  SKIP_WITHOUT_CUDA();
+  auto& alloc = cuda::CachingAllocator::ForDevice(0);
+  Tensor x = randn({1 << 20}, Device::cuda(), FreshSeed());
+  { Tensor y = exp(x); }  // freed back to the pool
+  const auto before = alloc.stats();
+  Tensor z = exp(x);
+  EXPECT_EQ(alloc.stats().driver_allocations, before.driver_allocations);
+  EXPECT_GT(alloc.stats().cache_hits, before.cache_hits);
+}
+
+}  // namespace
+}  // namespace fusebox
