@@ -22,6 +22,24 @@ namespace {
 std::atomic<bool> also_compile_cuda{false};
 constexpr int kNoDeviceArch = 90;  // what CI and GPU-less machines compile for
 
+void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+  // Threads pay off only for work well above their start cost (~10 us each).
+  constexpr int64_t kGrain = 1 << 16;
+  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), n / kGrain);
+  if (threads <= 1) return body(0, n);
+  std::vector<std::thread> pool;
+  const int64_t chunk = (n + threads - 1) / threads;
+  for (int64_t t = 1; t < threads; ++t) {
+    pool.emplace_back(body, t * chunk, std::min(n, (t + 1) * chunk));
+  }
+  body(0, std::min(n, chunk));
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+void SetAlsoCompileCudaForCpu(bool on) { also_compile_cuda = on; }
+
 absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCudaSource(const std::string& source,
                                                                         const std::string& name, int arch) {
   const std::vector<std::string> options = cuda::NvrtcBaseOptions(arch);
@@ -42,23 +60,6 @@ absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCudaSource(const st
       });
 }
 
-void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
-  // Threads pay off only for work well above their start cost (~10 us each).
-  constexpr int64_t kGrain = 1 << 16;
-  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), n / kGrain);
-  if (threads <= 1) return body(0, n);
-  std::vector<std::thread> pool;
-  const int64_t chunk = (n + threads - 1) / threads;
-  for (int64_t t = 1; t < threads; ++t) {
-    pool.emplace_back(body, t * chunk, std::min(n, (t + 1) * chunk));
-  }
-  body(0, std::min(n, chunk));
-  for (auto& th : pool) th.join();
-}
-
-}  // namespace
-
-void SetAlsoCompileCudaForCpu(bool on) { also_compile_cuda = on; }
 
 struct Executable::CompiledKernel {
   Kernel ir;
@@ -137,7 +138,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       std::vector<void*> params(args.size());
       for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
       cuda::LaunchDims dims;
-      dims.grid_x = static_cast<unsigned>((k->ir.numel + kCudaBlockSize - 1) / kCudaBlockSize);
+      dims.grid_x = static_cast<unsigned>((k->ir.numel + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock);
       dims.block_x = kCudaBlockSize;
       absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_fn, dims, params.data());
       if (!s.ok()) return s;

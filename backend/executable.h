@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "backend/compile_cache.h"
 #include "backend/kernel_info.h"
 #include "fusion/plan.h"
 #include "tensor/tensor.h"
@@ -36,6 +37,11 @@ class Executable {
   std::vector<std::unique_ptr<CompiledKernel>> kernels_;
   int compiled_kernels_ = 0;
 };
+
+// CUDA source -> PTX + cubin through the compile cache. On failure the status
+// holds NVRTC's log and the path where the source was written.
+absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCudaSource(const std::string& source,
+                                                                              const std::string& name, int arch);
 
 // CI has no GPU: with this on, every kernel compiled for the CPU is also
 // printed as CUDA and compiled by NVRTC for sm_90, so a codegen bug in the

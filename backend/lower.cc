@@ -85,7 +85,8 @@ class Lowerer {
             .buffer = static_cast<int>(kernel_.buffers.size()) - 1, .index = RootIndex(out_strides_)});
     }
     // Inputs were numbered while evaluating; they precede the outputs.
-    kernel_.index64 = kernel_.numel > INT_MAX || max_bound_ > INT_MAX;
+    // Headroom: a CUDA thread may form indices up to one block tile past numel.
+    kernel_.index64 = kernel_.numel > INT_MAX - (1 << 16) || max_bound_ > INT_MAX;
     return std::move(kernel_);
   }
 

@@ -25,9 +25,11 @@ FB_INLINE float fb_powf(float a, float b) { return powf(a, b); }
   std::string Open(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
     return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(",
-                        ParamList(k, /*restrict_qualified=*/true), ") {\n", "  const ", idx, " i = (", idx,
-                        ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;\n", "  if (i < ", k.numel,
-                        k.index64 ? "LL" : "", ") {\n");
+                        ParamList(k, /*restrict_qualified=*/true), ") {\n", "  const ", idx, " base = (", idx,
+                        ")blockIdx.x * ", kCudaElementsPerBlock, " + threadIdx.x;\n", "#pragma unroll\n",
+                        "  for (int k = 0; k < ", kCudaElementsPerThread, "; ++k) {\n", "    const ", idx,
+                        " i = base + k * ", kCudaBlockSize, ";\n", "    if (i >= ", k.numel, k.index64 ? "LL" : "",
+                        ") break;\n");
   }
 
   std::string Close() const override { return "  }\n}\n"; }

@@ -1,5 +1,6 @@
-// Kernel IR -> CUDA C++ for NVRTC: one thread per element, 256 threads per
-// block, 32-bit index math unless the kernel needs 64. The prelude is a few
+// Kernel IR -> CUDA C++ for NVRTC: 256 threads per block, each thread doing
+// 4 elements one block-width apart (coalesced, and 4 loads in flight per
+// thread), 32-bit index math unless the kernel needs 64. The prelude is a few
 // lines of our own (no CUDA headers), which keeps NVRTC fast.
 #pragma once
 
@@ -10,6 +11,8 @@
 namespace fusebox::backend {
 
 inline constexpr int kCudaBlockSize = 256;
+inline constexpr int kCudaElementsPerThread = 4;
+inline constexpr int kCudaElementsPerBlock = kCudaBlockSize * kCudaElementsPerThread;
 
 std::string PrintCuda(const Kernel& kernel);
 

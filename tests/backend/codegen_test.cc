@@ -95,7 +95,7 @@ TEST(CodegenTest, IndicesPast2To31Use64Bits) {
   backend::Kernel big = LowerOnly([](auto& in) { return exp(in[0].expand({3, int64_t{1} << 30})); }, {one});
   EXPECT_TRUE(big.index64);
   const std::string source = backend::PrintCuda(big);
-  EXPECT_THAT(source, HasSubstr("const long long i = (long long)blockIdx.x"));
+  EXPECT_THAT(source, HasSubstr("const long long base = (long long)blockIdx.x"));
   EXPECT_THAT(source, HasSubstr("3221225472LL"));
   EXPECT_TRUE(cuda::CompileWithNvrtc(source, big.name, 90).ok());
   backend::Kernel small = LowerOnly([](auto& in) { return exp(in[0].expand({3, 1 << 20})); }, {one});

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "backend/compile_cache.h"
 #include "backend/cpu/host_compiler.h"
+#include "backend/executable.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -91,6 +92,25 @@ TEST(CompileCacheTest, HostCompilerFailureCarriesLogAndSourcePath) {
   const size_t at = message.find("source: ");
   ASSERT_NE(at, std::string::npos);
   const std::string path = message.substr(at + 8, message.find('\n', at) - at - 8);
+  EXPECT_TRUE(std::filesystem::exists(path)) << path;
+}
+
+}  // namespace
+}  // namespace fusebox::backend
+
+namespace fusebox::backend {
+namespace {
+
+TEST(CompileCacheTest, NvrtcFailureCarriesLogAndSourcePath) {
+  const std::string source = absl::StrCat("extern \"C\" __global__ void bad_", std::random_device{}(),
+                                          "(float* x) { x[0] = undeclared_name; }\n");
+  auto result = CompileCudaSource(source, "bad_kernel", 90);
+  ASSERT_FALSE(result.ok());
+  const std::string message(result.status().message());
+  EXPECT_THAT(message, HasSubstr("undeclared_name"));  // NVRTC's log
+  const size_t at = message.find("source: ");
+  ASSERT_NE(at, std::string::npos) << message;
+  const std::string path = message.substr(at + 8);
   EXPECT_TRUE(std::filesystem::exists(path)) << path;
 }
 

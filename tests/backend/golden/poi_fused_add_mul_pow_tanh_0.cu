@@ -50,8 +50,11 @@ FB_INLINE float fb_pow(float base, float exp) {
 
 // poi_fused_add_mul_pow_tanh_0: 1048576 elements
 extern "C" __global__ void __launch_bounds__(256) poi_fused_add_mul_pow_tanh_0(const float* __restrict__ in0, float* __restrict__ out0) {
-  const int i = (int)blockIdx.x * 256 + threadIdx.x;
-  if (i < 1048576) {
+  const int base = (int)blockIdx.x * 1024 + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int i = base + k * 256;
+    if (i >= 1048576) break;
     const float t0 = 0.5f;
     float t1 = in0[i];
     float t2 = (t0 * t1);
