@@ -1,7 +1,9 @@
 #include "backend/cpu/host_compiler.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -46,20 +48,29 @@ absl::StatusOr<LoadedCpuKernel> CompileCpuKernel(const std::string& source, cons
   bool compiled = false;
   auto binary = CompileCache::Get().GetOrCompile(
       "cpu", key, [&](const std::string& dir, const std::string& stem) -> absl::StatusOr<CompiledBinary> {
-        const std::string src = absl::StrCat(dir, "/", stem, ".cc");
+        // Processes sharing the cache dir (ctest -j) may compile the same kernel
+        // at once: each works on its own files and renames the .so into place.
+        static std::atomic<int64_t> counter{0};
+        const std::string tmp = absl::StrCat(dir, "/", stem, ".tmp", ::getpid(), "_", counter++);
+        const std::string src = absl::StrCat(tmp, ".cc");
         const std::string so = absl::StrCat(dir, "/", stem, ".so");
-        const std::string log_path = absl::StrCat(dir, "/", stem, ".log");
+        const std::string log_path = absl::StrCat(tmp, ".log");
         std::ofstream(src) << source;
-        const std::string tmp_so = absl::StrCat(so, ".tmp");
+        const std::string tmp_so = absl::StrCat(tmp, ".so");
         const std::string cmd =
             absl::StrCat(HostCompilerCommand(), " -o '", tmp_so, "' '", src, "' > '", log_path, "' 2>&1");
         spdlog::debug("compiling {}: {}", name, cmd);
         const int rc = std::system(cmd.c_str());
         std::stringstream log;
         log << std::ifstream(log_path).rdbuf();
-        if (rc != 0 || std::rename(tmp_so.c_str(), so.c_str()) != 0) {
+        const bool ok = rc == 0 && std::rename(tmp_so.c_str(), so.c_str()) == 0;
+        // The source and log stay under the kernel's stable name for the user.
+        const std::string kept_src = absl::StrCat(dir, "/", stem, ".cc");
+        std::rename(src.c_str(), kept_src.c_str());
+        std::rename(log_path.c_str(), absl::StrCat(dir, "/", stem, ".log").c_str());
+        if (!ok) {
           return absl::InternalError(absl::StrCat("the host C++ compiler failed on kernel ", name, " (exit ", rc,
-                                                  "); source: ", src, "\ncommand: ", cmd, "\n", log.str()));
+                                                  "); source: ", kept_src, "\ncommand: ", cmd, "\n", log.str()));
         }
         compiled = true;
         return CompiledBinary{.log = log.str(), .so_path = so};
