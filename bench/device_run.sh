@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Runs fusebox's GPU tests and its main job (fusebox_bench) on the H200 that the
+# `device` tool lends, the same way every session (see /work/shared/DEVICE.md).
+#
+# 1. Here (no GPU needed), from the repository root:
+#      bench/device_run.sh            # = bench/device_run.sh build
+#    builds a Release tree in build-device/ and packs build-device/dist/:
+#      bin/   fusebox_bench and every test binary, stripped
+#      lib/   the shared libraries the device lacks (Abseil, spdlog, fmt), as
+#             `ldd` names them (run with LD_LIBRARY_PATH: a RUNPATH is not enough)
+#      source_dir.txt   the absolute source dir the tests were built against
+#    and checks that dist/ fits in the 64 MiB the tool carries.
+# 2. Then call the device tool's `run` with exactly:
+#      command:   bash bench/device_run.sh remote
+#      carry:     ["build-device/dist"]
+#      timeout_s: 600
+#    On the device this runs fusebox_bench alone first (clean timings), then all
+#    test binaries in parallel; logs and results land in $OUT:
+#      bench.log  bench.json  tests.log  device.txt
+#    It exits non-zero when the bench or any test binary fails.
+set -euo pipefail
+
+mode="${1:-build}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+build=build-device
+dist="$build/dist"
+
+build_here() {
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  cmake --build "$build"
+  rm -rf "$dist"
+  mkdir -p "$dist/bin" "$dist/lib"
+  cp "$build/bench/fusebox_bench" "$dist/bin/"
+  find "$build/tests" -maxdepth 1 -type f -executable -name '*_tests' -exec cp {} "$dist/bin/" \;
+  strip --strip-unneeded "$dist"/bin/*
+  # The libraries the device lacks: every Abseil, spdlog and fmt library that
+  # ldd resolves for any binary (NVRTC, libstdc++ and libc are there).
+  local lib
+  for lib in $(ldd "$dist"/bin/* | awk '$3 ~ /^\// && $1 ~ /^lib(absl_|spdlog|fmt|gtest|gmock)/ {print $3}' | sort -u); do
+    cp -L "$lib" "$dist/lib/"
+  done
+  echo "$root/tests" >"$dist/source_dir.txt"
+  local size_kib
+  size_kib=$(du -sk "$dist" | cut -f1)
+  echo "packed $dist: $(ls "$dist/bin" | wc -l) binaries, $(ls "$dist/lib" | wc -l) libraries, ${size_kib} KiB"
+  if ((size_kib > 60 * 1024)); then
+    echo "error: $dist is over 60 MiB; the device tool carries 64 MiB in all" >&2
+    exit 1
+  fi
+  echo 'next: device run with command "bash bench/device_run.sh remote", carry ["build-device/dist"], timeout_s 600'
+}
+
+run_remote() {
+  : "${OUT:?remote mode runs on the device machine, where the tool sets OUT}"
+  export LD_LIBRARY_PATH="$root/$dist/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export FUSEBOX_CACHE_DIR=/tmp/fusebox-cache
+  # The tests read golden files from the absolute source dir they were built
+  # against; where this copy of the tree lives elsewhere, point that path here.
+  local tests_dir
+  tests_dir="$(cat "$dist/source_dir.txt")"
+  if [[ ! -d "$tests_dir" ]]; then
+    mkdir -p "$(dirname "$(dirname "$tests_dir")")"
+    ln -sfn "$root" "$(dirname "$tests_dir")"
+  fi
+
+  {
+    date -u
+    uname -a
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
+      --format=csv || true
+    nproc
+  } >"$OUT/device.txt" 2>&1
+
+  local status=0
+  echo "== fusebox_bench"
+  "$dist/bin/fusebox_bench" --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || status=1
+
+  echo "== tests (in parallel, one log each, gathered into tests.log)"
+  local logs=/tmp/fusebox-test-logs t name
+  rm -rf "$logs"
+  mkdir -p "$logs"
+  declare -A pids
+  for t in "$dist"/bin/*_tests; do
+    name="$(basename "$t")"
+    timeout 420 "$t" >"$logs/$name.log" 2>&1 &
+    pids[$name]=$!
+  done
+  : >"$OUT/tests.log"
+  local summary=""
+  for name in $(printf '%s\n' "${!pids[@]}" | sort); do
+    local rc=0
+    wait "${pids[$name]}" || rc=$?
+    { echo "==== $name (exit $rc)"; cat "$logs/$name.log"; } >>"$OUT/tests.log"
+    summary+="$(printf '%-16s exit %-3s %s' "$name" "$rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/$name.log" | tr '\n' ' ')")"$'\n'
+    ((rc == 0)) || status=1
+  done
+  # gtest's closing lists: one line per failed or skipped test, without a time.
+  grep -E '^\[  (FAILED  |SKIPPED )\] [^ ]+$' "$OUT/tests.log" | sort -u | head -40 || true
+  printf '%s' "$summary"
+  echo "== fusebox_bench (again, from bench.log)"
+  sed -n '/^workload /,$p' "$OUT/bench.log"
+  echo "== result: $([[ $status == 0 ]] && echo OK || echo FAILED)"
+  return $status
+}
+
+case "$mode" in
+  build) build_here ;;
+  remote) run_remote ;;
+  *)
+    echo "usage: bench/device_run.sh [build|remote]" >&2
+    exit 2
+    ;;
+esac
