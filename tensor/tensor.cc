@@ -87,6 +87,8 @@ void* Tensor::data_ptr() const {
   return static_cast<char*>(i.storage->data()) + i.offset * DTypeSize(i.dtype);
 }
 
+bool Tensor::is_lazy() const { return impl().lazy != nullptr && !impl().lazy->realized; }
+
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
   return absl::StrCat("Tensor", ShapeToString(shape()), " ", DTypeName(dtype()), " ", device().str(),

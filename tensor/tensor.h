@@ -70,7 +70,8 @@ class Tensor {
   Device device() const { return impl().device; }
   int64_t numel() const { return Numel(impl().shape); }
   bool is_contiguous() const { return IsContiguous(impl().shape, impl().strides); }
-  bool is_lazy() const { return impl().lazy != nullptr; }
+  // Still only a node of a graph being captured (not yet computed).
+  bool is_lazy() const;
   // Address of the first element (device pointer for CUDA); materializes.
   void* data_ptr() const;
   std::string str() const;  // "Tensor[2, 3] float32 cpu"
