@@ -101,37 +101,79 @@ std::string CPrinter::ParamList(const Kernel& kernel, bool restrict_qualified) {
   return params;
 }
 
-std::string CPrinter::Print(const Kernel& kernel) const {
-  std::string out = Prelude();
-  absl::StrAppend(&out, "\n// ", kernel.name, ": ", kernel.numel, " elements\n", Open(kernel));
-  for (const Stmt& s : kernel.body) {
+std::string CPrinter::IdentityLiteral(const Accumulator& acc) {
+  const double v = graph::Info(acc.op).identity;
+  if (std::isinf(v) && acc.dtype == DType::kInt32) return v > 0 ? "2147483647" : "(-2147483647 - 1)";
+  if (std::isinf(v) && acc.dtype == DType::kInt64) return v > 0 ? "9223372036854775807LL" : "(-9223372036854775807LL - 1)";
+  return Literal(acc.dtype, v);
+}
+
+std::string CPrinter::Statements(const Kernel& kernel, const std::vector<Stmt>& block,
+                                 const std::function<const char*(graph::Op)>& op_template, const std::string& indent) {
+  std::string out;
+  for (const Stmt& s : block) {
     const std::string type(ComputeCType(s.dtype));
     switch (s.kind) {
       case StmtKind::kLoad: {
         const BufferParam& b = kernel.buffers[s.buffer];
-        absl::StrAppend(&out, "    ", type, " ", Temp(s.result), " = ",
+        absl::StrAppend(&out, indent, type, " ", Temp(s.result), " = ",
                         LoadExpr(b.dtype, absl::StrCat(b.name, "[", s.index.ToString(), "]")), ";\n");
         break;
       }
       case StmtKind::kConstant:
-        absl::StrAppend(&out, "    const ", type, " ", Temp(s.result), " = ", Literal(s.dtype, s.constant), ";\n");
+        absl::StrAppend(&out, indent, "const ", type, " ", Temp(s.result), " = ", Literal(s.dtype, s.constant), ";\n");
         break;
       case StmtKind::kCompute: {
         std::string a[3];
         for (size_t k = 0; k < s.args.size(); ++k) a[k] = Temp(s.args[k]);
-        absl::StrAppend(&out, "    ", type, " ", Temp(s.result), " = ",
-                        absl::Substitute(OpTemplate(s.op), a[0], a[1], a[2], ConvertFn(s.dtype)), ";\n");
+        absl::StrAppend(&out, indent, type, " ", Temp(s.result), " = ",
+                        absl::Substitute(op_template(s.op), a[0], a[1], a[2], ConvertFn(s.dtype)), ";\n");
         break;
       }
       case StmtKind::kStore: {
         const BufferParam& b = kernel.buffers[s.buffer];
-        absl::StrAppend(&out, "    ", b.name, "[", s.index.ToString(), "] = ",
-                        StoreExpr(b.dtype, Temp(s.args[0])), ";\n");
+        absl::StrAppend(&out, indent, b.name, "[", s.index.ToString(), "] = ", StoreExpr(b.dtype, Temp(s.args[0])),
+                        ";\n");
         break;
       }
     }
   }
-  absl::StrAppend(&out, Close());
+  return out;
+}
+
+std::string CPrinter::Print(const Kernel& kernel) const {
+  auto op_template = [this](graph::Op op) { return OpTemplate(op); };
+  std::string out = Prelude();
+  absl::StrAppend(&out, "\n// ", kernel.name, ": ", kernel.numel, " elements");
+  if (!kernel.is_reduction()) {
+    absl::StrAppend(&out, "\n", Open(kernel), Statements(kernel, kernel.body, op_template, "    "), Close());
+    return out;
+  }
+  absl::StrAppend(&out, ", ", kernel.num_rows, " rows of ", kernel.row_length, "\n", OpenRow(kernel));
+  for (const Pass& pass : kernel.passes) {
+    for (const Accumulator& a : pass.accumulators) {
+      absl::StrAppend(&out, "    ", ComputeCType(a.dtype), " ", Temp(a.temp), " = ", IdentityLiteral(a), ";\n");
+    }
+    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, pass.body, op_template, "      "));
+    for (const Accumulator& a : pass.accumulators) {
+      absl::StrAppend(&out, "      ", Temp(a.temp), " = ",
+                      absl::Substitute(OpTemplate(a.op), Temp(a.temp), Temp(a.value)), ";\n");
+    }
+    absl::StrAppend(&out, "    }\n");
+    for (const Accumulator& a : pass.accumulators) {
+      const std::string type = ComputeCType(a.dtype);
+      const std::string lambda = absl::StrCat("[](", type, " a, ", type, " b) { return ",
+                                              absl::Substitute(OpTemplate(a.op), "a", "b"), "; }");
+      absl::StrAppend(&out, AfterPass(a, lambda));
+    }
+  }
+  if (!kernel.elementwise.empty()) {
+    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, kernel.elementwise, op_template, "      "), "    }\n");
+  }
+  if (!kernel.row_body.empty()) {
+    absl::StrAppend(&out, OpenRowStores(), Statements(kernel, kernel.row_body, op_template, "      "), "    }\n");
+  }
+  absl::StrAppend(&out, CloseRow());
   return out;
 }
 

@@ -4,6 +4,7 @@
 // per target, over one kernel IR.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,19 @@ class CPrinter {
   virtual std::string Open(const Kernel& kernel) const = 0;
   virtual std::string Close() const = 0;
   virtual const char* OpTemplate(graph::Op op) const = 0;
+
+  // Reduction kernels: the per-row scope, the loop over a row, what follows a
+  // pass (the CUDA printer combines the block's partial results there), and
+  // the scope of the per-row stores.
+  virtual std::string OpenRow(const Kernel& kernel) const = 0;
+  virtual std::string CloseRow() const = 0;
+  virtual std::string OpenRowLoop(const Kernel& kernel) const = 0;
+  virtual std::string AfterPass(const Accumulator& acc, const std::string& combine_lambda) const = 0;
+  virtual std::string OpenRowStores() const = 0;
+
+  static std::string Statements(const Kernel& kernel, const std::vector<Stmt>& block,
+                                const std::function<const char*(graph::Op)>& op_template, const std::string& indent);
+  static std::string IdentityLiteral(const Accumulator& acc);
 
   // Helpers both targets define the same way, written with FB_INLINE.
   static const char* CommonPrelude();

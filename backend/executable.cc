@@ -22,10 +22,12 @@ namespace {
 std::atomic<bool> also_compile_cuda{false};
 constexpr int kNoDeviceArch = 90;  // what CI and GPU-less machines compile for
 
-void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+// Runs body over [0, n) split across threads; `cost` is the work per index.
+void ParallelFor(int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& body) {
   // Threads pay off only for work well above their start cost (~10 us each).
   constexpr int64_t kGrain = 1 << 16;
-  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), n / kGrain);
+  const int64_t threads =
+      std::min<int64_t>({std::max(1u, std::thread::hardware_concurrency()), n * cost / kGrain, n});
   if (threads <= 1) return body(0, n);
   std::vector<std::thread> pool;
   const int64_t chunk = (n + threads - 1) / threads;
@@ -126,19 +128,26 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
         Tensor out = Tensor::empty(node.shape, node.dtype, device);
         args.push_back(out.data_ptr());
         stored.emplace(b.node, std::move(out));
-      } else {
+      } else if (node.op == graph::Op::kInput) {
         args.push_back(inputs[node.input_index].data_ptr());
+      } else {  // stored by an earlier kernel of this plan
+        auto it = stored.find(b.node);
+        if (it == stored.end()) return absl::InternalError(absl::StrCat("kernel ", k->ir.name, " reads %", b.node, " before it is computed"));
+        args.push_back(it->second.data_ptr());
       }
     }
     if (k->ir.numel == 0) continue;
+    const int64_t iterations = k->ir.is_reduction() ? k->ir.num_rows : k->ir.numel;
+    const int64_t cost = k->ir.is_reduction() ? std::max<int64_t>(k->ir.row_length, 1) : 1;
     if (device.is_cpu()) {
-      ParallelFor(k->ir.numel, [&](int64_t begin, int64_t end) { k->cpu_fn(args.data(), begin, end); });
+      ParallelFor(iterations, cost, [&](int64_t begin, int64_t end) { k->cpu_fn(args.data(), begin, end); });
     } else {
       // cuLaunchKernel takes a pointer to each argument's value.
       std::vector<void*> params(args.size());
       for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
       cuda::LaunchDims dims;
-      dims.grid_x = static_cast<unsigned>((k->ir.numel + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock);
+      dims.grid_x = static_cast<unsigned>(k->ir.is_reduction() ? k->ir.num_rows
+                                                               : (k->ir.numel + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock);
       dims.block_x = kCudaBlockSize;
       absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_fn, dims, params.data());
       if (!s.ok()) return s;

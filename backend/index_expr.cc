@@ -12,14 +12,17 @@ struct IndexExpr::Rep {
   int64_t value;  // kConst: the value; kMul/kDiv/kMod: the constant operand
   int64_t bound;
   IndexExpr a, b;
+  const char* name = "i";  // kVar
 };
 
 IndexExpr IndexExpr::Make(Kind kind, int64_t value, int64_t bound, IndexExpr a, IndexExpr b) {
   return IndexExpr(std::make_shared<const Rep>(Rep{kind, value, bound, std::move(a), std::move(b)}));
 }
 
-IndexExpr IndexExpr::Var(int64_t bound) {
-  return IndexExpr(std::make_shared<const Rep>(Rep{Kind::kVar, 0, bound, {}, {}}));
+IndexExpr IndexExpr::Var(int64_t bound) { return Var("i", bound); }
+
+IndexExpr IndexExpr::Var(const char* name, int64_t bound) {
+  return IndexExpr(std::make_shared<const Rep>(Rep{Kind::kVar, 0, bound, {}, {}, name}));
 }
 
 IndexExpr IndexExpr::Const(int64_t value) {
@@ -68,7 +71,7 @@ std::string IndexExpr::Operand(const IndexExpr& e) {
 std::string IndexExpr::ToString() const {
   auto literal = [](int64_t v) { return v > INT_MAX ? absl::StrCat(v, "LL") : absl::StrCat(v); };
   switch (rep_->kind) {
-    case Kind::kVar: return "i";
+    case Kind::kVar: return rep_->name;
     case Kind::kConst: return literal(rep_->value);
     case Kind::kAdd: return absl::StrCat(rep_->a.ToString(), " + ", rep_->b.ToString());
     // * / % share a precedence and group left to right, so only a sum on the

@@ -14,6 +14,8 @@ class IndexExpr {
  public:
   IndexExpr() : IndexExpr(Const(0)) {}
   static IndexExpr Var(int64_t bound);  // the loop index `i`, 0 <= i < bound
+  // A named loop index (`r` for a reduction's row, `j` along the row).
+  static IndexExpr Var(const char* name, int64_t bound);
   static IndexExpr Const(int64_t value);
 
   friend IndexExpr operator+(const IndexExpr& a, const IndexExpr& b);

@@ -13,23 +13,42 @@ std::string Kernel::ToString() const {
                     b.node, ")\n");
   }
   auto temp = [](std::string* s, int t) { absl::StrAppend(s, "t", t); };
-  for (const Stmt& s : body) {
-    switch (s.kind) {
-      case StmtKind::kLoad:
-        absl::StrAppend(&out, "  t", s.result, " = load ", buffers[s.buffer].name, "[", s.index.ToString(), "]\n");
-        break;
-      case StmtKind::kConstant:
-        absl::StrAppend(&out, "  t", s.result, absl::StrFormat(" = %.9g\n", s.constant));
-        break;
-      case StmtKind::kCompute:
-        absl::StrAppend(&out, "  t", s.result, " = ", graph::OpName(s.op), "(", absl::StrJoin(s.args, ", ", temp),
-                        ") : ", DTypeName(s.dtype), "\n");
-        break;
-      case StmtKind::kStore:
-        absl::StrAppend(&out, "  store ", buffers[s.buffer].name, "[", s.index.ToString(), "] = t", s.args[0], "\n");
-        break;
+  auto print = [&](const std::vector<Stmt>& block, const std::string& indent) {
+    for (const Stmt& s : block) {
+      switch (s.kind) {
+        case StmtKind::kLoad:
+          absl::StrAppend(&out, indent, "t", s.result, " = load ", buffers[s.buffer].name, "[", s.index.ToString(), "]\n");
+          break;
+        case StmtKind::kConstant:
+          absl::StrAppend(&out, indent, "t", s.result, absl::StrFormat(" = %.9g\n", s.constant));
+          break;
+        case StmtKind::kCompute:
+          absl::StrAppend(&out, indent, "t", s.result, " = ", graph::OpName(s.op), "(",
+                          absl::StrJoin(s.args, ", ", temp), ") : ", DTypeName(s.dtype), "\n");
+          break;
+        case StmtKind::kStore:
+          absl::StrAppend(&out, indent, "store ", buffers[s.buffer].name, "[", s.index.ToString(), "] = t", s.args[0], "\n");
+          break;
+      }
+    }
+  };
+  if (!is_reduction()) {
+    print(body, "  ");
+    return out;
+  }
+  absl::StrAppend(&out, "  for r in [0, ", num_rows, "):\n");
+  for (const Pass& p : passes) {
+    absl::StrAppend(&out, "    for j in [0, ", row_length, "):\n");
+    print(p.body, "      ");
+    for (const Accumulator& a : p.accumulators) {
+      absl::StrAppend(&out, "      t", a.temp, " = ", graph::OpName(a.op), "(t", a.temp, ", t", a.value, ")\n");
     }
   }
+  if (!elementwise.empty()) {
+    absl::StrAppend(&out, "    for j in [0, ", row_length, "):\n");
+    print(elementwise, "      ");
+  }
+  print(row_body, "    ");
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/index_expr.h"
+#include "fusion/plan.h"
 #include "graph/graph.h"
 
 namespace fusebox::backend {
@@ -33,13 +34,38 @@ struct Stmt {
   double constant = 0;     // kConstant
 };
 
+// A running fold: `temp` starts at the op's identity and takes in `value`
+// (a temporary of the pass body) once per element of the row.
+struct Accumulator {
+  int temp = -1;
+  graph::Op op;
+  DType dtype;
+  int value = -1;
+};
+
+// One loop over a row (index `j`), folding into its accumulators.
+struct Pass {
+  std::vector<Stmt> body;
+  std::vector<Accumulator> accumulators;
+};
+
 struct Kernel {
   std::string name;
-  int64_t numel = 0;        // iterations
+  fusion::KernelKind kind = fusion::KernelKind::kPointwise;
+  int64_t numel = 0;        // pointwise: iterations (index `i`); reductions: rows * row_length
   bool index64 = false;     // some index may exceed 2^31-1
   std::vector<BufferParam> buffers;  // inputs first, then outputs
-  std::vector<Stmt> body;
+  std::vector<Stmt> body;   // pointwise: once per element
+  // Reductions, once per row `r`: each pass in order (accumulators then hold
+  // the row's results), then `elementwise` over j (stores of full-shape
+  // values), then `row_body` (stores of one value per row).
+  int64_t num_rows = 0, row_length = 0;
+  std::vector<Pass> passes;
+  std::vector<Stmt> elementwise;
+  std::vector<Stmt> row_body;
   int num_temps = 0;
+
+  bool is_reduction() const { return kind != fusion::KernelKind::kPointwise; }
 
   std::string ToString() const;  // readable IR dump
 };

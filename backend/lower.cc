@@ -1,5 +1,7 @@
 #include "backend/lower.h"
 
+#include "backend/lower_util.h"
+
 #include <climits>
 #include <optional>
 
@@ -16,63 +18,13 @@ using graph::NodeId;
 using graph::Op;
 using graph::OpKind;
 
-// A shape with one stride vector per operand, after merging dims.
-struct Layout {
-  Shape shape;
-  std::vector<Strides> strides;  // per operand
-};
-
-// Drops size-1 dims and merges neighbours that every operand walks as one.
-Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands) {
-  Layout out;
-  out.strides.resize(operands.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !out.shape.empty();
-    for (size_t k = 0; merge && k < operands.size(); ++k) {
-      merge = out.strides[k].back() == operands[k][d] * shape[d];
-    }
-    if (merge) {
-      out.shape.back() *= shape[d];
-      for (size_t k = 0; k < operands.size(); ++k) out.strides[k].back() = operands[k][d];
-    } else {
-      out.shape.push_back(shape[d]);
-      for (size_t k = 0; k < operands.size(); ++k) out.strides[k].push_back(operands[k][d]);
-    }
-  }
-  return out;
-}
-
-// Multi-index of a linear index `linear` over `shape`, outermost first.
-std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shape) {
-  std::vector<IndexExpr> index(shape.size());
-  int64_t inner = 1;
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    index[d] = (linear / inner) % shape[d];
-    inner *= shape[d];
-  }
-  return index;
-}
-
-IndexExpr Dot(const std::vector<IndexExpr>& index, const Strides& strides, int64_t offset = 0) {
-  IndexExpr sum = IndexExpr::Const(offset);
-  for (size_t d = 0; d < index.size(); ++d) sum = sum + index[d] * strides[d];
-  return sum;
-}
-
-// Element index, for a value of `shape` laid out with `strides`, of the element
-// at contiguous position `linear`.
-IndexExpr Address(const IndexExpr& linear, const Shape& shape, const Strides& strides) {
-  Layout l = Coalesce(shape, {ContiguousStrides(shape), strides});
-  return Dot(Unravel(linear, l.shape), l.strides[1]);
-}
-
 class Lowerer {
  public:
   Lowerer(const Graph& g, const fusion::KernelGroup& group) : g_(g), group_(group) {}
 
   Kernel Run() {
     kernel_.name = group_.name;
+    kernel_.kind = group_.kind;
     kernel_.numel = Numel(group_.iteration_shape);
     PlanRootIndex();
     std::vector<int> values;
@@ -102,11 +54,11 @@ class Lowerer {
       stack.pop_back();
       if (!seen.emplace(id, true).second) continue;
       const Node& n = g_.node(id);
-      if (n.op == Op::kInput || n.op == Op::kView) {
+      if (n.op == Op::kInput || n.op == Op::kView || IsBuffer(id)) {
         FUSEBOX_CHECK(n.shape == group_.iteration_shape, "operand %", id, " shape ", ShapeToString(n.shape),
                       " differs from the kernel's ", ShapeToString(group_.iteration_shape));
         root_operand_[id] = static_cast<int>(operands.size());
-        operands.push_back(n.strides);
+        operands.push_back(OperandStrides(n, IsBuffer(id)));
       } else if (graph::Info(n.op).kind == OpKind::kPointwise) {
         for (NodeId in : n.inputs) stack.push_back(in);
       }
@@ -116,6 +68,10 @@ class Lowerer {
     root_strides_ = std::move(layout.strides);
     out_strides_ = root_strides_[0];
     root_index_ = Unravel(IndexExpr::Var(kernel_.numel), root_shape_);
+  }
+
+  bool IsBuffer(NodeId id) const {
+    return std::find(group_.buffer_inputs.begin(), group_.buffer_inputs.end(), id) != group_.buffer_inputs.end();
   }
 
   IndexExpr RootIndex(const Strides& strides, int64_t offset = 0) {
@@ -146,9 +102,10 @@ class Lowerer {
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     const Node& n = g_.node(id);
     int result = -1;
-    switch (n.op) {
+    switch (IsBuffer(id) ? Op::kInput : n.op) {
       case Op::kInput: {
-        IndexExpr index = linear ? Address(*linear, n.shape, n.strides) : RootIndex(root_strides_[root_operand_[id]]);
+        IndexExpr index = linear ? Address(*linear, n.shape, OperandStrides(n, IsBuffer(id)))
+                                 : RootIndex(root_strides_[root_operand_[id]]);
         result = Emit({.kind = StmtKind::kLoad, .dtype = n.dtype, .buffer = InputBuffer(id), .index = index});
         break;
       }
@@ -189,6 +146,7 @@ class Lowerer {
 }  // namespace
 
 Kernel LowerKernel(const Graph& graph, const fusion::KernelGroup& group) {
+  if (group.kind != fusion::KernelKind::kPointwise) return LowerReduction(graph, group);
   return Lowerer(graph, group).Run();
 }
 

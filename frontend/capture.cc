@@ -120,7 +120,8 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
     GraphRecord record{.graph_text = run.planned_graph->ToString(), .end_reason = reason,
                        .location = Location(loc), .from_cache = run.plan_cache_hit};
     for (const graph::Node& n : run.planned_graph->nodes()) {
-      if (graph::Info(n.op).kind == graph::OpKind::kPointwise) record.ops.emplace_back(graph::OpName(n.op));
+      const graph::OpKind kind = graph::Info(n.op).kind;
+      if (kind == graph::OpKind::kPointwise || kind == graph::OpKind::kReduction) record.ops.emplace_back(graph::OpName(n.op));
     }
     for (const KernelInfo& k : *run.kernels) record.kernel_names.push_back(k.name);
     records_.push_back(std::move(record));
@@ -137,6 +138,19 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
     v->session = nullptr;
   }
   Reset();
+}
+
+OpRecorder::OpRecorder() : session_(CaptureSession::Current()) {
+  if (session_ == nullptr) session_ = &eager_.emplace(/*eager=*/true);
+}
+
+Tensor OpRecorder::Finish(graph::NodeId node, Device device, const char* op_name) {
+  Tensor out = session_->MakeLazy(node, device);
+  if (eager_) {
+    eager_->Flush(op_name, std::source_location::current());
+    Realize(out.impl(), op_name, std::source_location::current());
+  }
+  return out;
 }
 
 void Realize(TensorImpl& impl, const char* reason, const std::source_location& loc) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -76,6 +77,20 @@ class CaptureSession {
   std::vector<KernelInfo> launched_;
   std::vector<GraphRecord> records_;
   int64_t kernel_compiles_ = 0;
+};
+
+// Records one op: inside compile() into the current session, else into a
+// one-op session that Finish() runs at once (eager mode).
+class OpRecorder {
+ public:
+  OpRecorder();
+  CaptureSession& session() { return *session_; }
+  // The op's result: lazy under compile(), computed in eager mode.
+  Tensor Finish(graph::NodeId node, Device device, const char* op_name);
+
+ private:
+  CaptureSession* session_;
+  std::optional<CaptureSession> eager_;
 };
 
 // Makes `impl` concrete: adopts its flushed value, flushing its session first

@@ -8,6 +8,7 @@
 #include "backend/kernel_info.h"  // IWYU pragma: export
 #include "frontend/compile.h"     // IWYU pragma: export
 #include "frontend/ops.h"         // IWYU pragma: export
+#include "frontend/reductions.h"  // IWYU pragma: export
 #include "tensor/creation.h"      // IWYU pragma: export
 #include "tensor/device.h"        // IWYU pragma: export
 #include "tensor/dtype.h"         // IWYU pragma: export

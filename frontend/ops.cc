@@ -79,12 +79,13 @@ Tensor Apply(Op op, std::vector<Operand> xs, DType cast_to = DType::kFloat32) {
     case DTypeRule::kCast: input_dtype = common, result = cast_to; break;
     case DTypeRule::kSame:
     case DTypeRule::kWhere:
-    case DTypeRule::kNone: break;
+    case DTypeRule::kNone:
+    case DTypeRule::kReduceSum:
+    case DTypeRule::kReduceSame: break;
   }
 
-  frontend::CaptureSession* session = frontend::CaptureSession::Current();
-  std::optional<frontend::CaptureSession> eager;
-  if (session == nullptr) session = &eager.emplace(/*eager=*/true);
+  frontend::OpRecorder recorder;
+  frontend::CaptureSession* session = &recorder.session();
 
   graph::Node node{.op = op, .dtype = result, .shape = shape};
   for (size_t k = 0; k < xs.size(); ++k) {
@@ -101,12 +102,7 @@ Tensor Apply(Op op, std::vector<Operand> xs, DType cast_to = DType::kFloat32) {
     }
     node.inputs.push_back(id);
   }
-  Tensor out = session->MakeLazy(session->AddNode(std::move(node)), device);
-  if (eager) {
-    eager->Flush(name, std::source_location::current());
-    frontend::Realize(out.impl(), name, std::source_location::current());
-  }
-  return out;
+  return recorder.Finish(session->AddNode(std::move(node)), device, name);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "fusion/eliminate_dead_nodes.h"
-#include "fusion/fuse_pointwise.h"
+#include "fusion/fuse_kernels.h"
 #include "fusion/name_kernels.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
@@ -31,8 +31,8 @@ Plan BuildPlan(const graph::Graph& captured) {
   DumpGraph("eliminate_dead_nodes", captured, g);
 
   // 2. Group into kernels; 3. name them (names depend on the final groups).
-  Plan plan = FusePointwise(g);
-  DumpPlan("fuse_pointwise", plan);
+  Plan plan = FuseKernels(g);
+  DumpPlan("fuse_kernels", plan);
   plan = NameKernels(std::move(plan));
   DumpPlan("name_kernels", plan);
   spdlog::debug("planned {} kernel(s) for a graph of {} node(s)", plan.kernels.size(), g.size());

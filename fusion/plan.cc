@@ -8,8 +8,16 @@ namespace fusebox::fusion {
 const char* KindPrefix(KernelKind kind) {
   switch (kind) {
     case KernelKind::kPointwise: return "poi";
+    case KernelKind::kReduction: return "red";
+    case KernelKind::kPersistent: return "per";
   }
   return "?";
+}
+
+Shape RowShape(const KernelGroup& group) {
+  Shape shape = group.iteration_shape;
+  for (int64_t d : group.axes) shape[d] = 1;
+  return shape;
 }
 
 std::string Plan::ToString() const {
@@ -18,7 +26,9 @@ std::string Plan::ToString() const {
     auto percent = [](std::string* s, graph::NodeId id) { absl::StrAppend(s, "%", id); };
     absl::StrAppend(&out, "  ", k.name, " over ", ShapeToString(k.iteration_shape), ": nodes [",
                     absl::StrJoin(k.nodes, ", ", percent), "] -> stores [",
-                    absl::StrJoin(k.outputs, ", ", percent), "]\n");
+                    absl::StrJoin(k.outputs, ", ", percent), "]",
+                    k.buffer_inputs.empty() ? "" : absl::StrCat(" loads [", absl::StrJoin(k.buffer_inputs, ", ", percent), "]"),
+                    k.axes.empty() ? "" : absl::StrCat(" reducing axes ", ShapeToString(k.axes)), "\n");
   }
   return out;
 }

@@ -10,14 +10,25 @@
 
 namespace fusebox::fusion {
 
-enum class KernelKind { kPointwise };
+enum class KernelKind {
+  kPointwise,   // poi_: one element per iteration
+  kReduction,   // red_: one row per iteration, looping over the row per reduction
+  kPersistent,  // per_: like kReduction, with the row held on chip between passes
+};
 
 struct KernelGroup {
   std::string name;                   // "poi_fused_add_mul_pow_tanh_0" (name_kernels.h)
   KernelKind kind = KernelKind::kPointwise;
-  Shape iteration_shape;              // one thread (CUDA) / iteration (CPU) per element
-  std::vector<graph::NodeId> outputs; // stored, in order
-  std::vector<graph::NodeId> nodes;   // every compute node the kernel evaluates, topological
+  // Pointwise: the stored shape, one element per iteration. Reductions: the
+  // shape being reduced; `axes` are its reduced dims (a row is one position
+  // of the other dims, its elements the positions of the reduced dims).
+  Shape iteration_shape;
+  std::vector<int64_t> axes;
+  std::vector<graph::NodeId> reductions;    // reductions computed here, in dependency order
+  std::vector<graph::NodeId> outputs;       // stored values, in order: either of
+                                            // iteration_shape or (reductions) one per row
+  std::vector<graph::NodeId> buffer_inputs; // values stored by earlier kernels, loaded here
+  std::vector<graph::NodeId> nodes;         // every compute node the kernel evaluates, topological
 };
 
 struct Plan {
@@ -25,6 +36,9 @@ struct Plan {
   std::vector<KernelGroup> kernels;
   std::string ToString() const;
 };
+
+// The reduced shape of a reduction group: iteration_shape with axes set to 1.
+Shape RowShape(const KernelGroup& group);
 
 // The kernel-name prefix of a kind: "poi".
 const char* KindPrefix(KernelKind kind);

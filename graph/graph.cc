@@ -36,6 +36,8 @@ std::string Graph::ToString() const {
       args.push_back(absl::StrCat("arg", n.input_index, ", strides=", ShapeToString(n.strides)));
     } else if (n.op == Op::kConstant) {
       args.push_back(absl::StrFormat("%.9g", n.scalar));
+    } else if (Info(n.op).kind == OpKind::kReduction) {
+      args.push_back(absl::StrCat("axes=", ShapeToString(n.axes)));
     } else if (n.op == Op::kView) {
       args.push_back(absl::StrCat("strides=", ShapeToString(n.strides), ", offset=", n.offset));
     }

@@ -33,16 +33,18 @@ struct Node {
                              // kView: strides into the input's contiguous value
   int64_t offset = 0;        // kView: element offset into the input's contiguous value
   double scalar = 0;         // kConstant: the value
+  std::vector<int64_t> axes; // reductions: the reduced dims (sorted); the
+                             // result keeps them with size 1
 
   friend bool operator==(const Node& a, const Node& b) {
     return a.op == b.op && a.dtype == b.dtype && a.shape == b.shape && a.inputs == b.inputs &&
            a.input_index == b.input_index && a.strides == b.strides && a.offset == b.offset &&
-           std::bit_cast<uint64_t>(a.scalar) == std::bit_cast<uint64_t>(b.scalar);
+           std::bit_cast<uint64_t>(a.scalar) == std::bit_cast<uint64_t>(b.scalar) && a.axes == b.axes;
   }
   template <typename H>
   friend H AbslHashValue(H h, const Node& n) {
     return H::combine(std::move(h), n.op, n.dtype, n.shape, n.inputs, n.input_index, n.strides,
-                      n.offset, std::bit_cast<uint64_t>(n.scalar));
+                      n.offset, std::bit_cast<uint64_t>(n.scalar), n.axes);
   }
 };
 

@@ -9,7 +9,7 @@
 
 namespace fusebox::graph {
 
-enum class OpKind { kSource, kView, kPointwise };
+enum class OpKind { kSource, kView, kPointwise, kReduction };
 
 // How an op's result dtype follows from its inputs, which the frontend has
 // already promoted to one common dtype (where's condition is bool).
@@ -20,13 +20,17 @@ enum class DTypeRule {
   kFloat,    // integer and bool inputs are computed and returned as float32
   kCompare,  // result is bool
   kWhere,    // cond is bool; result = dtype of the two values
-  kCast,     // result dtype is the node's own
+  kCast,        // result dtype is the node's own
+  kReduceSum,   // sum/prod: bool and integers accumulate and return int64
+  kReduceSame,  // max/min: result = input dtype
 };
 
 enum class Op {
 #define OP(Enum, name, arity, kind, rule, cuda, cpp, ref) Enum,
+#define REDUCE_OP(Enum, name, rule, cuda, cpp, ref, identity) Enum,
 #include "graph/ops.def"
 #undef OP
+#undef REDUCE_OP
 };
 
 using ReferenceFn = double (*)(double, double, double);
@@ -40,6 +44,7 @@ struct OpInfo {
   const char* cuda_expr;
   const char* cpp_expr;
   ReferenceFn reference;
+  double identity;  // reductions: the accumulator's start value
 };
 
 const OpInfo& Info(Op op);

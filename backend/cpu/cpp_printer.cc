@@ -40,6 +40,18 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
 
   std::string Close() const override { return "  }\n}\n"; }
 
+  // [begin, end) are rows.
+  std::string OpenRow(const Kernel& k) const override {
+    std::string out = Open(k);
+    return out.replace(out.rfind("for (long long i = begin; i < end; ++i)"), 40, "for (long long r = begin; r < end; ++r)");
+  }
+  std::string CloseRow() const override { return "  }\n}\n"; }
+  std::string OpenRowLoop(const Kernel& k) const override {
+    return absl::StrCat("    for (long long j = 0; j < ", k.row_length, "LL; ++j) {\n");
+  }
+  std::string AfterPass(const Accumulator&, const std::string&) const override { return ""; }
+  std::string OpenRowStores() const override { return "    {\n"; }
+
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cpp_expr; }
 };
 

@@ -18,6 +18,19 @@ FB_INLINE float fb_inf() { return __int_as_float(0x7f800000); }
 FB_INLINE float fb_nan() { return __int_as_float(0x7fc00000); }
 FB_INLINE float fb_fabs(float x) { return fabsf(x); }
 FB_INLINE float fb_powf(float a, float b) { return powf(a, b); }
+// Combines one value per thread across the block; every thread gets the result.
+template <typename T, typename F>
+FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
+  __shared__ T partials[32];
+  for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // the previous reduction may still be reading `partials`
+  if (lane == 0) partials[warp] = v;
+  __syncthreads();
+  v = lane < (int)(blockDim.x >> 5) ? partials[lane] : identity;
+  for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 )",
                         CommonPrelude());
   }
@@ -33,6 +46,25 @@ FB_INLINE float fb_powf(float a, float b) { return powf(a, b); }
   }
 
   std::string Close() const override { return "  }\n}\n"; }
+
+  // One block per row; the block's threads stride along the row.
+  std::string OpenRow(const Kernel& k) const override {
+    const char* idx = k.index64 ? "long long" : "int";
+    return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(",
+                        ParamList(k, /*restrict_qualified=*/true), ") {\n", "  const ", idx, " r = blockIdx.x;\n",
+                        "  {\n");
+  }
+  std::string CloseRow() const override { return "  }\n}\n"; }
+  std::string OpenRowLoop(const Kernel& k) const override {
+    const char* idx = k.index64 ? "long long" : "int";
+    return absl::StrCat("    for (", idx, " j = threadIdx.x; j < ", k.row_length, k.index64 ? "LL" : "", "; j += ",
+                        kCudaBlockSize, ") {\n");
+  }
+  std::string AfterPass(const Accumulator& a, const std::string& lambda) const override {
+    return absl::StrCat("    t", a.temp, " = fb_block_reduce(t", a.temp, ", ", lambda, ", ",
+                        CPrinter::IdentityLiteral(a), ");\n");
+  }
+  std::string OpenRowStores() const override { return "    if (threadIdx.x == 0) {\n"; }
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
 };

@@ -17,8 +17,10 @@ using ::testing::MatchesRegex;
 
 constexpr int kNumOps = 0
 #define OP(Enum, name, arity, kind, rule, cuda, cpp, ref) +1
+#define REDUCE_OP(Enum, name, rule, cuda, cpp, ref, identity) +1
 #include "graph/ops.def"
 #undef OP
+#undef REDUCE_OP
     ;
 
 // The highest $k placeholder an expression uses, or -1.
@@ -67,7 +69,7 @@ TEST(OpTableTest, SourcesAndViewsHaveNoExpressionsOrReference) {
   EXPECT_EQ(Info(Op::kConstant).kind, OpKind::kSource);
   EXPECT_EQ(Info(Op::kView).kind, OpKind::kView);
   for (const OpInfo& row : AllOps()) {
-    if (row.kind == OpKind::kPointwise) continue;
+    if (row.kind == OpKind::kPointwise || row.kind == OpKind::kReduction) continue;
     SCOPED_TRACE(row.name);
     EXPECT_EQ(row.arity, row.kind == OpKind::kView ? 1 : 0);
     EXPECT_EQ(row.dtype_rule, DTypeRule::kNone);
@@ -75,6 +77,23 @@ TEST(OpTableTest, SourcesAndViewsHaveNoExpressionsOrReference) {
     EXPECT_STREQ(row.cpp_expr, "");
     EXPECT_EQ(row.reference, nullptr);
   }
+}
+
+TEST(OpTableTest, ReductionRowsFoldTwoValuesAndHaveAnIdentity) {
+  int reductions = 0;
+  for (const OpInfo& row : AllOps()) {
+    if (row.kind != OpKind::kReduction) continue;
+    SCOPED_TRACE(row.name);
+    ++reductions;
+    EXPECT_EQ(row.arity, 1);
+    int uses_dtype_fn = 0;
+    EXPECT_EQ(MaxPlaceholder(row.cuda_expr, &uses_dtype_fn), 1);
+    EXPECT_EQ(MaxPlaceholder(row.cpp_expr, &uses_dtype_fn), 1);
+    ASSERT_NE(row.reference, nullptr);
+    // Folding the identity in changes nothing.
+    for (double v : {-2.5, 0.0, 3.0}) EXPECT_EQ(row.reference(row.identity, v, 0), v);
+  }
+  EXPECT_EQ(reductions, 4);
 }
 
 TEST(OpTableTest, PointwiseRowsHaveBothExpressionsAndAReference) {

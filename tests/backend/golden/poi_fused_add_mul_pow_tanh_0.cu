@@ -7,6 +7,19 @@ FB_INLINE float fb_inf() { return __int_as_float(0x7f800000); }
 FB_INLINE float fb_nan() { return __int_as_float(0x7fc00000); }
 FB_INLINE float fb_fabs(float x) { return fabsf(x); }
 FB_INLINE float fb_powf(float a, float b) { return powf(a, b); }
+// Combines one value per thread across the block; every thread gets the result.
+template <typename T, typename F>
+FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
+  __shared__ T partials[32];
+  for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // the previous reduction may still be reading `partials`
+  if (lane == 0) partials[warp] = v;
+  __syncthreads();
+  v = lane < (int)(blockDim.x >> 5) ? partials[lane] : identity;
+  for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 FB_INLINE float fb_to_f32(float x) { return x; }
 FB_INLINE float fb_to_f16(float x) { return fb_h2f(fb_f2h(x)); }
 FB_INLINE float fb_to_bf16(float x) { return fb_bf2f(fb_f2bf(x)); }

@@ -1,0 +1,74 @@
+// Index helpers shared by the pointwise and reduction lowerings.
+#pragma once
+
+#include <vector>
+
+#include "backend/index_expr.h"
+#include "backend/kernel_ir.h"
+#include "fusion/plan.h"
+#include "graph/graph.h"
+#include "tensor/shape.h"
+
+namespace fusebox::backend {
+
+// A shape with one stride vector per operand, after merging dims.
+struct Layout {
+  Shape shape;
+  std::vector<Strides> strides;  // per operand
+};
+
+// Drops size-1 dims and merges neighbours that every operand walks as one.
+inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands) {
+  Layout out;
+  out.strides.resize(operands.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !out.shape.empty();
+    for (size_t k = 0; merge && k < operands.size(); ++k) {
+      merge = out.strides[k].back() == operands[k][d] * shape[d];
+    }
+    if (merge) {
+      out.shape.back() *= shape[d];
+      for (size_t k = 0; k < operands.size(); ++k) out.strides[k].back() = operands[k][d];
+    } else {
+      out.shape.push_back(shape[d]);
+      for (size_t k = 0; k < operands.size(); ++k) out.strides[k].push_back(operands[k][d]);
+    }
+  }
+  return out;
+}
+
+// Multi-index of a linear index `linear` over `shape`, outermost first.
+inline std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shape) {
+  std::vector<IndexExpr> index(shape.size());
+  int64_t inner = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    index[d] = (linear / inner) % shape[d];
+    inner *= shape[d];
+  }
+  return index;
+}
+
+inline IndexExpr Dot(const std::vector<IndexExpr>& index, const Strides& strides, int64_t offset = 0) {
+  IndexExpr sum = IndexExpr::Const(offset);
+  for (size_t d = 0; d < index.size(); ++d) sum = sum + index[d] * strides[d];
+  return sum;
+}
+
+// Element index, for a value of `shape` laid out with `strides`, of the element
+// at contiguous position `linear`.
+inline IndexExpr Address(const IndexExpr& linear, const Shape& shape, const Strides& strides) {
+  Layout l = Coalesce(shape, {ContiguousStrides(shape), strides});
+  return Dot(Unravel(linear, l.shape), l.strides[1]);
+}
+
+// Element strides a node is read with: its own (inputs) or, for a value an
+// earlier kernel stored, the contiguous strides of its shape.
+inline Strides OperandStrides(const graph::Node& n, bool stored_by_earlier_kernel) {
+  return stored_by_earlier_kernel ? ContiguousStrides(n.shape) : n.strides;
+}
+
+// Reductions (lower_reduction.cc).
+Kernel LowerReduction(const graph::Graph& graph, const fusion::KernelGroup& group);
+
+}  // namespace fusebox::backend

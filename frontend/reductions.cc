@@ -1,0 +1,180 @@
+#include "frontend/reductions.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_join.h"
+#include "frontend/capture.h"
+#include "frontend/ops.h"
+
+namespace fusebox {
+namespace {
+
+using graph::Op;
+
+// Sorted, unique, wrapped dims; empty input means all dims.
+std::vector<int64_t> NormalizeDims(const Tensor& x, const std::vector<int64_t>& dims, const char* op) {
+  std::vector<int64_t> out;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < x.dim(); ++d) out.push_back(d);
+    return out;
+  }
+  for (int64_t d : dims) out.push_back(WrapDim(d, x.dim(), op));
+  std::sort(out.begin(), out.end());
+  FUSEBOX_ENSURE(std::adjacent_find(out.begin(), out.end()) == out.end(), op, ": dim repeated in [",
+                 absl::StrJoin(dims, ", "), "]");
+  if (x.dim() == 0) out.clear();  // dim 0 / -1 of a scalar: nothing to reduce
+  return out;
+}
+
+int64_t ReducedCount(const Tensor& x, const std::vector<int64_t>& axes) {
+  int64_t n = 1;
+  for (int64_t d : axes) n *= x.shape()[d];
+  return n;
+}
+
+Tensor DropDims(const Tensor& kept, const std::vector<int64_t>& axes) {
+  Shape shape;
+  for (int64_t d = 0; d < kept.dim(); ++d) {
+    if (!std::binary_search(axes.begin(), axes.end(), d)) shape.push_back(kept.shape()[d]);
+  }
+  return kept.reshape(shape);
+}
+
+// One reduction node over `axes`, result with the reduced dims kept as 1.
+Tensor Reduce(Op op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  const graph::OpInfo& info = graph::Info(op);
+  FUSEBOX_ENSURE(x.defined(), info.name, ": undefined Tensor");
+  const std::vector<int64_t> axes = NormalizeDims(x, dims, info.name);
+  DType dtype = x.dtype();
+  if (info.dtype_rule == graph::DTypeRule::kReduceSum && !IsFloating(dtype)) dtype = DType::kInt64;
+  if (info.dtype_rule == graph::DTypeRule::kReduceSame) {
+    FUSEBOX_ENSURE(dtype != DType::kBool, info.name, " does not support bool tensors (got ", x.str(),
+                   "); convert first, e.g. x.to(DType::kInt32)");
+    FUSEBOX_ENSURE(ReducedCount(x, axes) > 0, info.name,
+                   ": cannot reduce over a zero-size dim (shape ", ShapeToString(x.shape()),
+                   ") since it has no identity");
+  }
+  Shape kept = x.shape();
+  for (int64_t d : axes) kept[d] = 1;
+  frontend::OpRecorder recorder;
+  frontend::CaptureSession& session = recorder.session();
+  graph::NodeId in = session.Operand(x);
+  if (x.dtype() != dtype) {
+    in = session.AddNode(graph::Node{.op = Op::kCast, .dtype = dtype, .shape = x.shape(), .inputs = {in}});
+  }
+  graph::NodeId node = session.AddNode(
+      graph::Node{.op = op, .dtype = dtype, .shape = kept, .inputs = {in}, .axes = axes});
+  Tensor out = recorder.Finish(node, x.device(), info.name);
+  return keepdim ? out : DropDims(out, axes);
+}
+
+void EnsureFloating(const Tensor& x, const char* op) {
+  FUSEBOX_ENSURE(x.defined(), op, ": undefined Tensor");
+  FUSEBOX_ENSURE(IsFloating(x.dtype()), op, " needs a floating-point tensor, got ", x.str(),
+                 "; convert first, e.g. x.to(DType::kFloat32)");
+}
+
+// The trailing dims `normalized_shape` names, checked against x's shape.
+std::vector<int64_t> TrailingDims(const Tensor& x, const Shape& normalized_shape, const char* op) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  FUSEBOX_ENSURE(k >= 1 && k <= x.dim(), op, ": normalized_shape ", ShapeToString(normalized_shape),
+                 " must name 1..", x.dim(), " trailing dims of ", x.str());
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t d = x.dim() - k + i;
+    FUSEBOX_ENSURE(x.shape()[d] == normalized_shape[i], op, ": normalized_shape ", ShapeToString(normalized_shape),
+                   " does not match the trailing dims of ", x.str());
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+void CheckAffine(const Tensor& t, const Shape& normalized_shape, const char* op, const char* what) {
+  if (!t.defined()) return;
+  FUSEBOX_ENSURE(t.shape() == normalized_shape, op, ": ", what, " has shape ", ShapeToString(t.shape()),
+                 " but normalized_shape is ", ShapeToString(normalized_shape));
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) { return Reduce(Op::kSum, x, {}, false); }
+Tensor sum(const Tensor& x, int64_t dim, bool keepdim) { return Reduce(Op::kSum, x, {dim}, keepdim); }
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return Reduce(Op::kSum, x, dims, keepdim);
+}
+Tensor prod(const Tensor& x) { return Reduce(Op::kProd, x, {}, false); }
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim) { return Reduce(Op::kProd, x, {dim}, keepdim); }
+Tensor max(const Tensor& x) { return Reduce(Op::kMax, x, {}, false); }
+Tensor max(const Tensor& x, int64_t dim, bool keepdim) { return Reduce(Op::kMax, x, {dim}, keepdim); }
+Tensor min(const Tensor& x) { return Reduce(Op::kMin, x, {}, false); }
+Tensor min(const Tensor& x, int64_t dim, bool keepdim) { return Reduce(Op::kMin, x, {dim}, keepdim); }
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return Reduce(Op::kMax, x, dims, keepdim);
+}
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return Reduce(Op::kMin, x, dims, keepdim);
+}
+
+Tensor mean(const Tensor& x) { return mean(x, std::vector<int64_t>{}, false); }
+Tensor mean(const Tensor& x, int64_t dim, bool keepdim) { return mean(x, std::vector<int64_t>{dim}, keepdim); }
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  EnsureFloating(x, "mean");
+  const int64_t n = ReducedCount(x, NormalizeDims(x, dims, "mean"));
+  return sum(x, dims, keepdim) / static_cast<double>(n);
+}
+
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
+  EnsureFloating(x, "var");
+  const int64_t n = ReducedCount(x, NormalizeDims(x, dims, "var"));
+  const Tensor d = x - mean(x, dims, /*keepdim=*/true);
+  return sum(d * d, dims, keepdim) / std::max(0.0, static_cast<double>(n) - correction);
+}
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  EnsureFloating(x, "softmax");
+  const Tensor e = exp(x - amax(x, {dim}, /*keepdim=*/true));
+  return e / sum(e, dim, /*keepdim=*/true);
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  EnsureFloating(x, "log_softmax");
+  const Tensor shifted = x - amax(x, {dim}, /*keepdim=*/true);
+  return shifted - log(sum(exp(shifted), dim, /*keepdim=*/true));
+}
+
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  EnsureFloating(x, "logsumexp");
+  // An all -inf (or +inf) slice would give inf - inf = NaN: shift by 0 there.
+  const Tensor m = amax(x, dims, /*keepdim=*/true);
+  const Tensor shift = where(eq(abs(m), INFINITY), 0.0, m);
+  const Tensor out = log(sum(exp(x - shift), dims, /*keepdim=*/true)) + shift;
+  return keepdim ? out : DropDims(out, NormalizeDims(x, dims, "logsumexp"));
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  EnsureFloating(x, "layer_norm");
+  const std::vector<int64_t> dims = TrailingDims(x, normalized_shape, "layer_norm");
+  CheckAffine(weight, normalized_shape, "layer_norm", "weight");
+  CheckAffine(bias, normalized_shape, "layer_norm", "bias");
+  const Tensor centered = x - mean(x, dims, /*keepdim=*/true);
+  Tensor y = centered * rsqrt(mean(centered * centered, dims, /*keepdim=*/true) + eps);
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
+  EnsureFloating(x, "rms_norm");
+  const std::vector<int64_t> dims = TrailingDims(x, normalized_shape, "rms_norm");
+  CheckAffine(weight, normalized_shape, "rms_norm", "weight");
+  const double e = eps.value_or(x.dtype() == DType::kFloat16    ? 0.0009765625
+                                : x.dtype() == DType::kBFloat16 ? 0.0078125
+                                                                : 1.1920928955078125e-07);
+  Tensor y = x * rsqrt(mean(x * x, dims, /*keepdim=*/true) + e);
+  if (weight.defined()) y = y * weight;
+  return y;
+}
+
+}  // namespace fusebox

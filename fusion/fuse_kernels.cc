@@ -1,0 +1,237 @@
+#include "fusion/fuse_kernels.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+
+namespace fusebox::fusion {
+namespace {
+
+using graph::Graph;
+using graph::Node;
+using graph::NodeId;
+using graph::Op;
+using graph::OpKind;
+
+bool IsReduction(const Node& n) { return graph::Info(n.op).kind == OpKind::kReduction; }
+
+// Where, inside a reduction kernel, a value is evaluated: at one element of
+// the reduced shape (kFull), once per row (kRow), or at an arbitrary position
+// of its own shape reached through a view (kLinear).
+enum class Ctx { kFull, kRow, kLinear };
+
+struct Group {
+  Shape shape;                 // the reduced input shape
+  std::vector<int64_t> axes;
+  std::vector<NodeId> reductions;
+  std::vector<NodeId> outputs;
+};
+
+class Fuser {
+ public:
+  explicit Fuser(const Graph& g) : g_(g) {}
+
+  Plan Run() {
+    // Reductions join the latest group over the same rows when their use of
+    // that group's values is legal there; otherwise they open a new group.
+    for (NodeId id = 0; id < g_.size(); ++id) {
+      if (IsReduction(g_.node(id))) AssignReduction(id);
+    }
+    Plan plan{.graph = g_};
+    std::vector<NodeId> pointwise_roots;
+    absl::flat_hash_set<NodeId> stored;
+    for (NodeId out : g_.outputs()) {
+      const Node& n = g_.node(out);
+      if (n.op == Op::kInput || !stored.insert(out).second) continue;
+      if (IsReduction(n)) {
+        materialized_.insert(out);
+        continue;
+      }
+      if (std::optional<int> gi = GroupForRoot(out)) {
+        groups_[*gi].outputs.push_back(out);
+      } else {
+        pointwise_roots.push_back(out);
+      }
+    }
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      Group& grp = groups_[gi];
+      for (NodeId r : grp.reductions) {
+        if (materialized_.contains(r)) grp.outputs.insert(grp.outputs.begin(), r);
+      }
+      KernelGroup k{.kind = KernelKind::kReduction, .iteration_shape = grp.shape, .axes = grp.axes,
+                    .reductions = grp.reductions, .outputs = grp.outputs};
+      std::vector<NodeId> roots = grp.outputs;
+      for (NodeId r : grp.reductions) roots.push_back(r);
+      Collect(roots, static_cast<int>(gi), &k);
+      plan.kernels.push_back(std::move(k));
+    }
+    for (NodeId root : pointwise_roots) {
+      auto same_shape = [&](const KernelGroup& k) {
+        return k.kind == KernelKind::kPointwise && k.iteration_shape == g_.node(root).shape;
+      };
+      auto it = std::find_if(plan.kernels.begin(), plan.kernels.end(), same_shape);
+      if (it == plan.kernels.end()) {
+        plan.kernels.push_back(KernelGroup{.iteration_shape = g_.node(root).shape});
+        it = plan.kernels.end() - 1;
+      }
+      it->outputs.push_back(root);
+    }
+    for (KernelGroup& k : plan.kernels) {
+      if (k.kind == KernelKind::kPointwise) Collect(k.outputs, -1, &k);
+    }
+    return plan;
+  }
+
+ private:
+  // Reductions reachable from `id` without passing through another reduction.
+  void ReductionDeps(NodeId id, absl::flat_hash_set<NodeId>* deps) {
+    std::vector<NodeId> stack = {id};
+    absl::flat_hash_set<NodeId> seen;
+    while (!stack.empty()) {
+      const NodeId x = stack.back();
+      stack.pop_back();
+      if (!seen.insert(x).second) continue;
+      if (x != id && IsReduction(g_.node(x))) {
+        deps->insert(x);
+        continue;
+      }
+      for (NodeId in : g_.node(x).inputs) stack.push_back(in);
+    }
+  }
+
+  // Whether `id` depends on a reduction of group `gi` (without crossing other reductions).
+  bool DependsOnGroup(NodeId id, int gi) {
+    if (IsReduction(g_.node(id))) return group_of_.contains(id) && group_of_[id] == gi;
+    absl::flat_hash_set<NodeId> deps;
+    ReductionDeps(id, &deps);
+    for (NodeId d : deps) {
+      if (group_of_.contains(d) && group_of_[d] == gi) return true;
+    }
+    return false;
+  }
+
+  // A view that reads, at every element of the reduced shape, the value of its
+  // own row: reduced dims have stride 0, the others walk the row shape densely.
+  bool IsRowBroadcast(const Node& view, const Group& grp) {
+    if (view.shape != grp.shape || view.offset != 0) return false;
+    Shape row = grp.shape;
+    for (int64_t d : grp.axes) row[d] = 1;
+    const Strides dense = ContiguousStrides(row);
+    for (size_t d = 0; d < row.size(); ++d) {
+      const bool reduced = std::binary_search(grp.axes.begin(), grp.axes.end(), static_cast<int64_t>(d));
+      if (reduced ? view.strides[d] != 0 : (row[d] != 1 && view.strides[d] != dense[d])) return false;
+    }
+    return true;
+  }
+
+  bool IsIdentityView(const Node& view, const Node& base) {
+    return view.shape == base.shape && view.offset == 0 && IsContiguous(view.shape, view.strides);
+  }
+
+  // Can `id` be evaluated in context `ctx` inside group `gi`'s kernel?
+  bool Legal(NodeId id, Ctx ctx, int gi) {
+    const Node& n = g_.node(id);
+    if (IsReduction(n)) {
+      if (group_of_[id] != gi) return true;  // stored by an earlier kernel, loaded
+      const bool row_is_full = groups_[gi].shape == n.shape;
+      return ctx == Ctx::kRow || (ctx == Ctx::kFull && row_is_full);
+    }
+    if (n.op == Op::kInput || n.op == Op::kConstant) return true;
+    if (ctx == Ctx::kLinear && DependsOnGroup(id, gi)) return false;
+    if (n.op == Op::kView) {
+      const NodeId base = n.inputs[0];
+      if (!DependsOnGroup(base, gi)) return Legal(base, Ctx::kLinear, gi);
+      if (ctx == Ctx::kFull && IsRowBroadcast(n, groups_[gi])) return Legal(base, Ctx::kRow, gi);
+      if (ctx == Ctx::kRow && IsIdentityView(n, g_.node(base))) return Legal(base, Ctx::kRow, gi);
+      return false;
+    }
+    for (NodeId in : n.inputs) {
+      if (!Legal(in, ctx, gi)) return false;
+    }
+    return true;
+  }
+
+  void AssignReduction(NodeId id) {
+    const Node& r = g_.node(id);
+    const Shape& shape = g_.node(r.inputs[0]).shape;
+    absl::flat_hash_set<NodeId> deps;
+    ReductionDeps(id, &deps);
+    int candidate = -1;
+    for (int gi = static_cast<int>(groups_.size()) - 1; gi >= 0; --gi) {
+      if (groups_[gi].shape == shape && groups_[gi].axes == r.axes) {
+        candidate = gi;
+        break;
+      }
+    }
+    bool ok = candidate >= 0;
+    for (NodeId d : deps) ok = ok && group_of_[d] <= candidate;
+    if (ok) {
+      group_of_[id] = candidate;  // tentatively, for Legal()
+      ok = Legal(r.inputs[0], Ctx::kFull, candidate);
+    }
+    if (!ok) {
+      groups_.push_back(Group{.shape = shape, .axes = r.axes});
+      candidate = static_cast<int>(groups_.size()) - 1;
+    }
+    group_of_[id] = candidate;
+    groups_[candidate].reductions.push_back(id);
+    for (NodeId d : deps) {
+      if (group_of_[d] != candidate) materialized_.insert(d);
+    }
+  }
+
+  // The reduction group a stored value can join, if any: the latest group it
+  // depends on, when its shape is that group's reduced or row shape and it
+  // reads that group's values legally there.
+  std::optional<int> GroupForRoot(NodeId id) {
+    absl::flat_hash_set<NodeId> deps;
+    ReductionDeps(id, &deps);
+    if (deps.empty()) return std::nullopt;
+    int gi = -1;
+    for (NodeId d : deps) gi = std::max(gi, group_of_[d]);
+    const Group& grp = groups_[gi];
+    Shape row = grp.shape;
+    for (int64_t d : grp.axes) row[d] = 1;
+    const Shape& shape = g_.node(id).shape;
+    const bool legal = (shape == grp.shape && Legal(id, Ctx::kFull, gi)) || (shape == row && Legal(id, Ctx::kRow, gi));
+    for (NodeId d : deps) {
+      if (!legal || group_of_[d] != gi) materialized_.insert(d);
+    }
+    if (!legal) return std::nullopt;
+    return gi;
+  }
+
+  // Fills the kernel's compute nodes and the stored values it loads.
+  void Collect(const std::vector<NodeId>& roots, int gi, KernelGroup* k) {
+    absl::flat_hash_set<NodeId> seen, loads;
+    std::vector<NodeId> stack(roots.begin(), roots.end());
+    while (!stack.empty()) {
+      const NodeId x = stack.back();
+      stack.pop_back();
+      if (!seen.insert(x).second) continue;
+      const Node& n = g_.node(x);
+      if (IsReduction(n) && group_of_[x] != gi) {
+        loads.insert(x);
+        continue;
+      }
+      if (graph::Info(n.op).kind != OpKind::kSource) k->nodes.push_back(x);
+      for (NodeId in : n.inputs) stack.push_back(in);
+    }
+    std::sort(k->nodes.begin(), k->nodes.end());
+    k->buffer_inputs.assign(loads.begin(), loads.end());
+    std::sort(k->buffer_inputs.begin(), k->buffer_inputs.end());
+  }
+
+  const Graph& g_;
+  std::vector<Group> groups_;
+  absl::flat_hash_map<NodeId, int> group_of_;
+  absl::flat_hash_set<NodeId> materialized_;
+};
+
+}  // namespace
+
+Plan FuseKernels(const Graph& graph) { return Fuser(graph).Run(); }
+
+}  // namespace fusebox::fusion
