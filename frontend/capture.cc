@@ -124,6 +124,7 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
       if (kind == graph::OpKind::kPointwise || kind == graph::OpKind::kReduction) record.ops.emplace_back(graph::OpName(n.op));
     }
     for (const KernelInfo& k : *run.kernels) record.kernel_names.push_back(k.name);
+    record.fusion_notes = *run.fusion_notes;
     records_.push_back(std::move(record));
     spdlog::debug("graph {} ended ({}, {}): {} kernel(s)", records_.size() - 1, reason, Location(loc),
                   run.kernels->size());

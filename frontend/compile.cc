@@ -43,6 +43,7 @@ std::string CompiledState::Explain() const {
     absl::StrAppend(&out, "  ended by: ", r.end_reason,
                     r.end_reason == kEndOfFunction ? "" : absl::StrCat(" at ", r.location), "\n");
     absl::StrAppend(&out, "  kernels: ", absl::StrJoin(r.kernel_names, ", "), "\n");
+    for (const std::string& note : r.fusion_notes) absl::StrAppend(&out, "  not fused: ", note, "\n");
     absl::StrAppend(&out, "  graph:\n", r.graph_text);
   }
   return out;

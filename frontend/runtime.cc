@@ -52,6 +52,7 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs) {
   result.outputs = ValueOrThrow(exe->Run(inputs));
   result.kernels = &exe->kernels();
   result.planned_graph = &exe->plan().graph;
+  result.fusion_notes = &exe->plan().notes;
   return result;
 }
 

@@ -16,6 +16,7 @@ struct RunResult {
   std::vector<Tensor> outputs;            // one per graph output
   const std::vector<KernelInfo>* kernels; // the plan's kernels, in launch order
   const graph::Graph* planned_graph;      // after the graph passes
+  const std::vector<std::string>* fusion_notes;  // why values were not fused
   bool plan_cache_hit = false;
   int kernel_compiles = 0;                // compiler runs this call caused
 };

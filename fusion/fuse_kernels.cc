@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 
 namespace fusebox::fusion {
 namespace {
@@ -39,7 +40,6 @@ class Fuser {
     for (NodeId id = 0; id < g_.size(); ++id) {
       if (IsReduction(g_.node(id))) AssignReduction(id);
     }
-    Plan plan{.graph = g_};
     std::vector<NodeId> pointwise_roots;
     absl::flat_hash_set<NodeId> stored;
     for (NodeId out : g_.outputs()) {
@@ -55,6 +55,7 @@ class Fuser {
         pointwise_roots.push_back(out);
       }
     }
+    Plan plan{.graph = g_, .notes = notes_};
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       Group& grp = groups_[gi];
       for (NodeId r : grp.reductions) {
@@ -170,6 +171,13 @@ class Fuser {
     if (ok) {
       group_of_[id] = candidate;  // tentatively, for Legal()
       ok = Legal(r.inputs[0], Ctx::kFull, candidate);
+      if (!ok) {
+        Note(id, "reads a value of its rows through a view that is not a broadcast over the row (e.g. a "
+                 "transpose), so it starts a separate kernel");
+      }
+    } else if (!deps.empty()) {
+      Note(id, "reads reductions over other rows or of a later kernel, so it starts a separate kernel that "
+               "loads them from memory");
     }
     if (!ok) {
       groups_.push_back(Group{.shape = shape, .axes = r.axes});
@@ -199,7 +207,11 @@ class Fuser {
     for (NodeId d : deps) {
       if (!legal || group_of_[d] != gi) materialized_.insert(d);
     }
-    if (!legal) return std::nullopt;
+    if (!legal) {
+      Note(id, "is not of its reductions' row layout (or reads them through a non-broadcast view), so a "
+               "separate kernel computes it from the stored reductions");
+      return std::nullopt;
+    }
     return gi;
   }
 
@@ -224,7 +236,14 @@ class Fuser {
     std::sort(k->buffer_inputs.begin(), k->buffer_inputs.end());
   }
 
+  void Note(NodeId id, const std::string& why) {
+    const Node& n = g_.node(id);
+    notes_.push_back(absl::StrCat("%", id, " (", graph::OpName(n.op), " ", DTypeName(n.dtype),
+                                  ShapeToString(n.shape), ") ", why));
+  }
+
   const Graph& g_;
+  std::vector<std::string> notes_;
   std::vector<Group> groups_;
   absl::flat_hash_map<NodeId, int> group_of_;
   absl::flat_hash_set<NodeId> materialized_;

@@ -30,6 +30,7 @@ std::string Plan::ToString() const {
                     k.buffer_inputs.empty() ? "" : absl::StrCat(" loads [", absl::StrJoin(k.buffer_inputs, ", ", percent), "]"),
                     k.axes.empty() ? "" : absl::StrCat(" reducing axes ", ShapeToString(k.axes)), "\n");
   }
+  for (const std::string& note : notes) absl::StrAppend(&out, "  note: ", note, "\n");
   return out;
 }
 

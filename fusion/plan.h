@@ -34,6 +34,8 @@ struct KernelGroup {
 struct Plan {
   graph::Graph graph;
   std::vector<KernelGroup> kernels;
+  // Why values were not fused into one kernel (explain() shows these).
+  std::vector<std::string> notes;
   std::string ToString() const;
 };
 

@@ -1,0 +1,160 @@
+// What compile() makes of reductions: the seed's manual_softmax, log_softmax,
+// a hand-written layer_norm and rms_norm, column softmax and sum(x * x) each
+// become ONE kernel with a deterministic name, with numbers matching float64;
+// reductions over different rows get separate kernels, and explain() says why.
+#include <cmath>
+#include <random>
+
+#include "frontend/fusebox.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fusebox {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+uint64_t FreshSeed() { return std::random_device{}(); }
+
+std::vector<std::string> Names(const std::vector<KernelInfo>& kernels) {
+  std::vector<std::string> names;
+  for (const KernelInfo& k : kernels) names.push_back(k.name);
+  return names;
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i]))) << "first mismatch at element " << i;
+  }
+}
+
+Tensor ManualSoftmax(const Tensor& x) {
+  Tensor shifted = x - max(x, -1, /*keepdim=*/true);
+  Tensor numerator = exp(shifted);
+  return numerator / sum(numerator, -1, /*keepdim=*/true);
+}
+
+// Row-wise softmax of a rows x cols matrix given row-major, in float64.
+std::vector<double> SoftmaxRef(const std::vector<double>& x, int64_t rows, int64_t cols) {
+  std::vector<double> out(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -INFINITY, s = 0;
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, x[r * cols + c]);
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(x[r * cols + c] - m);
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = std::exp(x[r * cols + c] - m) / s;
+  }
+  return out;
+}
+
+TEST(ReductionFusionTest, ManualSoftmaxIsOneKernel) {
+  for (int64_t cols : {1, 33, 1025}) {
+    Tensor x = randn({5, cols}, Device::cpu(), FreshSeed());
+    auto compiled = compile(ManualSoftmax);
+    Tensor y = compiled(x);
+    EXPECT_THAT(Names(compiled.kernels()), ElementsAre("red_fused_div_exp_max_sub_sum_0"));
+    ExpectClose(y.to_vector(), SoftmaxRef(x.to_double_vector(), 5, cols), 1e-6);
+  }
+  // Eager: max, sub, exp, sum, div = 5 kernels, same numbers.
+  Tensor x = randn({4, 9}, Device::cpu(), FreshSeed());
+  ExpectClose(ManualSoftmax(x).to_vector(), SoftmaxRef(x.to_double_vector(), 4, 9), 1e-6);
+}
+
+TEST(ReductionFusionTest, ColumnSoftmaxIsOneKernel) {
+  Tensor x = randn({37, 6}, Device::cpu(), FreshSeed());
+  auto compiled = compile([](const Tensor& x) { return softmax(x, 0); });
+  Tensor y = compiled(x);
+  EXPECT_THAT(Names(compiled.kernels()), ElementsAre("red_fused_div_exp_max_sub_sum_0"));
+  // Column softmax of x = row softmax of x^T, transposed back.
+  std::vector<double> xt = x.transpose(0, 1).to_double_vector();
+  std::vector<double> ref_t = SoftmaxRef(xt, 6, 37), ref(ref_t.size());
+  for (int r = 0; r < 37; ++r)
+    for (int c = 0; c < 6; ++c) ref[r * 6 + c] = ref_t[c * 37 + r];
+  ExpectClose(y.to_vector(), ref, 1e-6);
+}
+
+TEST(ReductionFusionTest, LogSoftmaxIsOneKernel) {
+  Tensor x = randn({3, 100}, Device::cpu(), FreshSeed());
+  auto compiled = compile([](const Tensor& x) { return log_softmax(x, -1); });
+  Tensor y = compiled(x);
+  EXPECT_THAT(Names(compiled.kernels()), ElementsAre("red_fused_exp_log_max_sub_sum_0"));
+  std::vector<double> ref = SoftmaxRef(x.to_double_vector(), 3, 100);
+  for (double& v : ref) v = std::log(v);
+  ExpectClose(y.to_vector(), ref, 1e-5);
+}
+
+TEST(ReductionFusionTest, HandWrittenLayerNormIsOneKernel) {
+  const uint64_t seed = FreshSeed();
+  Tensor x = randn({6, 257}, Device::cpu(), seed), w = randn({257}, Device::cpu(), seed + 1);
+  Tensor b = randn({257}, Device::cpu(), seed + 2);
+  auto compiled = compile([](const Tensor& x, const Tensor& w, const Tensor& b) {
+    Tensor mu = sum(x, -1, true) / 257.0;
+    Tensor centered = x - mu;
+    Tensor var = sum(centered * centered, -1, true) / 257.0;
+    return centered * rsqrt(var + 1e-5) * w + b;
+  });
+  Tensor y = compiled(x, w, b);
+  EXPECT_THAT(Names(compiled.kernels()), ElementsAre("red_fused_add_div_mul_rsqrt_sub_sum_0"));
+  auto xv = x.to_double_vector(), wv = w.to_double_vector(), bv = b.to_double_vector();
+  std::vector<double> ref;
+  for (int r = 0; r < 6; ++r) {
+    double m = 0, v = 0;
+    for (int c = 0; c < 257; ++c) m += xv[r * 257 + c] / 257;
+    for (int c = 0; c < 257; ++c) v += (xv[r * 257 + c] - m) * (xv[r * 257 + c] - m) / 257;
+    for (int c = 0; c < 257; ++c) ref.push_back((xv[r * 257 + c] - m) / std::sqrt(v + 1e-5) * wv[c] + bv[c]);
+  }
+  ExpectClose(y.to_vector(), ref, 1e-5);
+  // The library's layer_norm is the same decomposition: one kernel too.
+  auto library = compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return layer_norm(x, {257}, w, b); });
+  ExpectClose(library(x, w, b).to_vector(), ref, 1e-5);
+  EXPECT_EQ(library.kernels().size(), 1u);
+}
+
+TEST(ReductionFusionTest, HandWrittenRmsNormIsOneKernel) {
+  const uint64_t seed = FreshSeed();
+  Tensor x = randn({4, 300}, Device::cpu(), seed), w = randn({300}, Device::cpu(), seed + 1);
+  auto compiled = compile([](const Tensor& x, const Tensor& w) { return x * rsqrt(mean(x * x, -1, true) + 1e-6) * w; });
+  Tensor y = compiled(x, w);
+  EXPECT_THAT(Names(compiled.kernels()), ElementsAre("red_fused_add_div_mul_rsqrt_sum_0"));
+  auto xv = x.to_double_vector(), wv = w.to_double_vector();
+  std::vector<double> ref;
+  for (int r = 0; r < 4; ++r) {
+    double ms = 0;
+    for (int c = 0; c < 300; ++c) ms += xv[r * 300 + c] * xv[r * 300 + c] / 300;
+    for (int c = 0; c < 300; ++c) ref.push_back(xv[r * 300 + c] / std::sqrt(ms + 1e-6) * wv[c]);
+  }
+  ExpectClose(y.to_vector(), ref, 1e-5);
+}
+
+TEST(ReductionFusionTest, SumOfSquaresReadsXOnceInOneKernel) {
+  Tensor x = randn({1000}, Device::cpu(), FreshSeed());
+  auto compiled = compile([](const Tensor& x) { return sum(x * x); });
+  Tensor s = compiled(x);
+  EXPECT_THAT(Names(compiled.kernels()), ElementsAre("red_fused_mul_sum_0"));
+  EXPECT_EQ(s.dim(), 0);
+  double ref = 0;
+  for (double v : x.to_double_vector()) ref += v * v;
+  EXPECT_NEAR(s.item(), ref, 1e-4 * ref);
+}
+
+TEST(ReductionFusionTest, ReductionsOverDifferentRowsAreSeparateKernelsAndExplained) {
+  Tensor x = randn({8, 16}, Device::cpu(), FreshSeed());
+  auto compiled = compile([](const Tensor& x) {
+    Tensor rows = sum(x, 1, true);   // [8, 1]
+    return sum(x / rows, 0);         // a column sum of a value that needs every row sum
+  });
+  Tensor y = compiled(x);
+  ASSERT_EQ(compiled.kernels().size(), 2u);
+  EXPECT_THAT(compiled.explain(), HasSubstr("separate kernel"));
+  auto xv = x.to_double_vector();
+  std::vector<double> row(8, 0), ref(16, 0);
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 16; ++c) row[r] += xv[r * 16 + c];
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 16; ++c) ref[c] += xv[r * 16 + c] / row[r];
+  ExpectClose(y.to_vector(), ref, 1e-5);
+}
+
+}  // namespace
+}  // namespace fusebox
