@@ -8,6 +8,7 @@
 //   fusebox_bench [--quick] [--json PATH] [--device cpu|cuda]
 // Exit status: 0 all checks passed, 1 a check failed or an error, 2 bad flags.
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -74,14 +75,16 @@ void SetTolerances(GeluResult& r) {
 
 // Max |a - b| and the two relative L2 errors ||out - ref|| / ||ref|| against
 // a float64 reference of the input as stored. NaN never passes.
-void Check(const Tensor& x, const Tensor& eager, const Tensor& compiled, GeluResult& r) {
-  const std::vector<double> xs = x.to_double_vector();
+using Reference = std::function<std::vector<double>(const std::vector<double>& x, const Shape& shape)>;
+
+void Check(const Tensor& x, const Tensor& eager, const Tensor& compiled, const Reference& reference, GeluResult& r) {
+  const std::vector<double> refs = reference(x.to_double_vector(), x.shape());
   const std::vector<double> es = eager.to_double_vector();
   const std::vector<double> cs = compiled.to_double_vector();
   double max_diff = 0, ref_sq = 0, eager_sq = 0, compiled_sq = 0;
-  bool finite = es.size() == xs.size() && cs.size() == xs.size();
-  for (size_t i = 0; finite && i < xs.size(); ++i) {
-    const double ref = ManualGeluRef(xs[i]);
+  bool finite = es.size() == refs.size() && cs.size() == refs.size();
+  for (size_t i = 0; finite && i < refs.size(); ++i) {
+    const double ref = refs[i];
     if (!std::isfinite(es[i]) || !std::isfinite(cs[i])) finite = false;
     max_diff = std::max(max_diff, std::abs(es[i] - cs[i]));
     ref_sq += ref * ref;
@@ -97,9 +100,65 @@ void Check(const Tensor& x, const Tensor& eager, const Tensor& compiled, GeluRes
   if (!(r.rel_err_compiled <= r.rel_err_tol)) r.failures.push_back("compiled result is off the float64 reference");
 }
 
+// Rows of the last dim: softmax in float64.
+std::vector<double> SoftmaxRef(const std::vector<double>& x, const Shape& shape) {
+  const int64_t cols = shape.back(), rows = static_cast<int64_t>(x.size()) / cols;
+  std::vector<double> out(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = &x[r * cols];
+    double m = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, row[c]);
+    for (int64_t c = 0; c < cols; ++c) sum += std::exp(row[c] - m);
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = std::exp(row[c] - m) / sum;
+  }
+  return out;
+}
+
+std::vector<double> LayerNormRef(const std::vector<double>& x, const Shape& shape) {
+  const int64_t cols = shape.back(), rows = static_cast<int64_t>(x.size()) / cols;
+  std::vector<double> out(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = &x[r * cols];
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < cols; ++c) mean += row[c] / cols;
+    for (int64_t c = 0; c < cols; ++c) var += (row[c] - mean) * (row[c] - mean) / cols;
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = (row[c] - mean) / std::sqrt(var + 1e-5);
+  }
+  return out;
+}
+
+Tensor ManualSoftmax(const Tensor& x) {
+  Tensor shifted = x - max(x, -1, /*keepdim=*/true);
+  Tensor numerator = exp(shifted);
+  return numerator / sum(numerator, -1, /*keepdim=*/true);
+}
+
+Tensor ManualLayerNorm(const Tensor& x) {
+  Tensor centered = x - mean(x, -1, /*keepdim=*/true);
+  return centered * rsqrt(mean(centered * centered, -1, /*keepdim=*/true) + 1e-5);
+}
+
+struct Workload {
+  std::string name;
+  std::function<Tensor(const Tensor&)> fn;
+  Reference reference;
+  std::string expected_kernel;
+};
+
+GeluResult RunWorkload(const Workload& w, Device device, DType dtype, const Shape& shape, const Settings& settings);
+
 GeluResult RunGelu(Device device, DType dtype, const Shape& shape, const Settings& settings) {
+  Reference ref = [](const std::vector<double>& x, const Shape&) {
+    std::vector<double> out;
+    for (double v : x) out.push_back(ManualGeluRef(v));
+    return out;
+  };
+  return RunWorkload({"manual_gelu", ManualGelu, ref, kGeluKernel}, device, dtype, shape, settings);
+}
+
+GeluResult RunWorkload(const Workload& w, Device device, DType dtype, const Shape& shape, const Settings& settings) {
   GeluResult r;
-  r.workload = "manual_gelu";
+  r.workload = w.name;
   r.device = device;
   r.shape = shape;
   r.dtype = dtype;
@@ -110,25 +169,25 @@ GeluResult RunGelu(Device device, DType dtype, const Shape& shape, const Setting
 
   Tensor x = randn(shape, device, /*seed=*/1);
   if (dtype != DType::kFloat32) x = x.to(dtype);
-  auto compiled_gelu = compile(ManualGelu);
+  auto compiled_gelu = compile(w.fn);
 
   // Cold calls first (they compile); their outputs are the ones checked, taken
   // before any timed call could leave a correct result in a reused block.
   Tensor eager_out, compiled_out;
-  r.eager.cold_ms = TimeOnceMs(device, [&] { eager_out = ManualGelu(x); });
+  r.eager.cold_ms = TimeOnceMs(device, [&] { eager_out = w.fn(x); });
   const backend::CompileCacheStats before = backend::CompileCache::Get().stats();
   r.compiled.cold_ms = TimeOnceMs(device, [&] { compiled_out = compiled_gelu(x); });
   const backend::CompileCacheStats after = backend::CompileCache::Get().stats();
   r.cold_compiles = after.compiles - before.compiles;
   r.cold_disk_hits = after.disk_hits - before.disk_hits;
   for (const KernelInfo& k : compiled_gelu.kernels()) r.kernels.push_back(k.name);
-  if (std::find(r.kernels.begin(), r.kernels.end(), kGeluKernel) == r.kernels.end()) {
-    r.failures.push_back(absl::StrCat("no kernel named ", kGeluKernel, " (got: ", absl::StrJoin(r.kernels, ", "), ")"));
+  if (std::find(r.kernels.begin(), r.kernels.end(), w.expected_kernel) == r.kernels.end()) {
+    r.failures.push_back(absl::StrCat("no kernel named ", w.expected_kernel, " (got: ", absl::StrJoin(r.kernels, ", "), ")"));
   }
-  Check(x, eager_out, compiled_out, r);
+  Check(x, eager_out, compiled_out, w.reference, r);
   eager_out = compiled_out = Tensor();
 
-  r.eager.trials_ms = TimeTrialsMs(device, settings.warmup, settings.trials, [&] { (void)ManualGelu(x); });
+  r.eager.trials_ms = TimeTrialsMs(device, settings.warmup, settings.trials, [&] { (void)w.fn(x); });
   r.compiled.trials_ms = TimeTrialsMs(device, settings.warmup, settings.trials, [&] { (void)compiled_gelu(x); });
   return r;
 }
@@ -202,6 +261,21 @@ int Main(int argc, char** argv) {
   const Shape shape = GeluShape(device, options.quick);
   report.gelu.push_back(RunGelu(device, DType::kFloat32, shape, settings));
   report.gelu.push_back(RunGelu(device, DType::kBFloat16, shape, settings));
+
+  // The seed's fused softmax (section 6) and a hand-written layer_norm: one
+  // reduction kernel each. GPU shapes are the issue's; the CPU's are smaller.
+  const Workload softmax{"manual_softmax", ManualSoftmax, SoftmaxRef, "red_fused_div_exp_max_sub_sum_0"};
+  const Workload layer_norm{"manual_layer_norm", ManualLayerNorm, LayerNormRef,
+                            "red_fused_add_div_mul_rsqrt_sub_sum_0"};
+  const bool gpu = device.is_cuda();
+  for (const Shape& s : options.quick ? std::vector<Shape>{{256, 512}}
+                        : gpu         ? std::vector<Shape>{{8192, 8192}, {1024, 65536}, {32768, 1024}}
+                                      : std::vector<Shape>{{1024, 1024}}) {
+    report.gelu.push_back(RunWorkload(softmax, device, DType::kFloat32, s, settings));
+  }
+  report.gelu.push_back(RunWorkload(layer_norm, device, DType::kFloat32,
+                                    options.quick ? Shape{256, 512} : gpu ? Shape{16384, 4096} : Shape{1024, 1024},
+                                    settings));
 
   PrintTable(report);
   if (!options.json_path.empty()) WriteJson(report, options.json_path);
