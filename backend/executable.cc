@@ -136,7 +136,8 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
         args.push_back(it->second.data_ptr());
       }
     }
-    if (k->ir.numel == 0) continue;
+    // A reduction over an empty dim still stores its identity in every row.
+    if (k->ir.is_reduction() ? k->ir.num_rows == 0 : k->ir.numel == 0) continue;
     const int64_t iterations = k->ir.is_reduction() ? k->ir.num_rows : k->ir.numel;
     const int64_t cost = k->ir.is_reduction() ? std::max<int64_t>(k->ir.row_length, 1) : 1;
     if (device.is_cpu()) {

@@ -22,7 +22,7 @@ using graph::NodeId;
 using graph::Op;
 using graph::OpKind;
 
-enum class Ctx { kFull, kRow, kLinear };
+enum class Ctx { kFull, kRow, kSqueezedRow, kLinear };
 
 class ReductionLowerer {
  public:
@@ -48,6 +48,7 @@ class ReductionLowerer {
         row_index_.push_back(IndexExpr::Const(0));
       } else {
         full_index_.push_back(r[ri]);
+        squeezed_index_.push_back(r[ri]);
         row_index_.push_back(r[ri++]);
       }
     }
@@ -86,8 +87,14 @@ class ReductionLowerer {
     }
     block_ = &kernel_.row_body;
     ++block_id_;
+    std::vector<std::pair<NodeId, int>> squeezed;
     for (NodeId out : group_.outputs) {
-      if (g_.node(out).shape != shape || row_is_full) row.emplace_back(out, Eval(out, Ctx::kRow, {}));
+      const Shape& s = g_.node(out).shape;
+      if (s == row_shape_ || row_is_full) {
+        row.emplace_back(out, Eval(out, Ctx::kRow, {}));
+      } else if (s != shape) {
+        squeezed.emplace_back(out, Eval(out, Ctx::kSqueezedRow, {}));
+      }
     }
     int k = 0;
     for (auto [out, value] : full) {
@@ -97,6 +104,10 @@ class ReductionLowerer {
     for (auto [out, value] : row) {
       block_ = &kernel_.row_body;
       Store(out, value, Dot(row_index_, ContiguousStrides(row_shape_)), k++);
+    }
+    for (auto [out, value] : squeezed) {
+      block_ = &kernel_.row_body;
+      Store(out, value, Dot(squeezed_index_, ContiguousStrides(g_.node(out).shape)), k++);
     }
     kernel_.index64 = kernel_.numel > INT_MAX - (1 << 16) || max_bound_ > INT_MAX;
     return std::move(kernel_);
@@ -160,6 +171,7 @@ class ReductionLowerer {
     switch (ctx) {
       case Ctx::kFull: return Dot(full_index_, strides, offset);
       case Ctx::kRow: return Dot(row_index_, strides, offset);
+      case Ctx::kSqueezedRow: return Dot(squeezed_index_, strides, offset);
       case Ctx::kLinear: return Address(linear, shape, strides) + IndexExpr::Const(offset);
     }
     return IndexExpr::Const(0);
@@ -173,7 +185,10 @@ class ReductionLowerer {
       FUSEBOX_CHECK(accumulator_.contains(id), "reduction %", id, " read before its pass");
       return accumulator_[id];
     }
-    const std::string key = absl::StrCat(id, ctx == Ctx::kRow ? "@row" : ctx == Ctx::kFull ? "@full" : "@",
+    const std::string key = absl::StrCat(id, ctx == Ctx::kRow           ? "@row"
+                                             : ctx == Ctx::kSqueezedRow ? "@squeezed"
+                                             : ctx == Ctx::kFull        ? "@full"
+                                                                        : "@",
                                          ctx == Ctx::kLinear ? linear.ToString() : "", "#", block_id_);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     int result;
@@ -206,7 +221,7 @@ class ReductionLowerer {
   const fusion::KernelGroup& group_;
   Kernel kernel_;
   Shape row_shape_;
-  std::vector<IndexExpr> full_index_, row_index_;
+  std::vector<IndexExpr> full_index_, row_index_, squeezed_index_;
   absl::flat_hash_set<NodeId> row_value_;
   absl::flat_hash_map<NodeId, int> accumulator_;
   absl::flat_hash_map<NodeId, int> input_buffer_;

@@ -21,7 +21,16 @@ bool IsReduction(const Node& n) { return graph::Info(n.op).kind == OpKind::kRedu
 // Where, inside a reduction kernel, a value is evaluated: at one element of
 // the reduced shape (kFull), once per row (kRow), or at an arbitrary position
 // of its own shape reached through a view (kLinear).
-enum class Ctx { kFull, kRow, kLinear };
+enum class Ctx { kFull, kRow, kSqueezedRow, kLinear };
+
+// The row shape with the reduced dims dropped: what keepdim=false gives.
+Shape SqueezedRowShape(const Shape& shape, const std::vector<int64_t>& axes) {
+  Shape out;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (!std::binary_search(axes.begin(), axes.end(), d)) out.push_back(shape[d]);
+  }
+  return out;
+}
 
 struct Group {
   Shape shape;                 // the reduced input shape
@@ -127,6 +136,12 @@ class Fuser {
     return true;
   }
 
+  Shape RowShape(int gi) const {
+    Shape row = groups_[gi].shape;
+    for (int64_t d : groups_[gi].axes) row[d] = 1;
+    return row;
+  }
+
   bool IsIdentityView(const Node& view, const Node& base) {
     return view.shape == base.shape && view.offset == 0 && IsContiguous(view.shape, view.strides);
   }
@@ -146,6 +161,11 @@ class Fuser {
       if (!DependsOnGroup(base, gi)) return Legal(base, Ctx::kLinear, gi);
       if (ctx == Ctx::kFull && IsRowBroadcast(n, groups_[gi])) return Legal(base, Ctx::kRow, gi);
       if (ctx == Ctx::kRow && IsIdentityView(n, g_.node(base))) return Legal(base, Ctx::kRow, gi);
+      // keepdim=false: the row value viewed without its size-1 reduced dims.
+      if (ctx == Ctx::kSqueezedRow && g_.node(base).shape == RowShape(gi) && n.offset == 0 &&
+          IsContiguous(n.shape, n.strides)) {
+        return Legal(base, Ctx::kRow, gi);
+      }
       return false;
     }
     for (NodeId in : n.inputs) {
@@ -203,7 +223,10 @@ class Fuser {
     Shape row = grp.shape;
     for (int64_t d : grp.axes) row[d] = 1;
     const Shape& shape = g_.node(id).shape;
-    const bool legal = (shape == grp.shape && Legal(id, Ctx::kFull, gi)) || (shape == row && Legal(id, Ctx::kRow, gi));
+    const bool legal = (shape == grp.shape && Legal(id, Ctx::kFull, gi)) ||
+                       (shape == row && Legal(id, Ctx::kRow, gi)) ||
+                       (shape == SqueezedRowShape(grp.shape, grp.axes) && shape != row &&
+                        Legal(id, Ctx::kSqueezedRow, gi));
     for (NodeId d : deps) {
       if (!legal || group_of_[d] != gi) materialized_.insert(d);
     }
