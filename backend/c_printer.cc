@@ -164,14 +164,14 @@ std::string CPrinter::Print(const Kernel& kernel) const {
       const std::string type = ComputeCType(a.dtype);
       const std::string lambda = absl::StrCat("[](", type, " a, ", type, " b) { return ",
                                               absl::Substitute(OpTemplate(a.op), "a", "b"), "; }");
-      absl::StrAppend(&out, AfterPass(a, lambda));
+      absl::StrAppend(&out, AfterPass(kernel, a, lambda));
     }
   }
   if (!kernel.elementwise.empty()) {
     absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, kernel.elementwise, op_template, "      "), "    }\n");
   }
   if (!kernel.row_body.empty()) {
-    absl::StrAppend(&out, OpenRowStores(), Statements(kernel, kernel.row_body, op_template, "      "), "    }\n");
+    absl::StrAppend(&out, OpenRowStores(kernel), Statements(kernel, kernel.row_body, op_template, "      "), "    }\n");
   }
   absl::StrAppend(&out, CloseRow());
   return out;

@@ -32,8 +32,9 @@ class CPrinter {
   virtual std::string OpenRow(const Kernel& kernel) const = 0;
   virtual std::string CloseRow() const = 0;
   virtual std::string OpenRowLoop(const Kernel& kernel) const = 0;
-  virtual std::string AfterPass(const Accumulator& acc, const std::string& combine_lambda) const = 0;
-  virtual std::string OpenRowStores() const = 0;
+  virtual std::string AfterPass(const Kernel& kernel, const Accumulator& acc,
+                                const std::string& combine_lambda) const = 0;
+  virtual std::string OpenRowStores(const Kernel& kernel) const = 0;
 
   static std::string Statements(const Kernel& kernel, const std::vector<Stmt>& block,
                                 const std::function<const char*(graph::Op)>& op_template, const std::string& indent);

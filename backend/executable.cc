@@ -147,8 +147,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       std::vector<void*> params(args.size());
       for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
       cuda::LaunchDims dims;
-      dims.grid_x = static_cast<unsigned>(k->ir.is_reduction() ? k->ir.num_rows
-                                                               : (k->ir.numel + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock);
+      dims.grid_x = static_cast<unsigned>(CudaGridSize(k->ir));
       dims.block_x = kCudaBlockSize;
       absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_fn, dims, params.data());
       if (!s.ok()) return s;

@@ -49,6 +49,14 @@ struct Pass {
   std::vector<Accumulator> accumulators;
 };
 
+// How a GPU spreads a reduction's rows (the CPU loops over rows either way).
+enum class RowStrategy {
+  kBlockPerRow,   // long rows: 256 threads stride along a row, then combine
+  kWarpPerRow,    // short rows: 8 rows per block, one warp each, shuffles only
+  kThreadPerRow,  // reduced dims are not the innermost: one thread walks a row
+                  // alone, and neighbouring threads read neighbouring addresses
+};
+
 struct Kernel {
   std::string name;
   fusion::KernelKind kind = fusion::KernelKind::kPointwise;
@@ -60,6 +68,7 @@ struct Kernel {
   // the row's results), then `elementwise` over j (stores of full-shape
   // values), then `row_body` (stores of one value per row).
   int64_t num_rows = 0, row_length = 0;
+  RowStrategy strategy = RowStrategy::kBlockPerRow;
   std::vector<Pass> passes;
   std::vector<Stmt> elementwise;
   std::vector<Stmt> row_body;

@@ -40,6 +40,7 @@ class ReductionLowerer {
     kernel_.num_rows = Numel(row_dims);
     kernel_.row_length = Numel(reduced_dims);
     kernel_.numel = kernel_.num_rows * kernel_.row_length;
+    kernel_.strategy = ChooseStrategy(shape);
     const std::vector<IndexExpr> r = Unravel(IndexExpr::Var("r", kernel_.num_rows), row_dims);
     const std::vector<IndexExpr> j = Unravel(IndexExpr::Var("j", kernel_.row_length), reduced_dims);
     for (size_t d = 0, ri = 0, ji = 0; d < shape.size(); ++d) {
@@ -114,6 +115,15 @@ class ReductionLowerer {
   }
 
  private:
+  RowStrategy ChooseStrategy(const Shape& shape) const {
+    // The innermost non-trivial dim decides which walk is coalesced.
+    int64_t inner = static_cast<int64_t>(shape.size()) - 1;
+    while (inner > 0 && shape[inner] == 1) --inner;
+    if (inner >= 0 && !IsAxis(inner) && kernel_.num_rows >= 32) return RowStrategy::kThreadPerRow;
+    if (kernel_.row_length <= 1024) return RowStrategy::kWarpPerRow;
+    return RowStrategy::kBlockPerRow;
+  }
+
   bool IsAxis(int64_t d) const { return std::binary_search(group_.axes.begin(), group_.axes.end(), d); }
   bool IsBuffer(NodeId id) const {
     return std::find(group_.buffer_inputs.begin(), group_.buffer_inputs.end(), id) != group_.buffer_inputs.end();

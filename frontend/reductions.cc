@@ -96,6 +96,15 @@ void CheckAffine(const Tensor& t, const Shape& normalized_shape, const char* op,
                  " but normalized_shape is ", ShapeToString(normalized_shape));
 }
 
+// Composite ops on f16/bf16 compute in f32 and round once at the end, as
+// PyTorch's built-in softmax / layer_norm do (an eager decomposition in the
+// 16-bit type would round every intermediate). Under compile() the casts fuse.
+template <typename F>
+Tensor InFloat32(const Tensor& x, F f) {
+  if (x.dtype() != DType::kFloat16 && x.dtype() != DType::kBFloat16) return f(x);
+  return f(x.to(DType::kFloat32)).to(x.dtype());
+}
+
 }  // namespace
 
 Tensor sum(const Tensor& x) { return Reduce(Op::kSum, x, {}, false); }
@@ -120,36 +129,49 @@ Tensor mean(const Tensor& x) { return mean(x, std::vector<int64_t>{}, false); }
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim) { return mean(x, std::vector<int64_t>{dim}, keepdim); }
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   EnsureFloating(x, "mean");
-  const int64_t n = ReducedCount(x, NormalizeDims(x, dims, "mean"));
-  return sum(x, dims, keepdim) / static_cast<double>(n);
+  const std::vector<int64_t> axes = NormalizeDims(x, dims, "mean");
+  // Divide before dropping the dims: the division then fuses into the sum's kernel.
+  const Tensor out = sum(x, dims, /*keepdim=*/true) / static_cast<double>(ReducedCount(x, axes));
+  return keepdim ? out : DropDims(out, axes);
 }
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
   EnsureFloating(x, "var");
-  const int64_t n = ReducedCount(x, NormalizeDims(x, dims, "var"));
+  const std::vector<int64_t> axes = NormalizeDims(x, dims, "var");
+  const int64_t n = ReducedCount(x, axes);
   const Tensor d = x - mean(x, dims, /*keepdim=*/true);
-  return sum(d * d, dims, keepdim) / std::max(0.0, static_cast<double>(n) - correction);
+  const Tensor out = sum(d * d, dims, /*keepdim=*/true) / std::max(0.0, static_cast<double>(n) - correction);
+  return keepdim ? out : DropDims(out, axes);
 }
 
-Tensor softmax(const Tensor& x, int64_t dim) {
-  EnsureFloating(x, "softmax");
-  const Tensor e = exp(x - amax(x, {dim}, /*keepdim=*/true));
-  return e / sum(e, dim, /*keepdim=*/true);
+Tensor softmax(const Tensor& input, int64_t dim) {
+  EnsureFloating(input, "softmax");
+  NormalizeDims(input, {dim}, "softmax");  // a bad dim is reported as softmax's, not max's
+  return InFloat32(input, [&](const Tensor& x) {
+    const Tensor e = exp(x - amax(x, {dim}, /*keepdim=*/true));
+    return e / sum(e, dim, /*keepdim=*/true);
+  });
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  EnsureFloating(x, "log_softmax");
-  const Tensor shifted = x - amax(x, {dim}, /*keepdim=*/true);
-  return shifted - log(sum(exp(shifted), dim, /*keepdim=*/true));
+Tensor log_softmax(const Tensor& input, int64_t dim) {
+  EnsureFloating(input, "log_softmax");
+  NormalizeDims(input, {dim}, "log_softmax");
+  return InFloat32(input, [&](const Tensor& x) {
+    const Tensor shifted = x - amax(x, {dim}, /*keepdim=*/true);
+    return shifted - log(sum(exp(shifted), dim, /*keepdim=*/true));
+  });
 }
 
-Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  EnsureFloating(x, "logsumexp");
-  // An all -inf (or +inf) slice would give inf - inf = NaN: shift by 0 there.
-  const Tensor m = amax(x, dims, /*keepdim=*/true);
-  const Tensor shift = where(eq(abs(m), INFINITY), 0.0, m);
-  const Tensor out = log(sum(exp(x - shift), dims, /*keepdim=*/true)) + shift;
-  return keepdim ? out : DropDims(out, NormalizeDims(x, dims, "logsumexp"));
+Tensor logsumexp(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) {
+  EnsureFloating(input, "logsumexp");
+  const std::vector<int64_t> axes = NormalizeDims(input, dims, "logsumexp");
+  return InFloat32(input, [&](const Tensor& x) {
+    // An all -inf (or +inf) slice would give inf - inf = NaN: shift by 0 there.
+    const Tensor m = amax(x, dims, /*keepdim=*/true);
+    const Tensor shift = where(eq(abs(m), INFINITY), 0.0, m);
+    const Tensor out = log(sum(exp(x - shift), dims, /*keepdim=*/true)) + shift;
+    return keepdim ? out : DropDims(out, axes);
+  });
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
@@ -158,11 +180,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const std::vector<int64_t> dims = TrailingDims(x, normalized_shape, "layer_norm");
   CheckAffine(weight, normalized_shape, "layer_norm", "weight");
   CheckAffine(bias, normalized_shape, "layer_norm", "bias");
-  const Tensor centered = x - mean(x, dims, /*keepdim=*/true);
-  Tensor y = centered * rsqrt(mean(centered * centered, dims, /*keepdim=*/true) + eps);
-  if (weight.defined()) y = y * weight;
-  if (bias.defined()) y = y + bias;
-  return y;
+  return InFloat32(x, [&](const Tensor& xf) {
+    const Tensor centered = xf - mean(xf, dims, /*keepdim=*/true);
+    Tensor y = centered * rsqrt(mean(centered * centered, dims, /*keepdim=*/true) + eps);
+    if (weight.defined()) y = y * weight;
+    if (bias.defined()) y = y + bias;
+    return y;
+  });
 }
 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
@@ -172,9 +196,11 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   const double e = eps.value_or(x.dtype() == DType::kFloat16    ? 0.0009765625
                                 : x.dtype() == DType::kBFloat16 ? 0.0078125
                                                                 : 1.1920928955078125e-07);
-  Tensor y = x * rsqrt(mean(x * x, dims, /*keepdim=*/true) + e);
-  if (weight.defined()) y = y * weight;
-  return y;
+  return InFloat32(x, [&](const Tensor& xf) {
+    Tensor y = xf * rsqrt(mean(xf * xf, dims, /*keepdim=*/true) + e);
+    if (weight.defined()) y = y * weight;
+    return y;
+  });
 }
 
 }  // namespace fusebox

@@ -49,8 +49,8 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
   std::string OpenRowLoop(const Kernel& k) const override {
     return absl::StrCat("    for (long long j = 0; j < ", k.row_length, "LL; ++j) {\n");
   }
-  std::string AfterPass(const Accumulator&, const std::string&) const override { return ""; }
-  std::string OpenRowStores() const override { return "    {\n"; }
+  std::string AfterPass(const Kernel&, const Accumulator&, const std::string&) const override { return ""; }
+  std::string OpenRowStores(const Kernel&) const override { return "    {\n"; }
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cpp_expr; }
 };

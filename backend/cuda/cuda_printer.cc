@@ -18,6 +18,12 @@ FB_INLINE float fb_inf() { return __int_as_float(0x7f800000); }
 FB_INLINE float fb_nan() { return __int_as_float(0x7fc00000); }
 FB_INLINE float fb_fabs(float x) { return fabsf(x); }
 FB_INLINE float fb_powf(float a, float b) { return powf(a, b); }
+// Combines one value per lane across the warp; every lane gets the result.
+template <typename T, typename F>
+FB_INLINE T fb_warp_reduce(T v, F combine, T) {
+  for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 // Combines one value per thread across the block; every thread gets the result.
 template <typename T, typename F>
 FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
@@ -47,24 +53,47 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
 
   std::string Close() const override { return "  }\n}\n"; }
 
-  // One block per row; the block's threads stride along the row.
   std::string OpenRow(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
+    std::string row;
+    switch (k.strategy) {
+      case RowStrategy::kBlockPerRow: row = absl::StrCat("(", idx, ")blockIdx.x"); break;
+      case RowStrategy::kWarpPerRow:
+        row = absl::StrCat("(", idx, ")blockIdx.x * ", kCudaRowsPerWarpBlock, " + (threadIdx.x >> 5)");
+        break;
+      case RowStrategy::kThreadPerRow: row = absl::StrCat("(", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x"); break;
+    }
+    // A whole warp is in or out of the row test, as its shuffles require.
     return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(",
-                        ParamList(k, /*restrict_qualified=*/true), ") {\n", "  const ", idx, " r = blockIdx.x;\n",
-                        "  {\n");
+                        ParamList(k, /*restrict_qualified=*/true), ") {\n", "  const ", idx, " r = ", row, ";\n",
+                        "  if (r < ", k.num_rows, k.index64 ? "LL" : "", ") {\n");
   }
   std::string CloseRow() const override { return "  }\n}\n"; }
   std::string OpenRowLoop(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
-    return absl::StrCat("    for (", idx, " j = threadIdx.x; j < ", k.row_length, k.index64 ? "LL" : "", "; j += ",
-                        kCudaBlockSize, ") {\n");
+    const std::string n = absl::StrCat(k.row_length, k.index64 ? "LL" : "");
+    switch (k.strategy) {
+      case RowStrategy::kBlockPerRow:
+        return absl::StrCat("    for (", idx, " j = threadIdx.x; j < ", n, "; j += ", kCudaBlockSize, ") {\n");
+      case RowStrategy::kWarpPerRow:
+        return absl::StrCat("    for (", idx, " j = threadIdx.x & 31; j < ", n, "; j += 32) {\n");
+      case RowStrategy::kThreadPerRow: return absl::StrCat("    for (", idx, " j = 0; j < ", n, "; ++j) {\n");
+    }
+    return "";
   }
-  std::string AfterPass(const Accumulator& a, const std::string& lambda) const override {
-    return absl::StrCat("    t", a.temp, " = fb_block_reduce(t", a.temp, ", ", lambda, ", ",
-                        CPrinter::IdentityLiteral(a), ");\n");
+  std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
+    const char* fn = k.strategy == RowStrategy::kBlockPerRow ? "fb_block_reduce" : "fb_warp_reduce";
+    if (k.strategy == RowStrategy::kThreadPerRow) return "";
+    return absl::StrCat("    t", a.temp, " = ", fn, "(t", a.temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");\n");
   }
-  std::string OpenRowStores() const override { return "    if (threadIdx.x == 0) {\n"; }
+  std::string OpenRowStores(const Kernel& k) const override {
+    switch (k.strategy) {
+      case RowStrategy::kBlockPerRow: return "    if (threadIdx.x == 0) {\n";
+      case RowStrategy::kWarpPerRow: return "    if ((threadIdx.x & 31) == 0) {\n";
+      case RowStrategy::kThreadPerRow: return "    {\n";
+    }
+    return "";
+  }
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
 };
@@ -72,5 +101,15 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
 }  // namespace
 
 std::string PrintCuda(const Kernel& kernel) { return CudaPrinter().Print(kernel); }
+
+int64_t CudaGridSize(const Kernel& k) {
+  if (!k.is_reduction()) return (k.numel + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock;
+  switch (k.strategy) {
+    case RowStrategy::kBlockPerRow: return k.num_rows;
+    case RowStrategy::kWarpPerRow: return (k.num_rows + kCudaRowsPerWarpBlock - 1) / kCudaRowsPerWarpBlock;
+    case RowStrategy::kThreadPerRow: return (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
+  }
+  return 0;
+}
 
 }  // namespace fusebox::backend

@@ -14,6 +14,11 @@ inline constexpr int kCudaBlockSize = 256;
 inline constexpr int kCudaElementsPerThread = 4;
 inline constexpr int kCudaElementsPerBlock = kCudaBlockSize * kCudaElementsPerThread;
 
+inline constexpr int kCudaRowsPerWarpBlock = kCudaBlockSize / 32;
+
 std::string PrintCuda(const Kernel& kernel);
+
+// Launch geometry of a kernel printed by PrintCuda.
+int64_t CudaGridSize(const Kernel& kernel);
 
 }  // namespace fusebox::backend

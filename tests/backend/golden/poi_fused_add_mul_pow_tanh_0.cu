@@ -7,6 +7,12 @@ FB_INLINE float fb_inf() { return __int_as_float(0x7f800000); }
 FB_INLINE float fb_nan() { return __int_as_float(0x7fc00000); }
 FB_INLINE float fb_fabs(float x) { return fabsf(x); }
 FB_INLINE float fb_powf(float a, float b) { return powf(a, b); }
+// Combines one value per lane across the warp; every lane gets the result.
+template <typename T, typename F>
+FB_INLINE T fb_warp_reduce(T v, F combine, T) {
+  for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 // Combines one value per thread across the block; every thread gets the result.
 template <typename T, typename F>
 FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
