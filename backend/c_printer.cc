@@ -108,16 +108,22 @@ std::string CPrinter::IdentityLiteral(const Accumulator& acc) {
   return Literal(acc.dtype, v);
 }
 
+std::string CPrinter::LoadExpression(const Kernel& kernel, int buffer, const IndexExpr& index) {
+  const BufferParam& b = kernel.buffers[buffer];
+  return LoadExpr(b.dtype, absl::StrCat(b.name, "[", index.ToString(), "]"));
+}
+
 std::string CPrinter::Statements(const Kernel& kernel, const std::vector<Stmt>& block,
-                                 const std::function<const char*(graph::Op)>& op_template, const std::string& indent) {
+                                 const std::function<const char*(graph::Op)>& op_template, const std::string& indent,
+                                 bool cached_loads) {
   std::string out;
   for (const Stmt& s : block) {
     const std::string type(ComputeCType(s.dtype));
     switch (s.kind) {
       case StmtKind::kLoad: {
-        const BufferParam& b = kernel.buffers[s.buffer];
-        absl::StrAppend(&out, indent, type, " ", Temp(s.result), " = ",
-                        LoadExpr(b.dtype, absl::StrCat(b.name, "[", s.index.ToString(), "]")), ";\n");
+        const std::string value = cached_loads && s.cache_slot >= 0 ? absl::StrCat("c", s.cache_slot, "[k]")
+                                                                     : LoadExpression(kernel, s.buffer, s.index);
+        absl::StrAppend(&out, indent, type, " ", Temp(s.result), " = ", value, ";\n");
         break;
       }
       case StmtKind::kConstant:
@@ -149,17 +155,18 @@ std::string CPrinter::Print(const Kernel& kernel) const {
     absl::StrAppend(&out, "\n", Open(kernel), Statements(kernel, kernel.body, op_template, "    "), Close());
     return out;
   }
-  absl::StrAppend(&out, ", ", kernel.num_rows, " rows of ", kernel.row_length, "\n", OpenRow(kernel));
+  absl::StrAppend(&out, ", ", kernel.num_rows, " rows of ", kernel.row_length, "\n", OpenRow(kernel), Preload(kernel));
+  const bool cached = ReadsCachedLoads(kernel);
   for (const Pass& pass : kernel.passes) {
     for (const Accumulator& a : pass.accumulators) {
       absl::StrAppend(&out, "    ", ComputeCType(a.dtype), " ", Temp(a.temp), " = ", IdentityLiteral(a), ";\n");
     }
-    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, pass.body, op_template, "      "));
+    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, pass.body, op_template, "      ", cached));
     for (const Accumulator& a : pass.accumulators) {
       absl::StrAppend(&out, "      ", Temp(a.temp), " = ",
                       absl::Substitute(OpTemplate(a.op), Temp(a.temp), Temp(a.value)), ";\n");
     }
-    absl::StrAppend(&out, "    }\n");
+    absl::StrAppend(&out, CloseRowLoop(kernel));
     for (const Accumulator& a : pass.accumulators) {
       const std::string type = ComputeCType(a.dtype);
       const std::string lambda = absl::StrCat("[](", type, " a, ", type, " b) { return ",
@@ -168,7 +175,8 @@ std::string CPrinter::Print(const Kernel& kernel) const {
     }
   }
   if (!kernel.elementwise.empty()) {
-    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, kernel.elementwise, op_template, "      "), "    }\n");
+    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, kernel.elementwise, op_template, "      ", cached),
+                    CloseRowLoop(kernel));
   }
   if (!kernel.row_body.empty()) {
     absl::StrAppend(&out, OpenRowStores(kernel), Statements(kernel, kernel.row_body, op_template, "      "), "    }\n");

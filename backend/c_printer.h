@@ -35,9 +35,16 @@ class CPrinter {
   virtual std::string AfterPass(const Kernel& kernel, const Accumulator& acc,
                                 const std::string& combine_lambda) const = 0;
   virtual std::string OpenRowStores(const Kernel& kernel) const = 0;
+  virtual std::string CloseRowLoop(const Kernel& kernel) const { return "    }\n"; }
+  // Persistent reductions: loads each cached value of the row into registers
+  // (CUDA); "" where loads stay loads (the CPU's rows sit in its caches).
+  virtual std::string Preload(const Kernel& kernel) const { return ""; }
+  virtual bool ReadsCachedLoads(const Kernel& kernel) const { return false; }
 
   static std::string Statements(const Kernel& kernel, const std::vector<Stmt>& block,
-                                const std::function<const char*(graph::Op)>& op_template, const std::string& indent);
+                                const std::function<const char*(graph::Op)>& op_template, const std::string& indent,
+                                bool cached_loads = false);
+  static std::string LoadExpression(const Kernel& kernel, int buffer, const IndexExpr& index);
   static std::string IdentityLiteral(const Accumulator& acc);
 
   // Helpers both targets define the same way, written with FB_INLINE.

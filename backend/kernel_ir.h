@@ -32,6 +32,15 @@ struct Stmt {
   int buffer = -1;         // kLoad / kStore: index into Kernel::buffers
   IndexExpr index;         // kLoad / kStore: element index into the buffer
   double constant = 0;     // kConstant
+  int cache_slot = -1;     // persistent reductions: the load reads this register slot
+};
+
+// Persistent reductions: a value loaded once per row element into registers
+// before the first pass, then read by every pass from there.
+struct CachedLoad {
+  int buffer;
+  IndexExpr index;  // over r and j, as in the passes
+  DType dtype;
 };
 
 // A running fold: `temp` starts at the op's identity and takes in `value`
@@ -69,6 +78,7 @@ struct Kernel {
   // values), then `row_body` (stores of one value per row).
   int64_t num_rows = 0, row_length = 0;
   RowStrategy strategy = RowStrategy::kBlockPerRow;
+  std::vector<CachedLoad> cached_loads;  // persistent kernels only
   std::vector<Pass> passes;
   std::vector<Stmt> elementwise;
   std::vector<Stmt> row_body;

@@ -164,6 +164,13 @@ class ReductionLowerer {
     return block_->back().result;
   }
 
+  int CacheSlot(int buffer, const IndexExpr& index, DType dtype) {
+    const std::string key = absl::StrCat(buffer, ":", index.ToString());
+    auto [it, inserted] = cache_slot_.emplace(key, static_cast<int>(kernel_.cached_loads.size()));
+    if (inserted) kernel_.cached_loads.push_back({buffer, index, dtype});
+    return it->second;
+  }
+
   void Store(NodeId out, int value, IndexExpr index, int k) {
     kernel_.buffers.push_back({absl::StrCat("out", k), g_.node(out).dtype, /*is_output=*/true, out});
     Emit({.kind = StmtKind::kStore, .dtype = g_.node(out).dtype, .args = {value},
@@ -204,8 +211,14 @@ class ReductionLowerer {
     int result;
     if (n.op == Op::kInput || IsBuffer(id)) {
       const Strides strides = OperandStrides(n, IsBuffer(id));
-      result = Emit({.kind = StmtKind::kLoad, .dtype = n.dtype, .buffer = InputBuffer(id),
-                     .index = Index(ctx, linear, n.shape, strides)});
+      Stmt load{.kind = StmtKind::kLoad, .dtype = n.dtype, .buffer = InputBuffer(id),
+                .index = Index(ctx, linear, n.shape, strides)};
+      // Per-element loads of a persistent row come from registers after the first.
+      const bool per_element = ctx == Ctx::kFull || (ctx == Ctx::kLinear && block_ != &kernel_.row_body);
+      if (kernel_.kind == fusion::KernelKind::kPersistent && per_element && block_ != &kernel_.row_body) {
+        load.cache_slot = CacheSlot(load.buffer, load.index, n.dtype);
+      }
+      result = Emit(std::move(load));
     } else if (n.op == Op::kConstant) {
       result = Emit({.kind = StmtKind::kConstant, .dtype = n.dtype, .constant = n.scalar});
     } else if (n.op == Op::kView) {
@@ -236,6 +249,7 @@ class ReductionLowerer {
   absl::flat_hash_map<NodeId, int> accumulator_;
   absl::flat_hash_map<NodeId, int> input_buffer_;
   absl::flat_hash_map<std::string, int> memo_;
+  absl::flat_hash_map<std::string, int> cache_slot_;
   std::vector<Stmt>* block_ = nullptr;
   int block_id_ = 0;
   int64_t max_bound_ = 0;

@@ -70,7 +70,8 @@ class Fuser {
       for (NodeId r : grp.reductions) {
         if (materialized_.contains(r)) grp.outputs.insert(grp.outputs.begin(), r);
       }
-      KernelGroup k{.kind = KernelKind::kReduction, .iteration_shape = grp.shape, .axes = grp.axes,
+      const KernelKind kind = KeepsRowOnChip(grp.shape, grp.axes) ? KernelKind::kPersistent : KernelKind::kReduction;
+      KernelGroup k{.kind = kind, .iteration_shape = grp.shape, .axes = grp.axes,
                     .reductions = grp.reductions, .outputs = grp.outputs};
       std::vector<NodeId> roots = grp.outputs;
       for (NodeId r : grp.reductions) roots.push_back(r);

@@ -1,5 +1,7 @@
 #include "fusion/plan.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -18,6 +20,15 @@ Shape RowShape(const KernelGroup& group) {
   Shape shape = group.iteration_shape;
   for (int64_t d : group.axes) shape[d] = 1;
   return shape;
+}
+
+bool KeepsRowOnChip(const Shape& shape, const std::vector<int64_t>& axes) {
+  int64_t inner = static_cast<int64_t>(shape.size()) - 1;
+  while (inner > 0 && shape[inner] == 1) --inner;
+  if (inner < 0 || std::find(axes.begin(), axes.end(), inner) == axes.end()) return false;
+  int64_t row = 1;
+  for (int64_t d : axes) row *= shape[d];
+  return row > 0 && row <= kPersistentRowLimit;
 }
 
 std::string Plan::ToString() const {

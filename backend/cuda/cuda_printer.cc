@@ -69,7 +69,35 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
                         "  if (r < ", k.num_rows, k.index64 ? "LL" : "", ") {\n");
   }
   std::string CloseRow() const override { return "  }\n}\n"; }
+  static bool Persistent(const Kernel& k) { return k.kind == fusion::KernelKind::kPersistent; }
+  // Persistent rows: thread t holds elements t, t + stride, ... in registers.
+  static int Stride(const Kernel& k) { return k.strategy == RowStrategy::kWarpPerRow ? 32 : kCudaBlockSize; }
+  static int64_t Slots(const Kernel& k) { return (k.row_length + Stride(k) - 1) / Stride(k); }
+  static std::string RegisterLoop(const Kernel& k) {
+    const char* idx = k.index64 ? "long long" : "int";
+    const char* lane = k.strategy == RowStrategy::kWarpPerRow ? "(threadIdx.x & 31)" : "threadIdx.x";
+    return absl::StrCat("#pragma unroll\n    for (int k = 0; k < ", Slots(k), "; ++k) {\n      const ", idx, " j = ",
+                        lane, " + k * ", Stride(k), ";\n      if (j < ", k.row_length, k.index64 ? "LL" : "", ") {\n");
+  }
+
+  bool ReadsCachedLoads(const Kernel& k) const override { return Persistent(k) && !k.cached_loads.empty(); }
+  std::string Preload(const Kernel& k) const override {
+    if (!ReadsCachedLoads(k)) return "";
+    std::string out;
+    for (size_t c = 0; c < k.cached_loads.size(); ++c) {
+      absl::StrAppend(&out, "    ", ComputeCType(k.cached_loads[c].dtype), " c", c, "[", Slots(k), "];\n");
+    }
+    absl::StrAppend(&out, RegisterLoop(k));
+    for (size_t c = 0; c < k.cached_loads.size(); ++c) {
+      absl::StrAppend(&out, "        c", c, "[k] = ",
+                      LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index), ";\n");
+    }
+    return absl::StrCat(out, "    }}\n");
+  }
+  std::string CloseRowLoop(const Kernel& k) const override { return ReadsCachedLoads(k) ? "    }}\n" : "    }\n"; }
+
   std::string OpenRowLoop(const Kernel& k) const override {
+    if (ReadsCachedLoads(k)) return RegisterLoop(k);
     const char* idx = k.index64 ? "long long" : "int";
     const std::string n = absl::StrCat(k.row_length, k.index64 ? "LL" : "");
     switch (k.strategy) {
