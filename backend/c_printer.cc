@@ -84,6 +84,16 @@ template <typename T> FB_INLINE T fb_pow(T base, T exp) {  // integers: exact, e
   for (; exp > 0; exp >>= 1, base *= base) if (exp & 1) r *= base;
   return r;
 }
+template <typename T> FB_INLINE bool fb_arg_better_max(T v, long long i, T av, long long ai) {
+  if (v != v) return av == av || i < ai;  // NaN beats numbers; the first NaN wins
+  if (av != av) return false;
+  return v > av || (v == av && i < ai);
+}
+template <typename T> FB_INLINE bool fb_arg_better_min(T v, long long i, T av, long long ai) {
+  if (v != v) return av == av || i < ai;
+  if (av != av) return false;
+  return v < av || (v == av && i < ai);
+}
 FB_INLINE float fb_pow(float base, float exp) {
   if (exp == 2.0f) return base * base;  // exact and much cheaper than powf
   if (exp == 3.0f) return base * base * base;
@@ -160,17 +170,29 @@ std::string CPrinter::Print(const Kernel& kernel) const {
   for (const Pass& pass : kernel.passes) {
     for (const Accumulator& a : pass.accumulators) {
       absl::StrAppend(&out, "    ", ComputeCType(a.dtype), " ", Temp(a.temp), " = ", IdentityLiteral(a), ";\n");
+      // An index starts past every real one, so the first element always wins a tie.
+      if (a.index_temp >= 0) absl::StrAppend(&out, "    long long ", Temp(a.index_temp), " = 9223372036854775807LL;\n");
     }
     absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, pass.body, op_template, "      ", cached));
     for (const Accumulator& a : pass.accumulators) {
-      absl::StrAppend(&out, "      ", Temp(a.temp), " = ",
-                      absl::Substitute(OpTemplate(a.op), Temp(a.temp), Temp(a.value)), ";\n");
+      if (a.index_temp >= 0) {
+        absl::StrAppend(&out, "      if (",
+                        absl::Substitute(OpTemplate(a.op), Temp(a.value), "(long long)j", Temp(a.temp), Temp(a.index_temp)),
+                        ") { ", Temp(a.temp), " = ", Temp(a.value), "; ", Temp(a.index_temp), " = j; }\n");
+      } else {
+        absl::StrAppend(&out, "      ", Temp(a.temp), " = ",
+                        absl::Substitute(OpTemplate(a.op), Temp(a.temp), Temp(a.value)), ";\n");
+      }
     }
     absl::StrAppend(&out, CloseRowLoop(kernel));
     for (const Accumulator& a : pass.accumulators) {
       const std::string type = ComputeCType(a.dtype);
-      const std::string lambda = absl::StrCat("[](", type, " a, ", type, " b) { return ",
-                                              absl::Substitute(OpTemplate(a.op), "a", "b"), "; }");
+      const std::string lambda =
+          a.index_temp >= 0
+              ? absl::StrCat("[](", type, " v, long long i, ", type, " av, long long ai) { return ",
+                             absl::Substitute(OpTemplate(a.op), "v", "i", "av", "ai"), "; }")
+              : absl::StrCat("[](", type, " a, ", type, " b) { return ", absl::Substitute(OpTemplate(a.op), "a", "b"),
+                             "; }");
       absl::StrAppend(&out, AfterPass(kernel, a, lambda));
     }
   }

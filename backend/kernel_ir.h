@@ -50,6 +50,8 @@ struct Accumulator {
   graph::Op op;
   DType dtype;
   int value = -1;
+  int index_temp = -1;  // argmax/argmin: the winning position (int64); `temp`
+                        // then holds the winning value, of `dtype`
 };
 
 // One loop over a row (index `j`), folding into its accumulators.

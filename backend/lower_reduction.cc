@@ -73,8 +73,14 @@ class ReductionLowerer {
         const Node& n = g_.node(red);
         const int value = Eval(n.inputs[0], Ctx::kFull, {});
         const int acc = kernel_.num_temps++;
-        kernel_.passes[p].accumulators.push_back({acc, n.op, n.dtype, value});
-        accumulator_[red] = acc;
+        if (graph::Info(n.op).dtype_rule == graph::DTypeRule::kReduceIndex) {
+          const int index = kernel_.num_temps++;
+          kernel_.passes[p].accumulators.push_back({acc, n.op, g_.node(n.inputs[0]).dtype, value, index});
+          accumulator_[red] = index;
+        } else {
+          kernel_.passes[p].accumulators.push_back({acc, n.op, n.dtype, value});
+          accumulator_[red] = acc;
+        }
       }
     }
 

@@ -81,7 +81,8 @@ Tensor Apply(Op op, std::vector<Operand> xs, DType cast_to = DType::kFloat32) {
     case DTypeRule::kWhere:
     case DTypeRule::kNone:
     case DTypeRule::kReduceSum:
-    case DTypeRule::kReduceSame: break;
+    case DTypeRule::kReduceSame:
+    case DTypeRule::kReduceIndex: break;
   }
 
   frontend::OpRecorder recorder;

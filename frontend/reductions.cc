@@ -48,7 +48,7 @@ Tensor Reduce(Op op, const Tensor& x, const std::vector<int64_t>& dims, bool kee
   const std::vector<int64_t> axes = NormalizeDims(x, dims, info.name);
   DType dtype = x.dtype();
   if (info.dtype_rule == graph::DTypeRule::kReduceSum && !IsFloating(dtype)) dtype = DType::kInt64;
-  if (info.dtype_rule == graph::DTypeRule::kReduceSame) {
+  if (info.dtype_rule == graph::DTypeRule::kReduceSame || info.dtype_rule == graph::DTypeRule::kReduceIndex) {
     FUSEBOX_ENSURE(dtype != DType::kBool, info.name, " does not support bool tensors (got ", x.str(),
                    "); convert first, e.g. x.to(DType::kInt32)");
     FUSEBOX_ENSURE(ReducedCount(x, axes) > 0, info.name,
@@ -60,7 +60,9 @@ Tensor Reduce(Op op, const Tensor& x, const std::vector<int64_t>& dims, bool kee
   frontend::OpRecorder recorder;
   frontend::CaptureSession& session = recorder.session();
   graph::NodeId in = session.Operand(x);
-  if (x.dtype() != dtype) {
+  if (info.dtype_rule == graph::DTypeRule::kReduceIndex) {
+    dtype = DType::kInt64;  // the input keeps its type; the result is a position
+  } else if (x.dtype() != dtype) {
     in = session.AddNode(graph::Node{.op = Op::kCast, .dtype = dtype, .shape = x.shape(), .inputs = {in}});
   }
   graph::NodeId node = session.AddNode(
@@ -118,6 +120,10 @@ Tensor max(const Tensor& x) { return Reduce(Op::kMax, x, {}, false); }
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) { return Reduce(Op::kMax, x, {dim}, keepdim); }
 Tensor min(const Tensor& x) { return Reduce(Op::kMin, x, {}, false); }
 Tensor min(const Tensor& x, int64_t dim, bool keepdim) { return Reduce(Op::kMin, x, {dim}, keepdim); }
+Tensor argmax(const Tensor& x) { return Reduce(Op::kArgmax, x, {}, false); }
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return Reduce(Op::kArgmax, x, {dim}, keepdim); }
+Tensor argmin(const Tensor& x) { return Reduce(Op::kArgmin, x, {}, false); }
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) { return Reduce(Op::kArgmin, x, {dim}, keepdim); }
 Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return Reduce(Op::kMax, x, dims, keepdim);
 }

@@ -25,6 +25,12 @@ Tensor max(const Tensor& x);
 Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor min(const Tensor& x);
 Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
+// Position of the first maximum (minimum) along `dim` (NaN counts as the
+// maximum, as in PyTorch), int64; without a dim, the flat index.
+Tensor argmax(const Tensor& x);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 // Divides by N - correction (1: unbiased, as torch.var's default).

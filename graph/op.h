@@ -23,6 +23,7 @@ enum class DTypeRule {
   kCast,        // result dtype is the node's own
   kReduceSum,   // sum/prod: bool and integers accumulate and return int64
   kReduceSame,  // max/min: result = input dtype
+  kReduceIndex, // argmax/argmin: result is the int64 position along the reduced dims
 };
 
 enum class Op {

@@ -24,6 +24,29 @@ FB_INLINE T fb_warp_reduce(T v, F combine, T) {
   for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// argmax/argmin: combines (value, index) pairs across the warp / the block.
+template <typename T, typename F>
+FB_INLINE void fb_warp_argreduce(T& v, long long& i, F better, T) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const T ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const long long oi = __shfl_xor_sync(0xffffffffu, i, o);
+    if (better(ov, oi, v, i)) { v = ov; i = oi; }
+  }
+}
+template <typename T, typename F>
+FB_INLINE void fb_block_argreduce(T& v, long long& i, F better, T identity) {
+  __shared__ T values[32];
+  __shared__ long long indices[32];
+  fb_warp_argreduce(v, i, better, identity);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) { values[warp] = v; indices[warp] = i; }
+  __syncthreads();
+  const bool live = lane < (int)(blockDim.x >> 5);
+  v = live ? values[lane] : identity;
+  i = live ? indices[lane] : 9223372036854775807LL;
+  fb_warp_argreduce(v, i, better, identity);
+}
 // Combines one value per thread across the block; every thread gets the result.
 template <typename T, typename F>
 FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
@@ -112,6 +135,10 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
     const char* fn = k.strategy == RowStrategy::kBlockPerRow ? "fb_block_reduce" : "fb_warp_reduce";
     if (k.strategy == RowStrategy::kThreadPerRow) return "";
+    if (a.index_temp >= 0) {
+      return absl::StrCat("    ", k.strategy == RowStrategy::kBlockPerRow ? "fb_block_argreduce" : "fb_warp_argreduce",
+                          "(t", a.temp, ", t", a.index_temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");\n");
+    }
     return absl::StrCat("    t", a.temp, " = ", fn, "(t", a.temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");\n");
   }
   std::string OpenRowStores(const Kernel& k) const override {

@@ -163,3 +163,36 @@ TEST(ReductionFusionTest, ReductionsOverDifferentRowsAreSeparateKernelsAndExplai
 
 }  // namespace
 }  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+TEST(ReductionFusionTest, ArgmaxAndMaxShareOneKernelFirstIndexWinsNanIsMax) {
+  // Ties (repeated values) and NaN: PyTorch returns the first maximum, and a NaN counts as the maximum.
+  Tensor x = Tensor::from_vector({1, 5, 5, 2, -1, -3, -3, 0, NAN, 1, NAN, 9}, {3, 4});
+  auto compiled = compile([](const Tensor& x) { return std::make_tuple(argmax(x, 1), max(x, 1), argmin(x, 1)); });
+  auto [imax, vmax, imin] = compiled(x);
+  EXPECT_THAT(Names(compiled.kernels()), ElementsAre("per_fused_argmax_argmin_max_0"));
+  EXPECT_EQ(imax.dtype(), DType::kInt64);
+  EXPECT_THAT(imax.to_vector(), ElementsAre(1, 3, 0));
+  EXPECT_THAT(imin.to_vector(), ElementsAre(0, 1, 0));
+  EXPECT_EQ(vmax.to_vector()[0], 5);
+  EXPECT_TRUE(std::isnan(vmax.to_vector()[2]));
+  // Columns, and the flat index without a dim, eager.
+  EXPECT_THAT(argmax(x, 0).to_vector(), ElementsAre(2, 0, 2, 2));
+  EXPECT_EQ(argmax(x.narrow(0, 0, 2)).item(), 1);
+  // Random rows against a scan, across the per-row strategies.
+  for (int64_t cols : {7, 300, 5000, 9000}) {
+    Tensor r = randn({6, cols}, Device::cpu(), FreshSeed());
+    auto rv = r.to_double_vector();
+    auto got = compile([](const Tensor& r) { return argmax(r, -1); })(r).to_vector();
+    for (int row = 0; row < 6; ++row) {
+      int64_t best = 0;
+      for (int64_t c = 1; c < cols; ++c) best = rv[row * cols + c] > rv[row * cols + best] ? c : best;
+      EXPECT_EQ(got[row], best) << "row " << row << " of " << cols;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fusebox

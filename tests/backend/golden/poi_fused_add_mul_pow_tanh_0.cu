@@ -13,6 +13,29 @@ FB_INLINE T fb_warp_reduce(T v, F combine, T) {
   for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// argmax/argmin: combines (value, index) pairs across the warp / the block.
+template <typename T, typename F>
+FB_INLINE void fb_warp_argreduce(T& v, long long& i, F better, T) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const T ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const long long oi = __shfl_xor_sync(0xffffffffu, i, o);
+    if (better(ov, oi, v, i)) { v = ov; i = oi; }
+  }
+}
+template <typename T, typename F>
+FB_INLINE void fb_block_argreduce(T& v, long long& i, F better, T identity) {
+  __shared__ T values[32];
+  __shared__ long long indices[32];
+  fb_warp_argreduce(v, i, better, identity);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) { values[warp] = v; indices[warp] = i; }
+  __syncthreads();
+  const bool live = lane < (int)(blockDim.x >> 5);
+  v = live ? values[lane] : identity;
+  i = live ? indices[lane] : 9223372036854775807LL;
+  fb_warp_argreduce(v, i, better, identity);
+}
 // Combines one value per thread across the block; every thread gets the result.
 template <typename T, typename F>
 FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
@@ -60,6 +83,16 @@ template <typename T> FB_INLINE T fb_pow(T base, T exp) {  // integers: exact, e
   T r = 1;
   for (; exp > 0; exp >>= 1, base *= base) if (exp & 1) r *= base;
   return r;
+}
+template <typename T> FB_INLINE bool fb_arg_better_max(T v, long long i, T av, long long ai) {
+  if (v != v) return av == av || i < ai;  // NaN beats numbers; the first NaN wins
+  if (av != av) return false;
+  return v > av || (v == av && i < ai);
+}
+template <typename T> FB_INLINE bool fb_arg_better_min(T v, long long i, T av, long long ai) {
+  if (v != v) return av == av || i < ai;
+  if (av != av) return false;
+  return v < av || (v == av && i < ai);
 }
 FB_INLINE float fb_pow(float base, float exp) {
   if (exp == 2.0f) return base * base;  // exact and much cheaper than powf
