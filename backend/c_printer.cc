@@ -118,6 +118,31 @@ std::string CPrinter::IdentityLiteral(const Accumulator& acc) {
   return Literal(acc.dtype, v);
 }
 
+std::string CPrinter::AccumulatorDecl(const Accumulator& a, const std::string& indent) {
+  std::string out = absl::StrCat(indent, ComputeCType(a.dtype), " ", Temp(a.temp), " = ", IdentityLiteral(a), ";\n");
+  // An index starts past every real one, so the first element always wins a tie.
+  if (a.index_temp >= 0) absl::StrAppend(&out, indent, "long long ", Temp(a.index_temp), " = 9223372036854775807LL;\n");
+  return out;
+}
+
+std::string CPrinter::AccumulateStep(const Accumulator& a, const char* op_template, const std::string& value,
+                                     const std::string& value_index, const std::string& indent) {
+  if (a.index_temp < 0) {
+    return absl::StrCat(indent, Temp(a.temp), " = ", absl::Substitute(op_template, Temp(a.temp), value), ";\n");
+  }
+  return absl::StrCat(indent, "if (", absl::Substitute(op_template, value, value_index, Temp(a.temp), Temp(a.index_temp)),
+                      ") { ", Temp(a.temp), " = ", value, "; ", Temp(a.index_temp), " = ", value_index, "; }\n");
+}
+
+std::string CPrinter::CombineLambda(const Accumulator& a, const char* op_template) {
+  const std::string type = ComputeCType(a.dtype);
+  if (a.index_temp >= 0) {
+    return absl::StrCat("[](", type, " v, long long i, ", type, " av, long long ai) { return ",
+                        absl::Substitute(op_template, "v", "i", "av", "ai"), "; }");
+  }
+  return absl::StrCat("[](", type, " a, ", type, " b) { return ", absl::Substitute(op_template, "a", "b"), "; }");
+}
+
 std::string CPrinter::LoadExpression(const Kernel& kernel, int buffer, const IndexExpr& index) {
   const BufferParam& b = kernel.buffers[buffer];
   return LoadExpr(b.dtype, absl::StrCat(b.name, "[", index.ToString(), "]"));
@@ -168,32 +193,14 @@ std::string CPrinter::Print(const Kernel& kernel) const {
   absl::StrAppend(&out, ", ", kernel.num_rows, " rows of ", kernel.row_length, "\n", OpenRow(kernel), Preload(kernel));
   const bool cached = ReadsCachedLoads(kernel);
   for (const Pass& pass : kernel.passes) {
-    for (const Accumulator& a : pass.accumulators) {
-      absl::StrAppend(&out, "    ", ComputeCType(a.dtype), " ", Temp(a.temp), " = ", IdentityLiteral(a), ";\n");
-      // An index starts past every real one, so the first element always wins a tie.
-      if (a.index_temp >= 0) absl::StrAppend(&out, "    long long ", Temp(a.index_temp), " = 9223372036854775807LL;\n");
-    }
+    for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
     absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, pass.body, op_template, "      ", cached));
     for (const Accumulator& a : pass.accumulators) {
-      if (a.index_temp >= 0) {
-        absl::StrAppend(&out, "      if (",
-                        absl::Substitute(OpTemplate(a.op), Temp(a.value), "(long long)j", Temp(a.temp), Temp(a.index_temp)),
-                        ") { ", Temp(a.temp), " = ", Temp(a.value), "; ", Temp(a.index_temp), " = j; }\n");
-      } else {
-        absl::StrAppend(&out, "      ", Temp(a.temp), " = ",
-                        absl::Substitute(OpTemplate(a.op), Temp(a.temp), Temp(a.value)), ";\n");
-      }
+      absl::StrAppend(&out, AccumulateStep(a, OpTemplate(a.op), Temp(a.value), "(long long)j", "      "));
     }
     absl::StrAppend(&out, CloseRowLoop(kernel));
     for (const Accumulator& a : pass.accumulators) {
-      const std::string type = ComputeCType(a.dtype);
-      const std::string lambda =
-          a.index_temp >= 0
-              ? absl::StrCat("[](", type, " v, long long i, ", type, " av, long long ai) { return ",
-                             absl::Substitute(OpTemplate(a.op), "v", "i", "av", "ai"), "; }")
-              : absl::StrCat("[](", type, " a, ", type, " b) { return ", absl::Substitute(OpTemplate(a.op), "a", "b"),
-                             "; }");
-      absl::StrAppend(&out, AfterPass(kernel, a, lambda));
+      absl::StrAppend(&out, AfterPass(kernel, a, CombineLambda(a, OpTemplate(a.op))));
     }
   }
   if (!kernel.elementwise.empty()) {

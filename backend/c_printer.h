@@ -46,6 +46,13 @@ class CPrinter {
                                 bool cached_loads = false);
   static std::string LoadExpression(const Kernel& kernel, int buffer, const IndexExpr& index);
   static std::string IdentityLiteral(const Accumulator& acc);
+  // Accumulator text shared by every reduction layout: its declaration, one
+  // fold of `value` (at row position `position`, for argmax/argmin), and the
+  // fold as a lambda for warp/block combines.
+  static std::string AccumulatorDecl(const Accumulator& acc, const std::string& indent);
+  static std::string AccumulateStep(const Accumulator& acc, const char* op_template, const std::string& value,
+                                    const std::string& value_index, const std::string& indent);
+  static std::string CombineLambda(const Accumulator& acc, const char* op_template);
 
   // Helpers both targets define the same way, written with FB_INLINE.
   static const char* CommonPrelude();

@@ -67,6 +67,7 @@ struct Executable::CompiledKernel {
   Kernel ir;
   cpu::CpuKernelFn cpu_fn = nullptr;
   CUfunction cuda_fn = nullptr;
+  CUfunction cuda_partial_fn = nullptr;  // split reductions: the first of two kernels
 };
 
 Executable::~Executable() = default;
@@ -107,6 +108,11 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       absl::StatusOr<CUfunction> fn = driver.GetFunction(*module, group.name);
       if (!fn.ok()) return fn.status();
       compiled->cuda_fn = *fn;
+      if (compiled->ir.split > 1) {
+        absl::StatusOr<CUfunction> partial = driver.GetFunction(*module, group.name + "_partial");
+        if (!partial.ok()) return partial.status();
+        compiled->cuda_partial_fn = *partial;
+      }
     }
     exe->compiled_kernels_ += static_cast<int>(CompileCache::Get().stats().compiles - misses_before);
     exe->infos_.push_back(std::move(info));
@@ -143,12 +149,31 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
     if (device.is_cpu()) {
       ParallelFor(iterations, cost, [&](int64_t begin, int64_t end) { k->cpu_fn(args.data(), begin, end); });
     } else {
+      // A split reduction's partial results live in scratch tensors until the
+      // second kernel has combined them.
+      std::vector<Tensor> scratch;
+      if (k->ir.split > 1) {
+        const int64_t parts = k->ir.num_rows * k->ir.split;
+        for (const Accumulator& a : k->ir.passes.at(0).accumulators) {
+          scratch.push_back(Tensor::empty({parts}, ComputeDType(a.dtype), device));
+          args.push_back(scratch.back().data_ptr());
+          if (a.index_temp >= 0) {
+            scratch.push_back(Tensor::empty({parts}, DType::kInt64, device));
+            args.push_back(scratch.back().data_ptr());
+          }
+        }
+      }
       // cuLaunchKernel takes a pointer to each argument's value.
       std::vector<void*> params(args.size());
       for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
       cuda::LaunchDims dims;
       dims.grid_x = static_cast<unsigned>(CudaGridSize(k->ir));
       dims.block_x = kCudaBlockSize;
+      if (k->ir.split > 1) {
+        absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_partial_fn, dims, params.data());
+        if (!s.ok()) return s;
+        dims.grid_x = static_cast<unsigned>(k->ir.num_rows);
+      }
       absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_fn, dims, params.data());
       if (!s.ok()) return s;
     }

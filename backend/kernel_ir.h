@@ -81,6 +81,10 @@ struct Kernel {
   int64_t num_rows = 0, row_length = 0;
   RowStrategy strategy = RowStrategy::kBlockPerRow;
   std::vector<CachedLoad> cached_loads;  // persistent kernels only
+  // CUDA, few long rows: each row is split over `split` blocks writing
+  // partial results (kernel <name>_partial), then one block per row combines
+  // them and stores (kernel <name>). 0: not split.
+  int64_t split = 0;
   std::vector<Pass> passes;
   std::vector<Stmt> elementwise;
   std::vector<Stmt> row_body;

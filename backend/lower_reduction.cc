@@ -117,6 +117,12 @@ class ReductionLowerer {
       Store(out, value, Dot(squeezed_index_, ContiguousStrides(g_.node(out).shape)), k++);
     }
     kernel_.index64 = kernel_.numel > INT_MAX - (1 << 16) || max_bound_ > INT_MAX;
+    // Too few rows to fill a GPU with one block each: split single-pass rows
+    // with no per-element stores across ~1000 blocks in all.
+    if (kernel_.strategy == RowStrategy::kBlockPerRow && kernel_.passes.size() == 1 && kernel_.elementwise.empty() &&
+        kernel_.kind == fusion::KernelKind::kReduction && kernel_.num_rows < 128 && kernel_.row_length >= (1 << 16)) {
+      kernel_.split = std::clamp<int64_t>(1024 / kernel_.num_rows, 2, kernel_.row_length / 8192);
+    }
     return std::move(kernel_);
   }
 

@@ -141,6 +141,58 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     }
     return absl::StrCat("    t", a.temp, " = ", fn, "(t", a.temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");\n");
   }
+ public:
+  // Split rows (Kernel::split): a partial kernel over row chunks and a final
+  // kernel combining each row's partials and storing.
+  std::string PrintSplit(const Kernel& k) const {
+    auto op_template = [](graph::Op op) { return graph::Info(op).cuda_expr; };
+    const Pass& pass = k.passes.at(0);
+    std::string partials;
+    for (size_t c = 0; c < pass.accumulators.size(); ++c) {
+      const Accumulator& a = pass.accumulators[c];
+      absl::StrAppend(&partials, ", ", ComputeCType(a.dtype), "* __restrict__ fb_part", c);
+      if (a.index_temp >= 0) absl::StrAppend(&partials, ", long long* __restrict__ fb_part_index", c);
+    }
+    const std::string params = ParamList(k, /*restrict_qualified=*/true) + partials;
+    const int64_t chunk = (k.row_length + k.split - 1) / k.split;
+    std::string out = absl::StrCat(Prelude(), "\n// ", k.name, ": ", k.num_rows, " rows of ", k.row_length, ", each split over ",
+                                   k.split, " blocks\n");
+    absl::StrAppend(&out, "extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "_partial(",
+                    params, ") {\n  const long long r = blockIdx.x / ", k.split, ", part = blockIdx.x % ", k.split,
+                    ";\n  const long long begin = part * ", chunk, "LL, end = begin + ", chunk, "LL < ", k.row_length,
+                    "LL ? begin + ", chunk, "LL : ", k.row_length, "LL;\n  {\n");
+    for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
+    absl::StrAppend(&out, "    for (long long j = begin + threadIdx.x; j < end; j += ", kCudaBlockSize, ") {\n",
+                    Statements(k, pass.body, op_template, "      "));
+    for (const Accumulator& a : pass.accumulators) {
+      absl::StrAppend(&out, AccumulateStep(a, op_template(a.op), absl::StrCat("t", a.value), "j", "      "));
+    }
+    absl::StrAppend(&out, "    }\n");
+    for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AfterPass(k, a, CombineLambda(a, op_template(a.op))));
+    absl::StrAppend(&out, "    if (threadIdx.x == 0) {\n");
+    for (size_t c = 0; c < pass.accumulators.size(); ++c) {
+      const Accumulator& a = pass.accumulators[c];
+      absl::StrAppend(&out, "      fb_part", c, "[blockIdx.x] = t", a.temp, ";\n");
+      if (a.index_temp >= 0) absl::StrAppend(&out, "      fb_part_index", c, "[blockIdx.x] = t", a.index_temp, ";\n");
+    }
+    absl::StrAppend(&out, "    }\n  }\n}\n\n");
+    absl::StrAppend(&out, "extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(", params,
+                    ") {\n  const long long r = blockIdx.x;\n  {\n");
+    for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
+    absl::StrAppend(&out, "    for (int p = threadIdx.x; p < ", k.split, "; p += ", kCudaBlockSize, ") {\n");
+    for (size_t c = 0; c < pass.accumulators.size(); ++c) {
+      const Accumulator& a = pass.accumulators[c];
+      const std::string at = absl::StrCat("[r * ", k.split, " + p]");
+      absl::StrAppend(&out, AccumulateStep(a, op_template(a.op), absl::StrCat("fb_part", c, at),
+                                           absl::StrCat("fb_part_index", c, at), "      "));
+    }
+    absl::StrAppend(&out, "    }\n");
+    for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AfterPass(k, a, CombineLambda(a, op_template(a.op))));
+    absl::StrAppend(&out, "    if (threadIdx.x == 0) {\n", Statements(k, k.row_body, op_template, "      "), "    }\n  }\n}\n");
+    return out;
+  }
+
+ protected:
   std::string OpenRowStores(const Kernel& k) const override {
     switch (k.strategy) {
       case RowStrategy::kBlockPerRow: return "    if (threadIdx.x == 0) {\n";
@@ -155,12 +207,14 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
 
 }  // namespace
 
-std::string PrintCuda(const Kernel& kernel) { return CudaPrinter().Print(kernel); }
+std::string PrintCuda(const Kernel& kernel) {
+  return kernel.split > 1 ? CudaPrinter().PrintSplit(kernel) : CudaPrinter().Print(kernel);
+}
 
 int64_t CudaGridSize(const Kernel& k) {
   if (!k.is_reduction()) return (k.numel + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock;
   switch (k.strategy) {
-    case RowStrategy::kBlockPerRow: return k.num_rows;
+    case RowStrategy::kBlockPerRow: return k.split > 1 ? k.num_rows * k.split : k.num_rows;
     case RowStrategy::kWarpPerRow: return (k.num_rows + kCudaRowsPerWarpBlock - 1) / kCudaRowsPerWarpBlock;
     case RowStrategy::kThreadPerRow: return (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
   }

@@ -104,3 +104,29 @@ TEST(CodegenTest, IndicesPast2To31Use64Bits) {
 
 }  // namespace
 }  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+TEST(CodegenTest, FewLongRowsAreSplitAcrossBlocksOnCuda) {
+  Tensor x = randn({1 << 17});
+  backend::Kernel k = LowerOnly([](auto& in) { return sum(in[0] * in[0]); }, {x});
+  EXPECT_EQ(k.num_rows, 1);
+  EXPECT_GT(k.split, 1);
+  const std::string source = backend::PrintCuda(k);
+  EXPECT_THAT(source, HasSubstr(k.name + "_partial("));
+  EXPECT_THAT(source, HasSubstr("fb_part0[blockIdx.x]"));
+  auto out = cuda::CompileWithNvrtc(source, k.name, 90);
+  ASSERT_TRUE(out.ok()) << out.status() << "\n" << source;
+  EXPECT_THAT(out->ptx, HasSubstr(".entry " + k.name + "_partial"));
+  // argmax splits too, carrying (value, index) pairs through the partials.
+  backend::Kernel arg = LowerOnly([](auto& in) { return argmax(in[0]); }, {x});
+  EXPECT_GT(arg.split, 1);
+  EXPECT_TRUE(cuda::CompileWithNvrtc(backend::PrintCuda(arg), arg.name, 90).ok());
+  // Many rows keep one block (or warp) per row.
+  backend::Kernel rows = LowerOnly([](auto& in) { return sum(in[0].reshape({512, 256}), 1); }, {x});
+  EXPECT_EQ(rows.split, 0);
+}
+
+}  // namespace
+}  // namespace fusebox

@@ -95,3 +95,28 @@ TEST(CudaTest, FreedMemoryIsReusedByTheCachingAllocator) {
 
 }  // namespace
 }  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+TEST(CudaTest, SplitFullReductionsMatchFloat64) {
+  SKIP_WITHOUT_CUDA();
+  Tensor host = randn({1 << 24}, Device::cpu(), FreshSeed());
+  Tensor x = host.to(Device::cuda());
+  auto compiled = compile([](const Tensor& x) { return std::make_tuple(sum(x * x), argmax(x), max(x)); });
+  auto [s, i, m] = compiled(x);
+  ASSERT_EQ(compiled.kernels().size(), 1u);
+  const std::vector<double> v = host.to_double_vector();
+  double ref = 0, best = -INFINITY;
+  int64_t at = 0;
+  for (size_t k = 0; k < v.size(); ++k) {
+    ref += v[k] * v[k];
+    if (v[k] > best) best = v[k], at = static_cast<int64_t>(k);
+  }
+  EXPECT_NEAR(s.item(), ref, 1e-4 * ref);
+  EXPECT_EQ(static_cast<int64_t>(i.item()), at);
+  EXPECT_EQ(m.item(), best);
+}
+
+}  // namespace
+}  // namespace fusebox
