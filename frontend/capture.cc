@@ -100,7 +100,15 @@ graph::Graph CaptureSession::Snapshot(const std::vector<Tensor>& outputs) const 
   return builder_.Build(std::move(ids));
 }
 
+void CaptureSession::FlushAtEnd(const std::string& reason, const std::source_location& loc) {
+  at_end_ = true;
+  Flush(reason, loc);
+}
+
 void CaptureSession::Flush(const std::string& reason, const std::source_location& loc) {
+  FUSEBOX_ENSURE(!fullgraph_ || at_end_ || eager_, "graph break with fullgraph=true: ", reason, " at ",
+                 Location(loc), "; remove the call that needs a concrete value inside the compiled function, "
+                 "or compile with CompileOptions{.fullgraph = false}");
   std::vector<std::shared_ptr<LazyValue>> pending;
   std::vector<graph::NodeId> outputs;
   for (auto& weak : lazy_values_) {

@@ -42,6 +42,10 @@ class CaptureSession {
   // The session capturing on this thread (compile()), or null (eager mode).
   static CaptureSession* Current();
   bool eager() const { return eager_; }
+  // CompileOptions::fullgraph: a graph break throws instead of flushing.
+  void set_fullgraph(bool on) { fullgraph_ = on; }
+  // Called by the compiled function's end; every other flush is a graph break.
+  void FlushAtEnd(const std::string& reason, const std::source_location& loc);
 
   // The graph node for `t` (same shape as `t`): a lifted input, a lazy node or
   // a view of one. Fixes the graph's device on first use.
@@ -68,6 +72,8 @@ class CaptureSession {
  private:
   void Reset();
   bool eager_;
+  bool fullgraph_ = false;
+  bool at_end_ = false;
   CaptureSession* previous_ = nullptr;  // restored on destruction
   graph::GraphBuilder builder_;
   bool has_device_ = false;

@@ -12,24 +12,29 @@ constexpr char kEndOfFunction[] = "end of compiled function";
 }  // namespace
 
 CallScope::CallScope(CompiledState* state)
-    : state_(state), session_(std::make_unique<CaptureSession>(/*eager=*/false)) {}
+    : state_(state), session_(std::make_unique<CaptureSession>(/*eager=*/false)) {
+  session_->set_fullgraph(state->options().fullgraph);
+}
 
 CallScope::~CallScope() = default;
 
 void CallScope::Finish(const std::source_location& loc) {
-  session_->Flush(kEndOfFunction, loc);
+  session_->FlushAtEnd(kEndOfFunction, loc);
   state_->EndCall(*session_);
 }
 
 void CompiledState::EndCall(const CaptureSession& session) {
-  ++calls_;
+  ++stats_.calls;
   last_kernels_ = session.launched();
   last_graphs_ = session.records();
-  kernel_compiles_ += session.kernel_compiles();
+  stats_.graphs += static_cast<int64_t>(last_graphs_.size());
+  stats_.graph_breaks += last_graphs_.empty() ? 0 : static_cast<int64_t>(last_graphs_.size()) - 1;
+  for (const GraphRecord& r : last_graphs_) ++(r.from_cache ? stats_.cache_hits : stats_.plan_compiles);
+  stats_.kernel_compiles += session.kernel_compiles();
 }
 
 std::string CompiledState::Explain() const {
-  std::string out = absl::StrCat("compiled function: ", calls_, " call(s); last call captured ", last_graphs_.size(),
+  std::string out = absl::StrCat("compiled function: ", stats_.calls, " call(s); last call captured ", last_graphs_.size(),
                                  " graph(s), ", last_graphs_.empty() ? 0 : last_graphs_.size() - 1,
                                  " graph break(s), ", last_kernels_.size(), " kernel launch(es)\n");
   for (size_t g = 0; g < last_graphs_.size(); ++g) {

@@ -20,8 +20,18 @@
 namespace fusebox {
 
 struct CompileOptions {
-  bool fullgraph = false;        // a graph break becomes an error (graph breaks: issue 4)
-  std::optional<bool> dynamic;   // reserved for dynamic shapes
+  bool fullgraph = false;        // a graph break becomes a fusebox::Error naming its reason and line
+  std::optional<bool> dynamic;   // reserved for dynamic shapes (not implemented yet)
+};
+
+// Counters since a compiled function was created.
+struct CompileStats {
+  int64_t calls = 0;
+  int64_t graphs = 0;           // graphs captured (one per call, plus one per break)
+  int64_t graph_breaks = 0;
+  int64_t plan_compiles = 0;    // graphs whose plan was not cached yet
+  int64_t kernel_compiles = 0;  // NVRTC / host-compiler runs (compile-cache misses)
+  int64_t cache_hits = 0;       // graphs whose compiled plan came from the cache
 };
 
 namespace frontend {
@@ -52,14 +62,14 @@ class CompiledState {
 
   const std::vector<KernelInfo>& last_kernels() const { return last_kernels_; }
   std::string Explain() const;
-  int64_t calls() const { return calls_; }
+  int64_t calls() const { return stats_.calls; }
+  const CompileStats& stats() const { return stats_; }
 
  private:
   CompileOptions options_;
   std::vector<KernelInfo> last_kernels_;
   std::vector<GraphRecord> last_graphs_;
-  int64_t calls_ = 0;
-  int64_t kernel_compiles_ = 0;
+  CompileStats stats_;
 };
 
 }  // namespace frontend
@@ -87,6 +97,8 @@ class CompiledFunction {
   const std::vector<KernelInfo>& kernels() const { return state_->last_kernels(); }
   // Graphs captured by the last call, their ops and kernels, and why each ended.
   std::string explain() const { return state_->Explain(); }
+  // Counters since creation: calls, graphs, graph_breaks, plan_compiles, ...
+  const CompileStats& stats() const { return state_->stats(); }
 
  private:
   Fn fn_;

@@ -1,6 +1,7 @@
 #include "tensor/tensor.h"
 
 #include <cstring>
+#include <ostream>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/driver.h"
@@ -93,6 +94,17 @@ std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
   return absl::StrCat("Tensor", ShapeToString(shape()), " ", DTypeName(dtype()), " ", device().str(),
                       is_lazy() ? " (lazy)" : "");
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "Tensor(undefined)";
+  frontend::Realize(t.impl(), "a tensor was printed (operator<<)", std::source_location::current());
+  const std::vector<double> values = t.to_double_vector();
+  os << "tensor([";
+  for (size_t i = 0; i < values.size() && i < 20; ++i) os << (i ? ", " : "") << values[i];
+  if (values.size() > 20) os << ", ... (" << values.size() << " values)";
+  return os << "], shape=" << ShapeToString(t.shape()) << ", dtype=" << DTypeName(t.dtype())
+            << ", device=" << t.device().str() << ")";
 }
 
 Tensor Tensor::to(Device target) const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <source_location>
 #include <string>
@@ -105,5 +106,9 @@ class Tensor {
   static Tensor FromDoubles(const std::vector<double>& values, const Shape& shape, DType dtype, Device device);
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// Prints shape, dtype, device and the values (the first 20 for larger tensors);
+// inside compile() this needs concrete values, so it is a graph break.
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace fusebox
