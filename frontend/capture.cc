@@ -127,6 +127,10 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
   if (!eager_) {
     GraphRecord record{.graph_text = run.planned_graph->ToString(), .end_reason = reason,
                        .location = Location(loc), .from_cache = run.plan_cache_hit};
+    for (const Tensor& in : inputs_) {
+      record.inputs.push_back(absl::StrCat(DTypeName(in.dtype()), ShapeToString(in.shape()), " strides ",
+                                           ShapeToString(in.strides()), " on ", in.device().str()));
+    }
     for (const graph::Node& n : run.planned_graph->nodes()) {
       const graph::OpKind kind = graph::Info(n.op).kind;
       if (kind == graph::OpKind::kPointwise || kind == graph::OpKind::kReduction) record.ops.emplace_back(graph::OpName(n.op));

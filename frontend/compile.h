@@ -70,6 +70,7 @@ class CompiledState {
   std::vector<KernelInfo> last_kernels_;
   std::vector<GraphRecord> last_graphs_;
   CompileStats stats_;
+  std::vector<std::string> recompiles_;  // why each recompile happened, oldest first
 };
 
 }  // namespace frontend

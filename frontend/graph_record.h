@@ -15,6 +15,9 @@ struct GraphRecord {
   std::string end_reason;                // "end of compiled function", "item() called"
   std::string location;                  // "file.cc:42" of the call that ended it
   bool from_cache = false;               // the plan was already compiled
+  // Each graph input as "float32[1024, 4096] strides [4096, 1] on cpu": what a
+  // recompile reason compares.
+  std::vector<std::string> inputs;
 };
 
 }  // namespace fusebox::frontend

@@ -81,6 +81,13 @@ double Tensor::item(std::source_location loc) const {
   return ReadElement(host.data_ptr(), host.dtype(), 0);
 }
 
+Tensor::operator bool() const {
+  FUSEBOX_ENSURE(numel() == 1, "converting a tensor of ", numel(), " elements (shape ", ShapeToString(shape()),
+                 ") to bool is ambiguous; reduce it first, e.g. with sum() or max()");
+  frontend::Realize(impl(), "a tensor was converted to bool (branch on its value)", std::source_location::current());
+  return item() != 0;
+}
+
 void* Tensor::data_ptr() const {
   frontend::Realize(impl(), "data_ptr() called", std::source_location::current());
   const TensorImpl& i = impl();

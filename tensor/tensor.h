@@ -60,6 +60,10 @@ class Tensor {
   std::vector<double> to_double_vector(std::source_location loc = std::source_location::current()) const;
   double item(std::source_location loc = std::source_location::current()) const;
 
+  // The value of a one-element tensor as a condition (`if (gt(x, 0))`); a
+  // graph break inside compile(), as in PyTorch.
+  explicit operator bool() const;
+
   // --- metadata
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const { return impl().shape; }

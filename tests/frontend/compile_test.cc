@@ -72,3 +72,55 @@ TEST(CompileTest, PrintingATensorBreaksTheGraphAndPrintsItsValues) {
 
 }  // namespace
 }  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+Tensor GeluOrSoftmax(const Tensor& x) {
+  if (sum(x).item() > 0) return gelu(x);
+  return softmax(x, -1);
+}
+
+TEST(CompileTest, BranchOnAValueTwoGraphsEachBranchCachedSeparately) {
+  auto compiled = compile(GeluOrSoftmax);
+  Tensor positive = rand({4, 8}, Device::cpu(), FreshSeed()) + 0.1;
+  Tensor negative = -positive;
+  for (int round = 0; round < 2; ++round) {
+    for (const Tensor& x : {positive, negative}) {
+      Tensor y = compiled(x);
+      const std::vector<double> want = (sum(x).item() > 0 ? gelu(x) : softmax(x, -1)).to_double_vector();
+      const std::vector<double> got = y.to_double_vector();
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6) << i;
+      EXPECT_THAT(compiled.explain(), HasSubstr("2 graph(s), 1 graph break(s)"));
+      EXPECT_THAT(compiled.explain(), HasSubstr("item() called at compile_test.cc:"));
+    }
+  }
+  const CompileStats stats = compiled.stats();
+  EXPECT_EQ(stats.calls, 4);
+  EXPECT_EQ(stats.graph_breaks, 4);
+  // sum, gelu and softmax graphs compiled once each; the second round hits the cache.
+  EXPECT_EQ(stats.plan_compiles, 3);
+  EXPECT_EQ(stats.cache_hits, 5);
+  // Converting to bool is a break too.
+  auto as_bool = compile([](const Tensor& x) { return gt(sum(x), 0.0) ? exp(x) : -x; });
+  Tensor y = as_bool(positive);
+  EXPECT_THAT(as_bool.explain(), HasSubstr("converted to bool"));
+  EXPECT_NEAR(y.to_vector()[0], std::exp(positive.to_vector()[0]), 1e-5);
+}
+
+TEST(CompileTest, ShapeChangeRecompilesOnceAndSaysWhy) {
+  auto compiled = compile([](const Tensor& x) { return tanh(x) * 3.0; });
+  compiled(randn({16, 32}, Device::cpu(), FreshSeed()));
+  compiled(randn({16, 32}, Device::cpu(), FreshSeed()));
+  EXPECT_EQ(compiled.stats().plan_compiles, 1);
+  compiled(randn({24, 32}, Device::cpu(), FreshSeed()));
+  EXPECT_EQ(compiled.stats().plan_compiles, 2);
+  EXPECT_THAT(compiled.explain(),
+              HasSubstr("recompiled: graph 0: input 0: float32[16, 32] strides [32, 1] on cpu -> float32[24, 32] "
+                        "strides [32, 1] on cpu"));
+  compiled(randn({16, 32}, Device::cpu(), FreshSeed()).to(DType::kBFloat16));
+  EXPECT_THAT(compiled.explain(), HasSubstr("-> bfloat16[16, 32]"));
+}
+
+}  // namespace
+}  // namespace fusebox
