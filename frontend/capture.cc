@@ -11,13 +11,19 @@ namespace {
 
 thread_local CaptureSession* current_session = nullptr;
 
-std::string Location(const std::source_location& loc) {
+
+}  // namespace
+
+std::string SourceLine(const std::source_location& loc) {
   std::string_view file = loc.file_name();
   if (size_t slash = file.rfind('/'); slash != std::string_view::npos) file.remove_prefix(slash + 1);
   return absl::StrCat(std::string(file), ":", loc.line());
 }
 
-}  // namespace
+std::string InputSignature::ToString() const {
+  return absl::StrCat(DTypeName(dtype), ShapeToString(shape), " strides ", ShapeToString(strides), " on ",
+                      device.str());
+}
 
 CaptureSession::CaptureSession(bool eager) : eager_(eager) {
   if (!eager_) {
@@ -107,7 +113,7 @@ void CaptureSession::FlushAtEnd(const std::string& reason, const std::source_loc
 
 void CaptureSession::Flush(const std::string& reason, const std::source_location& loc) {
   FUSEBOX_ENSURE(!fullgraph_ || at_end_ || eager_, "graph break with fullgraph=true: ", reason, " at ",
-                 Location(loc), "; remove the call that needs a concrete value inside the compiled function, "
+                 SourceLine(loc), "; remove the call that needs a concrete value inside the compiled function, "
                  "or compile with CompileOptions{.fullgraph = false}");
   std::vector<std::shared_ptr<LazyValue>> pending;
   std::vector<graph::NodeId> outputs;
@@ -123,23 +129,13 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
   }
   RunResult run = RunGraph(builder_.Build(outputs), inputs_);
   kernel_compiles_ += run.kernel_compiles;
-  launched_.insert(launched_.end(), run.kernels->begin(), run.kernels->end());
   if (!eager_) {
-    GraphRecord record{.graph_text = run.planned_graph->ToString(), .end_reason = reason,
-                       .location = Location(loc), .from_cache = run.plan_cache_hit};
-    for (const Tensor& in : inputs_) {
-      record.inputs.push_back(absl::StrCat(DTypeName(in.dtype()), ShapeToString(in.shape()), " strides ",
-                                           ShapeToString(in.strides()), " on ", in.device().str()));
-    }
-    for (const graph::Node& n : run.planned_graph->nodes()) {
-      const graph::OpKind kind = graph::Info(n.op).kind;
-      if (kind == graph::OpKind::kPointwise || kind == graph::OpKind::kReduction) record.ops.emplace_back(graph::OpName(n.op));
-    }
-    for (const KernelInfo& k : *run.kernels) record.kernel_names.push_back(k.name);
-    record.fusion_notes = *run.fusion_notes;
+    GraphRecord record{.executable = run.executable, .end_reason = reason, .location = loc,
+                       .from_cache = run.plan_cache_hit};
+    for (const Tensor& in : inputs_) record.inputs.push_back({in.dtype(), in.shape(), in.strides(), in.device()});
     records_.push_back(std::move(record));
-    spdlog::debug("graph {} ended ({}, {}): {} kernel(s)", records_.size() - 1, reason, Location(loc),
-                  run.kernels->size());
+    spdlog::debug("graph {} ended ({}, {}): {} kernel(s)", records_.size() - 1, reason, SourceLine(loc),
+                  run.executable->kernels().size());
   }
   for (auto& v : pending) {
     const size_t k = std::find(outputs.begin(), outputs.end(), v->node) - outputs.begin();

@@ -65,7 +65,7 @@ class CaptureSession {
   // Runs everything captured so far and realizes every live lazy value.
   void Flush(const std::string& reason, const std::source_location& loc);
 
-  const std::vector<KernelInfo>& launched() const { return launched_; }
+  // One per flush of a compiled function (eager sessions record nothing).
   const std::vector<GraphRecord>& records() const { return records_; }
   int64_t kernel_compiles() const { return kernel_compiles_; }
 
@@ -80,7 +80,6 @@ class CaptureSession {
   std::vector<Tensor> inputs_;  // by input_index; keeps lifted tensors alive
   absl::flat_hash_map<const TensorImpl*, graph::NodeId> lifted_;
   std::vector<std::weak_ptr<LazyValue>> lazy_values_;
-  std::vector<KernelInfo> launched_;
   std::vector<GraphRecord> records_;
   int64_t kernel_compiles_ = 0;
 };

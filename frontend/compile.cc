@@ -34,8 +34,9 @@ std::string RecompileReason(size_t g, const GraphRecord& before, const GraphReco
     changes.push_back(absl::StrCat("number of inputs ", before.inputs.size(), " -> ", now.inputs.size()));
   } else {
     for (size_t k = 0; k < now.inputs.size(); ++k) {
-      if (before.inputs[k] != now.inputs[k]) {
-        changes.push_back(absl::StrCat("input ", k, ": ", before.inputs[k], " -> ", now.inputs[k]));
+      if (!(before.inputs[k] == now.inputs[k])) {
+        changes.push_back(
+            absl::StrCat("input ", k, ": ", before.inputs[k].ToString(), " -> ", now.inputs[k].ToString()));
       }
     }
   }
@@ -47,8 +48,19 @@ std::string RecompileReason(size_t g, const GraphRecord& before, const GraphReco
 
 void CompiledState::EndCall(const CaptureSession& session) {
   ++stats_.calls;
-  last_kernels_ = session.launched();
   const std::vector<GraphRecord>& graphs = session.records();
+  // kernels() copies each kernel's source and PTX: only when the plans differ
+  // from the last call's (a cache hit with the same plans is the common call).
+  bool same_plans = graphs.size() == last_graphs_.size();
+  for (size_t g = 0; same_plans && g < graphs.size(); ++g) {
+    same_plans = graphs[g].executable == last_graphs_[g].executable;
+  }
+  if (!same_plans) {
+    last_kernels_.clear();
+    for (const GraphRecord& r : graphs) {
+      last_kernels_.insert(last_kernels_.end(), r.executable->kernels().begin(), r.executable->kernels().end());
+    }
+  }
   for (size_t g = 0; g < graphs.size() && g < last_graphs_.size(); ++g) {
     if (graphs[g].from_cache) continue;
     recompiles_.push_back(RecompileReason(g, last_graphs_[g], graphs[g]));
@@ -68,17 +80,25 @@ std::string CompiledState::Explain() const {
   for (const std::string& why : recompiles_) absl::StrAppend(&out, "recompiled: ", why, "\n");
   for (size_t g = 0; g < last_graphs_.size(); ++g) {
     const GraphRecord& r = last_graphs_[g];
+    const fusion::Plan& plan = r.executable->plan();
     std::map<std::string, int> counts;
-    for (const std::string& op : r.ops) ++counts[op];
-    std::vector<std::string> ops;
+    int num_ops = 0;
+    for (const graph::Node& n : plan.graph.nodes()) {
+      const graph::OpKind kind = graph::Info(n.op).kind;
+      if (kind != graph::OpKind::kPointwise && kind != graph::OpKind::kReduction) continue;
+      ++counts[graph::OpName(n.op)];
+      ++num_ops;
+    }
+    std::vector<std::string> ops, kernels;
     for (const auto& [op, n] : counts) ops.push_back(n > 1 ? absl::StrCat(op, " x", n) : op);
-    absl::StrAppend(&out, "\ngraph ", g, ": ", r.ops.size(), " op(s) (", absl::StrJoin(ops, ", "), ") -> ",
-                    r.kernel_names.size(), " kernel(s)", r.from_cache ? " [plan from cache]" : "", "\n");
+    for (const KernelInfo& k : r.executable->kernels()) kernels.push_back(k.name);
+    absl::StrAppend(&out, "\ngraph ", g, ": ", num_ops, " op(s) (", absl::StrJoin(ops, ", "), ") -> ",
+                    kernels.size(), " kernel(s)", r.from_cache ? " [plan from cache]" : "", "\n");
     absl::StrAppend(&out, "  ended by: ", r.end_reason,
-                    r.end_reason == kEndOfFunction ? "" : absl::StrCat(" at ", r.location), "\n");
-    absl::StrAppend(&out, "  kernels: ", absl::StrJoin(r.kernel_names, ", "), "\n");
-    for (const std::string& note : r.fusion_notes) absl::StrAppend(&out, "  not fused: ", note, "\n");
-    absl::StrAppend(&out, "  graph:\n", r.graph_text);
+                    r.end_reason == kEndOfFunction ? "" : absl::StrCat(" at ", SourceLine(r.location)), "\n");
+    absl::StrAppend(&out, "  kernels: ", absl::StrJoin(kernels, ", "), "\n");
+    for (const std::string& note : plan.notes) absl::StrAppend(&out, "  not fused: ", note, "\n");
+    absl::StrAppend(&out, "  graph:\n", plan.graph.ToString());
   }
   return out;
 }

@@ -67,7 +67,7 @@ class CompiledState {
 
  private:
   CompileOptions options_;
-  std::vector<KernelInfo> last_kernels_;
+  std::vector<KernelInfo> last_kernels_;  // rebuilt only when the call's plans change
   std::vector<GraphRecord> last_graphs_;
   CompileStats stats_;
   std::vector<std::string> recompiles_;  // why each recompile happened, oldest first

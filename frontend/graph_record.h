@@ -1,23 +1,37 @@
-// What explain() reports about one captured graph.
+// What explain() reports about one captured graph. Recorded on every call of a
+// compiled function, so it holds references and values, not text: explain()
+// renders the text when asked.
 #pragma once
 
+#include <memory>
+#include <source_location>
 #include <string>
 #include <vector>
 
+#include "backend/executable.h"
+#include "tensor/tensor.h"
+
 namespace fusebox::frontend {
 
-// What explain() reports about one captured graph.
+// A graph input as a recompile reason compares it.
+struct InputSignature {
+  DType dtype;
+  Shape shape;
+  Strides strides;
+  Device device;
+  friend bool operator==(const InputSignature&, const InputSignature&) = default;
+  std::string ToString() const;  // "float32[1024, 4096] strides [4096, 1] on cpu"
+};
+
+// "file.cc:42": where the user's call was, for messages.
+std::string SourceLine(const std::source_location& loc);
+
 struct GraphRecord {
-  std::string graph_text;                // the graph as captured (after dead-node removal)
-  std::vector<std::string> ops;          // op names in the graph, in order
-  std::vector<std::string> kernel_names;
-  std::vector<std::string> fusion_notes;  // why values were not fused together
-  std::string end_reason;                // "end of compiled function", "item() called"
-  std::string location;                  // "file.cc:42" of the call that ended it
-  bool from_cache = false;               // the plan was already compiled
-  // Each graph input as "float32[1024, 4096] strides [4096, 1] on cpu": what a
-  // recompile reason compares.
-  std::vector<std::string> inputs;
+  std::shared_ptr<const backend::Executable> executable;  // plan, graph, kernels, fusion notes
+  std::vector<InputSignature> inputs;
+  std::string end_reason;         // "end of compiled function", "item() called"
+  std::source_location location;  // of the call that ended the graph
+  bool from_cache = false;        // the plan was already compiled
 };
 
 }  // namespace fusebox::frontend

@@ -50,9 +50,7 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs) {
     ++cache.stats.plan_compiles;
   }
   result.outputs = ValueOrThrow(exe->Run(inputs));
-  result.kernels = &exe->kernels();
-  result.planned_graph = &exe->plan().graph;
-  result.fusion_notes = &exe->plan().notes;
+  result.executable = std::move(exe);
   return result;
 }
 

@@ -5,18 +5,20 @@
 
 #include <vector>
 
+#include <memory>
+
 #include "absl/types/span.h"
-#include "backend/kernel_info.h"
+#include "backend/executable.h"
 #include "graph/graph.h"
 #include "tensor/tensor.h"
 
 namespace fusebox::frontend {
 
 struct RunResult {
-  std::vector<Tensor> outputs;            // one per graph output
-  const std::vector<KernelInfo>* kernels; // the plan's kernels, in launch order
-  const graph::Graph* planned_graph;      // after the graph passes
-  const std::vector<std::string>* fusion_notes;  // why values were not fused
+  std::vector<Tensor> outputs;  // one per graph output
+  // The compiled plan (cached for the process): its kernels in launch order,
+  // the graph after the passes and the fusion notes.
+  std::shared_ptr<const backend::Executable> executable;
   bool plan_cache_hit = false;
   int kernel_compiles = 0;                // compiler runs this call caused
 };
