@@ -11,7 +11,6 @@ namespace {
 
 thread_local CaptureSession* current_session = nullptr;
 
-
 }  // namespace
 
 std::string SourceLine(const std::source_location& loc) {

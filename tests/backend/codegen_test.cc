@@ -14,15 +14,13 @@
 #include "fusion/pipeline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/workloads.h"
 
 namespace fusebox {
 namespace {
 
 using ::testing::HasSubstr;
-
-Tensor ManualGelu(const Tensor& x) {
-  return 0.5 * x * (1.0 + tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * pow(x, 3.0))));
-}
+using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
 // Captures fn(inputs) without running it and lowers its single kernel.
 template <typename Fn>

@@ -7,13 +7,13 @@
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/workloads.h"
 
 namespace fusebox {
 namespace {
 
 using ::testing::HasSubstr;
-
-uint64_t FreshSeed() { return std::random_device{}(); }
+using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
 Tensor ScaleByFirst(const Tensor& x) {
   Tensor y = exp(x);

@@ -8,28 +8,17 @@
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/workloads.h"
 
 namespace fusebox {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
 #define SKIP_WITHOUT_CUDA() \
   if (!cuda_available()) GTEST_SKIP() << "no usable CUDA device"
-
-Tensor ManualGelu(const Tensor& x) {
-  return 0.5 * x * (1.0 + tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * pow(x, 3.0))));
-}
-double GeluRef(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
-uint64_t FreshSeed() { return std::random_device{}(); }
-
-void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i]))) << "first mismatch at element " << i;
-  }
-}
 
 TEST(CudaTest, ManualGeluCompiledIsOneKernelAndMatchesReference) {
   SKIP_WITHOUT_CUDA();

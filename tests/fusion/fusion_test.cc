@@ -8,33 +8,14 @@
 #include "frontend/runtime.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/workloads.h"
 
 namespace fusebox {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-Tensor ManualGelu(const Tensor& x) {
-  return 0.5 * x * (1.0 + tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * pow(x, 3.0))));
-}
-
-double GeluRef(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
-
-uint64_t FreshSeed() { return std::random_device{}(); }
-
-std::vector<std::string> Names(const std::vector<KernelInfo>& kernels) {
-  std::vector<std::string> names;
-  for (const KernelInfo& k : kernels) names.push_back(k.name);
-  return names;
-}
-
-void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i]))) << "first mismatch at element " << i;
-  }
-}
+using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
 TEST(FusionTest, ManualGeluIsOneKernelWithInductorName) {
   Tensor x = randn({33, 257}, Device::cpu(), FreshSeed());

@@ -8,27 +8,14 @@
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/workloads.h"
 
 namespace fusebox {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-uint64_t FreshSeed() { return std::random_device{}(); }
-
-std::vector<std::string> Names(const std::vector<KernelInfo>& kernels) {
-  std::vector<std::string> names;
-  for (const KernelInfo& k : kernels) names.push_back(k.name);
-  return names;
-}
-
-void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i]))) << "first mismatch at element " << i;
-  }
-}
+using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
 Tensor ManualSoftmax(const Tensor& x) {
   Tensor shifted = x - max(x, -1, /*keepdim=*/true);
