@@ -185,12 +185,19 @@ std::string CPrinter::Statements(const Kernel& kernel, const std::vector<Stmt>& 
 std::string CPrinter::Print(const Kernel& kernel) const {
   auto op_template = [this](graph::Op op) { return OpTemplate(op); };
   std::string out = Prelude();
-  absl::StrAppend(&out, "\n// ", kernel.name, ": ", kernel.numel, " elements");
   if (!kernel.is_reduction()) {
+    absl::StrAppend(&out, "\n// ", kernel.name, ": ",
+                    kernel.dynamic_extent ? "fb_n (run-time)" : absl::StrCat(kernel.numel), " elements");
     absl::StrAppend(&out, "\n", Open(kernel), Statements(kernel, kernel.body, op_template, "    "), Close());
     return out;
   }
-  absl::StrAppend(&out, ", ", kernel.num_rows, " rows of ", kernel.row_length, "\n", OpenRow(kernel), Preload(kernel));
+  if (kernel.dynamic_extent) {
+    absl::StrAppend(&out, "\n// ", kernel.name, ": fb_n (run-time) rows of ", kernel.row_length);
+  } else {
+    absl::StrAppend(&out, "\n// ", kernel.name, ": ", kernel.numel, " elements, ", kernel.num_rows, " rows of ",
+                    kernel.row_length);
+  }
+  absl::StrAppend(&out, "\n", OpenRow(kernel), Preload(kernel));
   const bool cached = ReadsCachedLoads(kernel);
   for (const Pass& pass : kernel.passes) {
     for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));

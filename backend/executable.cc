@@ -78,7 +78,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
   const Device device = exe->plan_.graph.device();
   for (const fusion::KernelGroup& group : exe->plan_.kernels) {
     auto compiled = std::make_unique<CompiledKernel>();
-    compiled->ir = LowerKernel(exe->plan_.graph, group);
+    compiled->ir = LowerKernel(exe->plan_, group);
     KernelInfo info{.name = group.name, .device = device.str(), .numel = compiled->ir.numel};
     if (DebugDump("ir")) std::fprintf(stderr, "[fusebox ir]\n%s", compiled->ir.ToString().c_str());
     const int64_t misses_before = CompileCache::Get().stats().compiles;
@@ -121,9 +121,28 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
   return exe;
 }
 
+std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan) {
+  std::vector<std::string> sources;
+  for (const fusion::KernelGroup& group : plan.kernels) {
+    const Kernel ir = LowerKernel(plan, group);
+    sources.push_back(absl::StrCat(PrintCuda(ir), cpu::PrintCpp(ir)));
+  }
+  return sources;
+}
+
 absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inputs) const {
   const graph::Graph& g = plan_.graph;
   const Device device = g.device();
+  // Dynamic plans: the sizes of this call's run-time dims, read off the inputs.
+  std::vector<int64_t> sizes;
+  for (const auto& dims : plan_.symbols.sources) sizes.push_back(inputs[dims.front().input].shape()[dims.front().dim]);
+  auto shape_of = [&](graph::NodeId id) {
+    Shape shape = g.node(id).shape;
+    for (size_t d = 0; !sizes.empty() && d < shape.size(); ++d) {
+      if (const int32_t k = plan_.symbols.symbol(id, d); k >= 0) shape[d] = sizes[k];
+    }
+    return shape;
+  };
   absl::flat_hash_map<graph::NodeId, Tensor> stored;
   std::vector<void*> args;
   for (const auto& k : kernels_) {
@@ -131,7 +150,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
     for (const BufferParam& b : k->ir.buffers) {
       const graph::Node& node = g.node(b.node);
       if (b.is_output) {
-        Tensor out = Tensor::empty(node.shape, node.dtype, device);
+        Tensor out = Tensor::empty(shape_of(b.node), node.dtype, device);
         args.push_back(out.data_ptr());
         stored.emplace(b.node, std::move(out));
       } else if (node.op == graph::Op::kInput) {
@@ -143,8 +162,8 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       }
     }
     // A reduction over an empty dim still stores its identity in every row.
-    if (k->ir.is_reduction() ? k->ir.num_rows == 0 : k->ir.numel == 0) continue;
-    const int64_t iterations = k->ir.is_reduction() ? k->ir.num_rows : k->ir.numel;
+    const int64_t iterations = k->ir.Iterations(sizes);
+    if (iterations == 0) continue;
     const int64_t cost = k->ir.is_reduction() ? std::max<int64_t>(k->ir.row_length, 1) : 1;
     if (device.is_cpu()) {
       ParallelFor(iterations, cost, [&](int64_t begin, int64_t end) { k->cpu_fn(args.data(), begin, end); });
@@ -166,8 +185,10 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       // cuLaunchKernel takes a pointer to each argument's value.
       std::vector<void*> params(args.size());
       for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
+      long long fb_n = iterations;
+      if (k->ir.dynamic_extent) params.push_back(&fb_n);
       cuda::LaunchDims dims;
-      dims.grid_x = static_cast<unsigned>(CudaGridSize(k->ir));
+      dims.grid_x = static_cast<unsigned>(CudaGridSize(k->ir, iterations));
       dims.block_x = kCudaBlockSize;
       if (k->ir.split > 1) {
         absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_partial_fn, dims, params.data());

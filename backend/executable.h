@@ -38,6 +38,10 @@ class Executable {
   int compiled_kernels_ = 0;
 };
 
+// Every kernel of `plan` lowered and printed for both targets, without
+// compiling: what a dynamic plan's kernels look like at other sizes.
+std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan);
+
 // CUDA source -> PTX + cubin through the compile cache. On failure the status
 // holds NVRTC's log and the path where the source was written.
 absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCudaSource(const std::string& source,

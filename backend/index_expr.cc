@@ -6,6 +6,16 @@
 #include "absl/strings/str_cat.h"
 
 namespace fusebox::backend {
+namespace {
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  return std::min(std::min(a, IndexExpr::kUnbounded) + std::min(b, IndexExpr::kUnbounded), IndexExpr::kUnbounded);
+}
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  return a != 0 && b > IndexExpr::kUnbounded / a ? IndexExpr::kUnbounded : std::min(a * b, IndexExpr::kUnbounded);
+}
+
+}  // namespace
 
 struct IndexExpr::Rep {
   Kind kind;
@@ -39,14 +49,14 @@ IndexExpr operator+(const IndexExpr& a, const IndexExpr& b) {
   if (a.is_const() && b.is_const()) return IndexExpr::Const(a.const_value() + b.const_value());
   if (a.is_const() && a.const_value() == 0) return b;
   if (b.is_const() && b.const_value() == 0) return a;
-  return IndexExpr::Make(IndexExpr::Kind::kAdd, 0, a.bound() + b.bound() - 1, a, b);
+  return IndexExpr::Make(IndexExpr::Kind::kAdd, 0, SaturatingAdd(a.bound(), b.bound()) - 1, a, b);
 }
 
 IndexExpr operator*(const IndexExpr& a, int64_t c) {
   if (c == 0) return IndexExpr::Const(0);
   if (c == 1) return a;
   if (a.is_const()) return IndexExpr::Const(a.const_value() * c);
-  return IndexExpr::Make(IndexExpr::Kind::kMul, c, (a.bound() - 1) * c + 1, a, IndexExpr::Const(c));
+  return IndexExpr::Make(IndexExpr::Kind::kMul, c, SaturatingMul(a.bound() - 1, c) + 1, a, IndexExpr::Const(c));
 }
 
 IndexExpr operator/(const IndexExpr& a, int64_t d) {

@@ -17,6 +17,9 @@ class IndexExpr {
   // A named loop index (`r` for a reduction's row, `j` along the row).
   static IndexExpr Var(const char* name, int64_t bound);
   static IndexExpr Const(int64_t value);
+  // Bound of a loop index whose extent is only known at run time (dynamic
+  // shapes): large enough that no fold depends on it. Bounds saturate here.
+  static constexpr int64_t kUnbounded = int64_t{1} << 61;
 
   friend IndexExpr operator+(const IndexExpr& a, const IndexExpr& b);
   friend IndexExpr operator*(const IndexExpr& a, int64_t c);

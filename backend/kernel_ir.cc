@@ -6,8 +6,16 @@
 
 namespace fusebox::backend {
 
+int64_t Kernel::Iterations(const std::vector<int64_t>& symbol_values) const {
+  if (!dynamic_extent) return is_reduction() ? num_rows : numel;
+  int64_t n = extent_factor;
+  for (int32_t k : extent_symbols) n *= symbol_values.at(k);
+  return n;
+}
+
 std::string Kernel::ToString() const {
-  std::string out = absl::StrCat("kernel ", name, " (numel=", numel, index64 ? ", index64" : "", ")\n");
+  std::string out = absl::StrCat("kernel ", name, " (numel=", numel, index64 ? ", index64" : "",
+                                 dynamic_extent ? ", iterations fb_n at run time" : "", ")\n");
   for (const BufferParam& b : buffers) {
     absl::StrAppend(&out, "  ", b.is_output ? "out " : "in  ", b.name, ": ", DTypeName(b.dtype), "  (%",
                     b.node, ")\n");

@@ -85,12 +85,20 @@ struct Kernel {
   // partial results (kernel <name>_partial), then one block per row combines
   // them and stores (kernel <name>). 0: not split.
   int64_t split = 0;
+  // Dynamic shapes: the iteration count (numel, or num_rows for reductions)
+  // is the kernel argument `fb_n`, computed at launch as `extent_factor`
+  // times the run-time sizes of `extent_symbols` (fusion::DimSymbols).
+  bool dynamic_extent = false;
+  int64_t extent_factor = 1;
+  std::vector<int32_t> extent_symbols;
   std::vector<Pass> passes;
   std::vector<Stmt> elementwise;
   std::vector<Stmt> row_body;
   int num_temps = 0;
 
   bool is_reduction() const { return kind != fusion::KernelKind::kPointwise; }
+  // Iterations of this launch: numel / num_rows, or from the symbols' sizes.
+  int64_t Iterations(const std::vector<int64_t>& symbol_values) const;
 
   std::string ToString() const;  // readable IR dump
 };

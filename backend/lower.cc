@@ -20,12 +20,16 @@ using graph::OpKind;
 
 class Lowerer {
  public:
-  Lowerer(const Graph& g, const fusion::KernelGroup& group) : g_(g), group_(group) {}
+  Lowerer(const fusion::Plan& plan, const fusion::KernelGroup& group) : plan_(plan), g_(plan.graph), group_(group) {}
 
   Kernel Run() {
     kernel_.name = group_.name;
     kernel_.kind = group_.kind;
     kernel_.numel = Numel(group_.iteration_shape);
+    std::vector<int32_t> symbols(group_.iteration_shape.size(), -1);
+    for (size_t d = 0; d < symbols.size(); ++d) symbols[d] = plan_.symbols.symbol(group_.outputs.at(0), d);
+    const int64_t bound = SetDynamicExtent(group_.iteration_shape, symbols, &kernel_) ? IndexExpr::kUnbounded : kernel_.numel;
+    loop_index_ = IndexExpr::Var(bound);
     PlanRootIndex();
     std::vector<int> values;
     for (NodeId out : group_.outputs) values.push_back(Eval(out, std::nullopt));
@@ -38,7 +42,7 @@ class Lowerer {
     }
     // Inputs were numbered while evaluating; they precede the outputs.
     // Headroom: a CUDA thread may form indices up to one block tile past numel.
-    kernel_.index64 = kernel_.numel > INT_MAX - (1 << 16) || max_bound_ > INT_MAX;
+    kernel_.index64 = NeedsIndex64(plan_, kernel_, max_bound_);
     return std::move(kernel_);
   }
 
@@ -67,7 +71,7 @@ class Lowerer {
     root_shape_ = layout.shape;
     root_strides_ = std::move(layout.strides);
     out_strides_ = root_strides_[0];
-    root_index_ = Unravel(IndexExpr::Var(kernel_.numel), root_shape_);
+    root_index_ = Unravel(loop_index_, root_shape_);
   }
 
   bool IsBuffer(NodeId id) const {
@@ -76,7 +80,7 @@ class Lowerer {
 
   IndexExpr RootIndex(const Strides& strides, int64_t offset = 0) {
     // A dense walk in loop order is the loop index itself.
-    if (strides == ContiguousStrides(root_shape_)) return IndexExpr::Var(kernel_.numel) + IndexExpr::Const(offset);
+    if (strides == ContiguousStrides(root_shape_)) return loop_index_ + IndexExpr::Const(offset);
     return Dot(root_index_, strides, offset);
   }
 
@@ -130,9 +134,11 @@ class Lowerer {
     return result;
   }
 
+  const fusion::Plan& plan_;
   const Graph& g_;
   const fusion::KernelGroup& group_;
   Kernel kernel_;
+  IndexExpr loop_index_;  // `i`
   Shape root_shape_;
   std::vector<Strides> root_strides_;
   Strides out_strides_;
@@ -145,9 +151,9 @@ class Lowerer {
 
 }  // namespace
 
-Kernel LowerKernel(const Graph& graph, const fusion::KernelGroup& group) {
-  if (group.kind != fusion::KernelKind::kPointwise) return LowerReduction(graph, group);
-  return Lowerer(graph, group).Run();
+Kernel LowerKernel(const fusion::Plan& plan, const fusion::KernelGroup& group) {
+  if (group.kind != fusion::KernelKind::kPointwise) return LowerReduction(plan, group);
+  return Lowerer(plan, group).Run();
 }
 
 }  // namespace fusebox::backend

@@ -2,7 +2,7 @@
 // space (dims that every operand walks contiguously together are merged, so a
 // dense elementwise kernel indexes with `i` alone), turns views and strides
 // into index expressions, and emits each value once (SSA, memoized per node
-// and index). Pure: graph and group in, kernel out.
+// and index).
 #pragma once
 
 #include "backend/kernel_ir.h"
@@ -10,6 +10,9 @@
 
 namespace fusebox::backend {
 
-Kernel LowerKernel(const graph::Graph& graph, const fusion::KernelGroup& group);
+// Pure: plan and group in, kernel out. In a dynamic plan (Plan::symbols) the
+// sizes of run-time dims stay out of the kernel where the iteration space
+// allows: the iteration count becomes a kernel argument.
+Kernel LowerKernel(const fusion::Plan& plan, const fusion::KernelGroup& group);
 
 }  // namespace fusebox::backend

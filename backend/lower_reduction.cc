@@ -26,22 +26,32 @@ enum class Ctx { kFull, kRow, kSqueezedRow, kLinear };
 
 class ReductionLowerer {
  public:
-  ReductionLowerer(const Graph& g, const fusion::KernelGroup& group) : g_(g), group_(group) {}
+  ReductionLowerer(const fusion::Plan& plan, const fusion::KernelGroup& group)
+      : plan_(plan), g_(plan.graph), group_(group) {}
 
   Kernel Run() {
     const Shape& shape = group_.iteration_shape;
     row_shape_ = fusion::RowShape(group_);
     Shape row_dims, reduced_dims;
+    std::vector<int32_t> row_symbols;  // reduced dims are never run-time sizes
+    const NodeId reduced = g_.node(group_.reductions.at(0)).inputs[0];
     for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-      (IsAxis(d) ? reduced_dims : row_dims).push_back(shape[d]);
+      if (IsAxis(d)) {
+        reduced_dims.push_back(shape[d]);
+      } else {
+        row_dims.push_back(shape[d]);
+        row_symbols.push_back(plan_.symbols.symbol(reduced, d));
+      }
     }
     kernel_.name = group_.name;
     kernel_.kind = group_.kind;
     kernel_.num_rows = Numel(row_dims);
     kernel_.row_length = Numel(reduced_dims);
     kernel_.numel = kernel_.num_rows * kernel_.row_length;
+    const bool dynamic_rows = SetDynamicExtent(row_dims, row_symbols, &kernel_);
     kernel_.strategy = ChooseStrategy(shape);
-    const std::vector<IndexExpr> r = Unravel(IndexExpr::Var("r", kernel_.num_rows), row_dims);
+    const std::vector<IndexExpr> r =
+        Unravel(IndexExpr::Var("r", dynamic_rows ? IndexExpr::kUnbounded : kernel_.num_rows), row_dims);
     const std::vector<IndexExpr> j = Unravel(IndexExpr::Var("j", kernel_.row_length), reduced_dims);
     for (size_t d = 0, ri = 0, ji = 0; d < shape.size(); ++d) {
       if (IsAxis(d)) {
@@ -116,10 +126,11 @@ class ReductionLowerer {
       block_ = &kernel_.row_body;
       Store(out, value, Dot(squeezed_index_, ContiguousStrides(g_.node(out).shape)), k++);
     }
-    kernel_.index64 = kernel_.numel > INT_MAX - (1 << 16) || max_bound_ > INT_MAX;
+    kernel_.index64 = NeedsIndex64(plan_, kernel_, max_bound_);
     // Too few rows to fill a GPU with one block each: split single-pass rows
-    // with no per-element stores across ~1000 blocks in all.
-    if (kernel_.strategy == RowStrategy::kBlockPerRow && kernel_.passes.size() == 1 && kernel_.elementwise.empty() &&
+    // with no per-element stores across ~1000 blocks in all. (A run-time row
+    // count may be large: those kernels never split.)
+    if (!dynamic_rows && kernel_.strategy == RowStrategy::kBlockPerRow && kernel_.passes.size() == 1 && kernel_.elementwise.empty() &&
         kernel_.kind == fusion::KernelKind::kReduction && kernel_.num_rows < 128 && kernel_.row_length >= (1 << 16)) {
       kernel_.split = std::clamp<int64_t>(1024 / kernel_.num_rows, 2, kernel_.row_length / 8192);
     }
@@ -131,7 +142,8 @@ class ReductionLowerer {
     // The innermost non-trivial dim decides which walk is coalesced.
     int64_t inner = static_cast<int64_t>(shape.size()) - 1;
     while (inner > 0 && shape[inner] == 1) --inner;
-    if (inner >= 0 && !IsAxis(inner) && kernel_.num_rows >= 32) return RowStrategy::kThreadPerRow;
+    // A run-time row count counts as many rows.
+    if (inner >= 0 && !IsAxis(inner) && (kernel_.dynamic_extent || kernel_.num_rows >= 32)) return RowStrategy::kThreadPerRow;
     if (kernel_.row_length <= 1024) return RowStrategy::kWarpPerRow;
     return RowStrategy::kBlockPerRow;
   }
@@ -252,6 +264,7 @@ class ReductionLowerer {
     return result;
   }
 
+  const fusion::Plan& plan_;
   const Graph& g_;
   const fusion::KernelGroup& group_;
   Kernel kernel_;
@@ -269,8 +282,8 @@ class ReductionLowerer {
 
 }  // namespace
 
-Kernel LowerReduction(const Graph& graph, const fusion::KernelGroup& group) {
-  return ReductionLowerer(graph, group).Run();
+Kernel LowerReduction(const fusion::Plan& plan, const fusion::KernelGroup& group) {
+  return ReductionLowerer(plan, group).Run();
 }
 
 }  // namespace fusebox::backend

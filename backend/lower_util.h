@@ -1,6 +1,7 @@
 // Index helpers shared by the pointwise and reduction lowerings.
 #pragma once
 
+#include <climits>
 #include <vector>
 
 #include "backend/index_expr.h"
@@ -38,12 +39,14 @@ inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands)
   return out;
 }
 
-// Multi-index of a linear index `linear` over `shape`, outermost first.
+// Multi-index of a linear index `linear` (< Numel(shape)) over `shape`,
+// outermost first. The outermost index needs no `% shape[0]`, so its size
+// never enters the index math (a dynamic outer dim stays out of the kernel).
 inline std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shape) {
   std::vector<IndexExpr> index(shape.size());
   int64_t inner = 1;
   for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    index[d] = (linear / inner) % shape[d];
+    index[d] = d == 0 ? linear / inner : (linear / inner) % shape[d];
     inner *= shape[d];
   }
   return index;
@@ -68,7 +71,30 @@ inline Strides OperandStrides(const graph::Node& n, bool stored_by_earlier_kerne
   return stored_by_earlier_kernel ? ContiguousStrides(n.shape) : n.strides;
 }
 
+// Dynamic plans: sets `k`'s run-time extent from the symbols of `dims` (the
+// dims it iterates over, with `symbols` their symbols or -1) and returns
+// whether it has one. Then the loop index bound is unknown, and index64
+// follows the plan.
+inline bool SetDynamicExtent(const Shape& dims, const std::vector<int32_t>& symbols, Kernel* k) {
+  k->extent_factor = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (symbols[d] >= 0) {
+      k->extent_symbols.push_back(symbols[d]);
+    } else {
+      k->extent_factor *= dims[d];
+    }
+  }
+  k->dynamic_extent = !k->extent_symbols.empty();
+  return k->dynamic_extent;
+}
+
+// index64 of a kernel whose index bounds came out as `max_bound`.
+inline bool NeedsIndex64(const fusion::Plan& plan, const Kernel& k, int64_t max_bound) {
+  if (k.dynamic_extent) return plan.index64;
+  return plan.index64 || k.numel > INT_MAX - (1 << 16) || max_bound > INT_MAX;
+}
+
 // Reductions (lower_reduction.cc).
-Kernel LowerReduction(const graph::Graph& graph, const fusion::KernelGroup& group);
+Kernel LowerReduction(const fusion::Plan& plan, const fusion::KernelGroup& group);
 
 }  // namespace fusebox::backend

@@ -24,6 +24,23 @@ std::string InputSignature::ToString() const {
                       device.str());
 }
 
+std::string InputSignature::Describe() const {
+  return argument >= 0 ? absl::StrCat("argument ", argument, ": ", ToString())
+                       : absl::StrCat("global tensor (not an argument): ", ToString(), ", version ", version);
+}
+
+InputSignature CaptureSession::Signature(const Tensor& t) const {
+  InputSignature sig{t.dtype(), t.shape(), t.strides(), t.device()};
+  sig.identity = &t.impl();
+  for (size_t k = 0; k < arguments_.size() && sig.argument < 0; ++k) {
+    // A view of an argument (x.transpose(0, 1)) reads the argument too.
+    if (arguments_[k] == &t.impl() || (arguments_[k]->storage && arguments_[k]->storage == t.impl().storage)) {
+      sig.argument = static_cast<int32_t>(k);
+    }
+  }
+  return sig;
+}
+
 CaptureSession::CaptureSession(bool eager) : eager_(eager) {
   if (!eager_) {
     previous_ = current_session;
@@ -126,12 +143,14 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
     Reset();
     return;
   }
-  RunResult run = RunGraph(builder_.Build(outputs), inputs_);
+  const std::vector<fusion::InputDim> dynamic =
+      dynamic_dims_ ? dynamic_dims_(records_.size(), inputs_) : std::vector<fusion::InputDim>{};
+  RunResult run = RunGraph(builder_.Build(outputs), inputs_, dynamic);
   kernel_compiles_ += run.kernel_compiles;
   if (!eager_) {
     GraphRecord record{.executable = run.executable, .end_reason = reason, .location = loc,
                        .from_cache = run.plan_cache_hit};
-    for (const Tensor& in : inputs_) record.inputs.push_back({in.dtype(), in.shape(), in.strides(), in.device()});
+    for (const Tensor& in : inputs_) record.inputs.push_back(Signature(in));
     records_.push_back(std::move(record));
     spdlog::debug("graph {} ended ({}, {}): {} kernel(s)", records_.size() - 1, reason, SourceLine(loc),
                   run.executable->kernels().size());

@@ -6,6 +6,7 @@
 // tensor picks that storage up (Realize) the next time its data is needed.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <source_location>
@@ -15,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "backend/kernel_info.h"
 #include "frontend/graph_record.h"
+#include "fusion/dynamic_shapes.h"
 #include "graph/graph.h"
 #include "tensor/tensor.h"
 
@@ -44,6 +46,13 @@ class CaptureSession {
   bool eager() const { return eager_; }
   // CompileOptions::fullgraph: a graph break throws instead of flushing.
   void set_fullgraph(bool on) { fullgraph_ = on; }
+  // The compiled function's tensor arguments, to tell them from tensors it
+  // reads from elsewhere (globals, captured weights) in explain().
+  void add_argument(const TensorImpl* argument) { arguments_.push_back(argument); }
+  // Which input dims of the `graph`-th graph of this call to keep dynamic
+  // (run-time sizes), given its inputs; unset: none.
+  using DynamicDimsFn = std::function<std::vector<fusion::InputDim>(size_t graph, const std::vector<Tensor>& inputs)>;
+  void set_dynamic_dims(DynamicDimsFn fn) { dynamic_dims_ = std::move(fn); }
   // Called by the compiled function's end; every other flush is a graph break.
   void FlushAtEnd(const std::string& reason, const std::source_location& loc);
 
@@ -71,8 +80,11 @@ class CaptureSession {
 
  private:
   void Reset();
+  InputSignature Signature(const Tensor& input) const;
   bool eager_;
   bool fullgraph_ = false;
+  std::vector<const TensorImpl*> arguments_;
+  DynamicDimsFn dynamic_dims_;
   bool at_end_ = false;
   CaptureSession* previous_ = nullptr;  // restored on destruction
   graph::GraphBuilder builder_;

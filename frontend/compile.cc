@@ -12,16 +12,23 @@ namespace {
 constexpr char kEndOfFunction[] = "end of compiled function";
 }  // namespace
 
-CallScope::CallScope(CompiledState* state)
-    : state_(state), session_(std::make_unique<CaptureSession>(/*eager=*/false)) {
+CallScope::CallScope(CompiledState* state) : state_(state) {
+  if (state->runs_eagerly()) return;
+  session_ = std::make_unique<CaptureSession>(/*eager=*/false);
   session_->set_fullgraph(state->options().fullgraph);
+  session_->set_dynamic_dims(
+      [state](size_t graph, const std::vector<Tensor>& inputs) { return state->DynamicDims(graph, inputs); });
 }
 
 CallScope::~CallScope() = default;
 
+void CallScope::NoteArgument(const Tensor& t) {
+  if (session_ && t.defined()) session_->add_argument(&t.impl());
+}
+
 void CallScope::Finish(const std::source_location& loc) {
-  session_->FlushAtEnd(kEndOfFunction, loc);
-  state_->EndCall(*session_);
+  if (session_) session_->FlushAtEnd(kEndOfFunction, loc);
+  state_->EndCall(session_.get());
 }
 
 namespace {
@@ -41,14 +48,43 @@ std::string RecompileReason(size_t g, const GraphRecord& before, const GraphReco
     }
   }
   if (changes.empty()) changes.push_back("the captured ops or constants changed");
-  return absl::StrCat("graph ", g, ": ", absl::StrJoin(changes, "; "));
+  const fusion::DimSymbols& symbols = now.executable->plan().symbols;
+  return absl::StrCat("graph ", g, ": ", absl::StrJoin(changes, "; "),
+                      symbols.empty() ? "" : absl::StrCat(" (now dynamic: ", absl::StrJoin(DescribeSymbols(symbols), ", "), ")"));
 }
 
 }  // namespace
 
-void CompiledState::EndCall(const CaptureSession& session) {
+std::vector<fusion::InputDim> CompiledState::DynamicDims(size_t graph, const std::vector<Tensor>& inputs) {
+  if (options_.dynamic == false) return {};
+  if (seen_shapes_.size() <= graph) {
+    seen_shapes_.resize(graph + 1);
+    dynamic_dims_.resize(graph + 1);
+  }
+  std::vector<fusion::InputDim>& dims = dynamic_dims_[graph];
+  std::vector<Shape>& seen = seen_shapes_[graph];
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Shape& shape = inputs[k].shape();
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const fusion::InputDim dim{static_cast<int32_t>(k), static_cast<int32_t>(d)};
+      const bool changed = k < seen.size() && seen[k].size() == shape.size() && seen[k][d] != shape[d];
+      if ((options_.dynamic == true || changed) && std::find(dims.begin(), dims.end(), dim) == dims.end()) {
+        dims.push_back(dim);
+      }
+    }
+  }
+  seen.assign(inputs.size(), {});
+  for (size_t k = 0; k < inputs.size(); ++k) seen[k] = inputs[k].shape();
+  return dims;
+}
+
+void CompiledState::EndCall(const CaptureSession* session) {
   ++stats_.calls;
-  const std::vector<GraphRecord>& graphs = session.records();
+  if (session == nullptr) {
+    ++stats_.eager_calls;
+    return;
+  }
+  const std::vector<GraphRecord>& graphs = session->records();
   // kernels() copies each kernel's source and PTX: only when the plans differ
   // from the last call's (a cache hit with the same plans is the common call).
   bool same_plans = graphs.size() == last_graphs_.size();
@@ -65,12 +101,18 @@ void CompiledState::EndCall(const CaptureSession& session) {
     if (graphs[g].from_cache) continue;
     recompiles_.push_back(RecompileReason(g, last_graphs_[g], graphs[g]));
     spdlog::debug("recompile: {}", recompiles_.back());
+    if (runs_eagerly()) {
+      spdlog::warn("fusebox: a compiled function reached its recompile limit ({}); it runs eagerly from now on. "
+                   "Last recompile: {}. Shapes that keep changing can be made dynamic with CompileOptions{{.dynamic = true}}",
+                   options_.recompile_limit, recompiles_.back());
+      break;
+    }
   }
   last_graphs_ = graphs;
   stats_.graphs += static_cast<int64_t>(last_graphs_.size());
   stats_.graph_breaks += last_graphs_.empty() ? 0 : static_cast<int64_t>(last_graphs_.size()) - 1;
   for (const GraphRecord& r : last_graphs_) ++(r.from_cache ? stats_.cache_hits : stats_.plan_compiles);
-  stats_.kernel_compiles += session.kernel_compiles();
+  stats_.kernel_compiles += session->kernel_compiles();
 }
 
 std::string CompiledState::Explain() const {
@@ -78,6 +120,10 @@ std::string CompiledState::Explain() const {
                                  " graph(s), ", last_graphs_.empty() ? 0 : last_graphs_.size() - 1,
                                  " graph break(s), ", last_kernels_.size(), " kernel launch(es)\n");
   for (const std::string& why : recompiles_) absl::StrAppend(&out, "recompiled: ", why, "\n");
+  if (runs_eagerly()) {
+    absl::StrAppend(&out, "recompile limit (", options_.recompile_limit, ") reached: ", stats_.eager_calls,
+                    " call(s) ran eagerly since\n");
+  }
   for (size_t g = 0; g < last_graphs_.size(); ++g) {
     const GraphRecord& r = last_graphs_[g];
     const fusion::Plan& plan = r.executable->plan();
@@ -97,6 +143,8 @@ std::string CompiledState::Explain() const {
     absl::StrAppend(&out, "  ended by: ", r.end_reason,
                     r.end_reason == kEndOfFunction ? "" : absl::StrCat(" at ", SourceLine(r.location)), "\n");
     absl::StrAppend(&out, "  kernels: ", absl::StrJoin(kernels, ", "), "\n");
+    for (size_t k = 0; k < r.inputs.size(); ++k) absl::StrAppend(&out, "  input ", k, " = ", r.inputs[k].Describe(), "\n");
+    for (const std::string& s : DescribeSymbols(plan.symbols)) absl::StrAppend(&out, "  run-time size: ", s, "\n");
     for (const std::string& note : plan.notes) absl::StrAppend(&out, "  not fused: ", note, "\n");
     absl::StrAppend(&out, "  graph:\n", plan.graph.ToString());
   }

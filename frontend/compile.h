@@ -16,12 +16,21 @@
 
 #include "backend/kernel_info.h"
 #include "frontend/graph_record.h"
+#include "fusion/dynamic_shapes.h"
 
 namespace fusebox {
 
 struct CompileOptions {
-  bool fullgraph = false;        // a graph break becomes a fusebox::Error naming its reason and line
-  std::optional<bool> dynamic;   // reserved for dynamic shapes (not implemented yet)
+  bool fullgraph = false;  // a graph break becomes a fusebox::Error naming its reason and line
+  // Dynamic shapes. Unset (automatic, as Inductor): a dim of a graph input
+  // seen with two different sizes becomes a run-time size, so its kernels
+  // serve every later size. true: every dim from the first call. false:
+  // never (each new size compiles new kernels). Sizes 0 and 1, and dims the
+  // kernels need (a reduced dim, one a view reshapes), stay compiled in.
+  std::optional<bool> dynamic;
+  // After this many recompiles the function runs eagerly (op by op, no
+  // capture) with a warning, rather than compiling forever.
+  int recompile_limit = 8;
 };
 
 // Counters since a compiled function was created.
@@ -32,6 +41,7 @@ struct CompileStats {
   int64_t plan_compiles = 0;    // graphs whose plan was not cached yet
   int64_t kernel_compiles = 0;  // NVRTC / host-compiler runs (compile-cache misses)
   int64_t cache_hits = 0;       // graphs whose compiled plan came from the cache
+  int64_t eager_calls = 0;      // calls run eagerly because the recompile limit was reached
 };
 
 namespace frontend {
@@ -41,13 +51,22 @@ class CompiledState;
 
 // One call of a compiled function: installs the capture, and at Finish()
 // flushes it. Destroyed unfinished (the function threw), it drops the capture.
+// Past the recompile limit it captures nothing: the function runs eagerly.
 class CallScope {
  public:
   explicit CallScope(CompiledState* state);
   ~CallScope();
+  // Tells the capture which tensors are the function's arguments.
+  template <typename... Args>
+  void NoteArguments(const Args&... args) {
+    (NoteArgument(args), ...);
+  }
   void Finish(const std::source_location& loc);
 
  private:
+  void NoteArgument(const Tensor& t);
+  template <typename T>
+  void NoteArgument(const T&) {}  // not a tensor
   CompiledState* state_;
   std::unique_ptr<CaptureSession> session_;
 };
@@ -57,8 +76,13 @@ class CompiledState {
  public:
   explicit CompiledState(CompileOptions options) : options_(std::move(options)) {}
   const CompileOptions& options() const { return options_; }
-  // Records what a finished call ran.
-  void EndCall(const CaptureSession& session);
+  // Past the recompile limit: calls run eagerly.
+  bool runs_eagerly() const { return static_cast<int>(recompiles_.size()) >= options_.recompile_limit; }
+  // The input dims of this call's `graph`-th graph to keep dynamic; notes
+  // the sizes seen (automatic dynamic).
+  std::vector<fusion::InputDim> DynamicDims(size_t graph, const std::vector<Tensor>& inputs);
+  // Records what a finished call ran (`session` null: it ran eagerly).
+  void EndCall(const CaptureSession* session);
 
   const std::vector<KernelInfo>& last_kernels() const { return last_kernels_; }
   std::string Explain() const;
@@ -71,6 +95,10 @@ class CompiledState {
   std::vector<GraphRecord> last_graphs_;
   CompileStats stats_;
   std::vector<std::string> recompiles_;  // why each recompile happened, oldest first
+  // Automatic dynamic, per graph of a call: the input shapes last seen, and
+  // the dims seen with two sizes.
+  std::vector<std::vector<Shape>> seen_shapes_;
+  std::vector<std::vector<fusion::InputDim>> dynamic_dims_;
 };
 
 }  // namespace frontend
@@ -84,6 +112,7 @@ class CompiledFunction {
   template <typename... Args>
   auto operator()(Args&&... args) {
     frontend::CallScope scope(state_.get());
+    scope.NoteArguments(args...);
     if constexpr (std::is_void_v<std::invoke_result_t<Fn&, Args...>>) {
       std::invoke(fn_, std::forward<Args>(args)...);
       scope.Finish(std::source_location::current());

@@ -13,14 +13,24 @@
 
 namespace fusebox::frontend {
 
-// A graph input as a recompile reason compares it.
+// A graph input: what its plan was compiled for (the guards a recompile
+// reason compares), and where the tensor came from.
 struct InputSignature {
   DType dtype;
   Shape shape;
   Strides strides;
   Device device;
-  friend bool operator==(const InputSignature&, const InputSignature&) = default;
+  // Which argument of the compiled function this is (or a view of), or -1:
+  // a tensor the function reads from elsewhere (a global, a captured weight).
+  int32_t argument = -1;
+  const TensorImpl* identity = nullptr;  // which tensor (compared, never read)
+  uint64_t version = 0;                  // its in-place version when read
+  friend bool operator==(const InputSignature& a, const InputSignature& b) {
+    return a.dtype == b.dtype && a.shape == b.shape && a.strides == b.strides && a.device == b.device;
+  }
   std::string ToString() const;  // "float32[1024, 4096] strides [4096, 1] on cpu"
+  // ToString plus where it came from: "argument 0: ..." / "global tensor: ...".
+  std::string Describe() const;
 };
 
 // "file.cc:42": where the user's call was, for messages.

@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "backend/executable.h"
+#include "fusion/dynamic_shapes.h"
 #include "fusion/pipeline.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
@@ -12,9 +13,31 @@
 namespace fusebox::frontend {
 namespace {
 
+using fusion::InputDim;
+
+// A dynamic plan's key: the graph with its run-time sizes left out, and the
+// index width all those sizes share.
+struct SymbolicPlanKey {
+  graph::Graph graph;
+  bool index64 = false;
+  friend bool operator==(const SymbolicPlanKey&, const SymbolicPlanKey&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const SymbolicPlanKey& k) {
+    return H::combine(std::move(h), k.graph, k.index64);
+  }
+};
+
+// What a symbolic key found: its plan, or the input dims whose sizes its
+// kernels turned out to need (they are compiled in instead).
+struct SymbolicEntry {
+  std::shared_ptr<const backend::Executable> exe;
+  std::vector<InputDim> keep_static;
+};
+
 struct PlanCache {
   absl::Mutex mu;
   absl::flat_hash_map<graph::Graph, std::shared_ptr<const backend::Executable>> plans ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<SymbolicPlanKey, SymbolicEntry> symbolic ABSL_GUARDED_BY(mu);
   RuntimeStats stats ABSL_GUARDED_BY(mu);
 };
 
@@ -23,31 +46,89 @@ PlanCache& Cache() {
   return *cache;
 }
 
+std::shared_ptr<const backend::Executable> CompilePlan(fusion::Plan plan, RunResult* result) {
+  if (plan.graph.device().is_cuda()) {
+    FUSEBOX_ENSURE(cuda_available(), "cannot run on ", plan.graph.device().str(),
+                   ": no usable CUDA device; use Device::cpu()");
+  }
+  std::shared_ptr<const backend::Executable> exe = ValueOrThrow(backend::Executable::Compile(std::move(plan)));
+  result->kernel_compiles = exe->compiled_kernels();
+  return exe;
+}
+
+// The input dims of `symbols` the kernels of `plan` (built from `graph`) do
+// depend on: planning and printing the graph again with one symbol's size
+// changed gives other kernels. (Cheap next to compiling: no compiler runs.)
+std::vector<InputDim> SizesCompiledIn(const graph::Graph& graph, const fusion::DimSymbols& symbols,
+                                      absl::Span<const InputDim> dynamic, const fusion::Plan& plan) {
+  const std::vector<std::string> kernels = backend::PrintPlanKernels(plan);
+  const std::vector<int64_t> values = symbols.Values(graph);
+  std::vector<InputDim> out;
+  for (int32_t k = 0; k < symbols.num_symbols(); ++k) {
+    std::vector<int64_t> probe = values;
+    ++probe[k];
+    bool same = false;
+    try {
+      same = backend::PrintPlanKernels(fusion::BuildPlan(fusion::Resize(graph, symbols, probe), dynamic)) == kernels;
+    } catch (const Error&) {
+      // The graph does not even plan at another size: the size is compiled in.
+    }
+    if (!same) out.insert(out.end(), symbols.sources[k].begin(), symbols.sources[k].end());
+  }
+  return out;
+}
+
 }  // namespace
 
-RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs) {
+RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, absl::Span<const InputDim> dynamic_dims) {
   InitLogging();
   PlanCache& cache = Cache();
   std::shared_ptr<const backend::Executable> exe;
   RunResult result;
-  {
-    absl::MutexLock lock(&cache.mu);
-    if (auto it = cache.plans.find(graph); it != cache.plans.end()) {
-      exe = it->second;
+  std::vector<InputDim> dynamic(dynamic_dims.begin(), dynamic_dims.end());
+  while (!exe) {
+    const fusion::DimSymbols symbols = fusion::FindDimSymbols(graph, dynamic);
+    if (symbols.empty()) {
+      {
+        absl::MutexLock lock(&cache.mu);
+        if (auto it = cache.plans.find(graph); it != cache.plans.end()) {
+          exe = it->second;
+          ++cache.stats.plan_cache_hits;
+          result.plan_cache_hit = true;
+          break;
+        }
+      }
+      exe = CompilePlan(fusion::BuildPlan(graph), &result);
+      absl::MutexLock lock(&cache.mu);
+      cache.plans.emplace(graph, exe);
+      ++cache.stats.plan_compiles;
+      break;
+    }
+    SymbolicPlanKey key{fusion::SymbolicKey(graph, symbols), fusion::NeedsIndex64(graph)};
+    SymbolicEntry entry;
+    {
+      absl::MutexLock lock(&cache.mu);
+      if (auto it = cache.symbolic.find(key); it != cache.symbolic.end()) entry = it->second;
+    }
+    if (!entry.exe && entry.keep_static.empty()) {
+      fusion::Plan plan = fusion::BuildPlan(graph, dynamic);
+      entry.keep_static = SizesCompiledIn(graph, symbols, dynamic, plan);
+      if (entry.keep_static.empty()) {
+        entry.exe = CompilePlan(std::move(plan), &result);
+      } else {
+        spdlog::debug("dynamic shapes: {} dim(s) stay compiled in (the kernels depend on their sizes)",
+                      entry.keep_static.size());
+      }
+      absl::MutexLock lock(&cache.mu);
+      cache.symbolic.emplace(std::move(key), entry);
+      if (entry.exe) ++cache.stats.plan_compiles;
+    } else if (entry.exe) {
+      absl::MutexLock lock(&cache.mu);
       ++cache.stats.plan_cache_hits;
       result.plan_cache_hit = true;
     }
-  }
-  if (!exe) {
-    if (graph.device().is_cuda()) {
-      FUSEBOX_ENSURE(cuda_available(), "cannot run on ", graph.device().str(),
-                     ": no usable CUDA device; use Device::cpu()");
-    }
-    exe = ValueOrThrow(backend::Executable::Compile(fusion::BuildPlan(graph)));
-    result.kernel_compiles = exe->compiled_kernels();
-    absl::MutexLock lock(&cache.mu);
-    cache.plans.emplace(graph, exe);
-    ++cache.stats.plan_compiles;
+    exe = entry.exe;
+    for (const InputDim& d : entry.keep_static) std::erase(dynamic, d);
   }
   result.outputs = ValueOrThrow(exe->Run(inputs));
   result.executable = std::move(exe);

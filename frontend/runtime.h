@@ -9,6 +9,7 @@
 
 #include "absl/types/span.h"
 #include "backend/executable.h"
+#include "fusion/dynamic_shapes.h"
 #include "graph/graph.h"
 #include "tensor/tensor.h"
 
@@ -23,8 +24,12 @@ struct RunResult {
   int kernel_compiles = 0;                // compiler runs this call caused
 };
 
+// `dynamic`: input dims whose sizes should stay run-time values, so the plan
+// serves other sizes too (fusion/dynamic_shapes.h); dims the kernels turn
+// out to need are compiled in, and the cache remembers that per key.
 // Throws fusebox::Error (with the compiler log on a codegen failure).
-RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs);
+RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs,
+                   absl::Span<const fusion::InputDim> dynamic = {});
 
 struct RuntimeStats {
   int64_t plan_compiles = 0;

@@ -23,7 +23,7 @@ void DumpPlan(const char* after, const Plan& plan) {
 
 }  // namespace
 
-Plan BuildPlan(const graph::Graph& captured) {
+Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic) {
   if (DebugDump("graph")) std::fprintf(stderr, "[fusebox graph] captured\n%s", captured.ToString().c_str());
 
   // 1. Drop values nothing returns: before fusion so they cost no kernel work.
@@ -35,6 +35,10 @@ Plan BuildPlan(const graph::Graph& captured) {
   DumpPlan("fuse_kernels", plan);
   plan = NameKernels(std::move(plan));
   DumpPlan("name_kernels", plan);
+
+  // 4. Which sizes stay run-time values (on the final graph: node ids match).
+  plan.symbols = FindDimSymbols(plan.graph, dynamic);
+  plan.index64 = plan.dynamic() && NeedsIndex64(plan.graph);
   spdlog::debug("planned {} kernel(s) for a graph of {} node(s)", plan.kernels.size(), g.size());
   return plan;
 }

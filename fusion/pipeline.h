@@ -7,6 +7,7 @@
 
 namespace fusebox::fusion {
 
-Plan BuildPlan(const graph::Graph& graph);
+// `dynamic`: input dims to keep out of the kernels (dynamic_shapes.h).
+Plan BuildPlan(const graph::Graph& graph, absl::Span<const InputDim> dynamic = {});
 
 }  // namespace fusebox::fusion

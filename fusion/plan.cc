@@ -42,6 +42,7 @@ std::string Plan::ToString() const {
                     k.axes.empty() ? "" : absl::StrCat(" reducing axes ", ShapeToString(k.axes)), "\n");
   }
   for (const std::string& note : notes) absl::StrAppend(&out, "  note: ", note, "\n");
+  for (const std::string& s : DescribeSymbols(symbols)) absl::StrAppend(&out, "  run-time size: ", s, "\n");
   return out;
 }
 

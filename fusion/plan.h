@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "fusion/dynamic_shapes.h"
 #include "graph/graph.h"
 
 namespace fusebox::fusion {
@@ -36,6 +37,12 @@ struct Plan {
   std::vector<KernelGroup> kernels;
   // Why values were not fused into one kernel (explain() shows these).
   std::vector<std::string> notes;
+  // Dynamic shapes: the graph's run-time sizes (empty when every size is
+  // compiled in), and whether index math must be 64-bit for every size the
+  // plan serves (fixed per plan-cache key, see dynamic_shapes.h).
+  DimSymbols symbols;
+  bool index64 = false;
+  bool dynamic() const { return !symbols.empty(); }
   std::string ToString() const;
 };
 

@@ -57,6 +57,15 @@ class Graph {
   Device device() const { return device_; }
   int32_t num_inputs() const { return num_inputs_; }
 
+  // A copy with `rewrite(id, node)` applied to every node, ids and outputs
+  // kept: for passes that change attributes (sizes, strides), not structure.
+  template <typename F>
+  Graph Rewritten(F&& rewrite) const {
+    Graph g = *this;
+    for (NodeId id = 0; id < size(); ++id) rewrite(id, g.nodes_[id]);
+    return g;
+  }
+
   // One line per node: "%3 = mul(%1, %2) : float32[8192, 8192]".
   std::string ToString() const;
 

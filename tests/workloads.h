@@ -20,6 +20,25 @@ inline double GeluRef(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 
+// The seed's softmax written out: max, subtract, exp, sum, divide.
+inline Tensor ManualSoftmax(const Tensor& x) {
+  Tensor shifted = x - max(x, -1, /*keepdim=*/true);
+  Tensor numerator = exp(shifted);
+  return numerator / sum(numerator, -1, /*keepdim=*/true);
+}
+
+// Row-wise softmax of a rows x cols matrix given row-major, in float64.
+inline std::vector<double> SoftmaxRef(const std::vector<double>& x, int64_t rows, int64_t cols) {
+  std::vector<double> out(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -INFINITY, s = 0;
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, x[r * cols + c]);
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(x[r * cols + c] - m);
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = std::exp(x[r * cols + c] - m) / s;
+  }
+  return out;
+}
+
 inline uint64_t FreshSeed() { return std::random_device{}(); }
 
 inline std::vector<std::string> Names(const std::vector<KernelInfo>& kernels) {

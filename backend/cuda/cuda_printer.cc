@@ -67,14 +67,22 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   std::string Open(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
     return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(",
-                        ParamList(k, /*restrict_qualified=*/true), ") {\n", "  const ", idx, " base = (", idx,
+                        Params(k), ") {\n", "  const ", idx, " base = (", idx,
                         ")blockIdx.x * ", kCudaElementsPerBlock, " + threadIdx.x;\n", "#pragma unroll\n",
                         "  for (int k = 0; k < ", kCudaElementsPerThread, "; ++k) {\n", "    const ", idx,
-                        " i = base + k * ", kCudaBlockSize, ";\n", "    if (i >= ", k.numel, k.index64 ? "LL" : "",
-                        ") break;\n");
+                        " i = base + k * ", kCudaBlockSize, ";\n", "    if (i >= ", Extent(k), ") break;\n");
   }
 
   std::string Close() const override { return "  }\n}\n"; }
+
+  // The iteration count: a literal, or the run-time argument `fb_n`.
+  static std::string Extent(const Kernel& k) {
+    if (k.dynamic_extent) return "fb_n";
+    return absl::StrCat(k.is_reduction() ? k.num_rows : k.numel, k.index64 ? "LL" : "");
+  }
+  static std::string Params(const Kernel& k) {
+    return absl::StrCat(ParamList(k, /*restrict_qualified=*/true), k.dynamic_extent ? ", long long fb_n" : "");
+  }
 
   std::string OpenRow(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
@@ -88,8 +96,8 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     }
     // A whole warp is in or out of the row test, as its shuffles require.
     return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(",
-                        ParamList(k, /*restrict_qualified=*/true), ") {\n", "  const ", idx, " r = ", row, ";\n",
-                        "  if (r < ", k.num_rows, k.index64 ? "LL" : "", ") {\n");
+                        Params(k), ") {\n", "  const ", idx, " r = ", row, ";\n",
+                        "  if (r < ", Extent(k), ") {\n");
   }
   std::string CloseRow() const override { return "  }\n}\n"; }
   static bool Persistent(const Kernel& k) { return k.kind == fusion::KernelKind::kPersistent; }
@@ -211,12 +219,12 @@ std::string PrintCuda(const Kernel& kernel) {
   return kernel.split > 1 ? CudaPrinter().PrintSplit(kernel) : CudaPrinter().Print(kernel);
 }
 
-int64_t CudaGridSize(const Kernel& k) {
-  if (!k.is_reduction()) return (k.numel + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock;
+int64_t CudaGridSize(const Kernel& k, int64_t iterations) {
+  if (!k.is_reduction()) return (iterations + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock;
   switch (k.strategy) {
-    case RowStrategy::kBlockPerRow: return k.split > 1 ? k.num_rows * k.split : k.num_rows;
-    case RowStrategy::kWarpPerRow: return (k.num_rows + kCudaRowsPerWarpBlock - 1) / kCudaRowsPerWarpBlock;
-    case RowStrategy::kThreadPerRow: return (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
+    case RowStrategy::kBlockPerRow: return k.split > 1 ? iterations * k.split : iterations;
+    case RowStrategy::kWarpPerRow: return (iterations + kCudaRowsPerWarpBlock - 1) / kCudaRowsPerWarpBlock;
+    case RowStrategy::kThreadPerRow: return (iterations + kCudaBlockSize - 1) / kCudaBlockSize;
   }
   return 0;
 }

@@ -18,7 +18,8 @@ inline constexpr int kCudaRowsPerWarpBlock = kCudaBlockSize / 32;
 
 std::string PrintCuda(const Kernel& kernel);
 
-// Launch geometry of a kernel printed by PrintCuda.
-int64_t CudaGridSize(const Kernel& kernel);
+// Launch geometry of a kernel printed by PrintCuda, for `iterations`
+// (Kernel::Iterations: elements, or rows for reductions).
+int64_t CudaGridSize(const Kernel& kernel, int64_t iterations);
 
 }  // namespace fusebox::backend

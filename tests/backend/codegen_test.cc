@@ -29,7 +29,7 @@ backend::Kernel LowerOnly(Fn fn, const std::vector<Tensor>& inputs) {
   Tensor out = fn(inputs);
   fusion::Plan plan = fusion::BuildPlan(session.Snapshot({out}));
   EXPECT_EQ(plan.kernels.size(), 1u);
-  return backend::LowerKernel(plan.graph, plan.kernels.at(0));
+  return backend::LowerKernel(plan, plan.kernels.at(0));
 }
 
 std::string ReadFile(const std::string& path) {

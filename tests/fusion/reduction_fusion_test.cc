@@ -17,24 +17,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
-Tensor ManualSoftmax(const Tensor& x) {
-  Tensor shifted = x - max(x, -1, /*keepdim=*/true);
-  Tensor numerator = exp(shifted);
-  return numerator / sum(numerator, -1, /*keepdim=*/true);
-}
-
-// Row-wise softmax of a rows x cols matrix given row-major, in float64.
-std::vector<double> SoftmaxRef(const std::vector<double>& x, int64_t rows, int64_t cols) {
-  std::vector<double> out(x.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    double m = -INFINITY, s = 0;
-    for (int64_t c = 0; c < cols; ++c) m = std::max(m, x[r * cols + c]);
-    for (int64_t c = 0; c < cols; ++c) s += std::exp(x[r * cols + c] - m);
-    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = std::exp(x[r * cols + c] - m) / s;
-  }
-  return out;
-}
-
 TEST(ReductionFusionTest, ManualSoftmaxIsOneKernel) {
   // Rows up to 4096 elements stay on chip (per_); longer ones are looped (red_),
   // and so are rows of one element (the row dim is then the innermost).

@@ -1,0 +1,231 @@
+// Dynamic shapes and recompiles: automatic dynamic (a dim seen with two sizes
+// becomes a run-time size), dynamic=true/false, the recompile limit's eager
+// fallback, sizes 0 and 1, and dims that must stay compiled in. Each size is
+// checked against float64; compile counts show which calls compiled.
+#include <cmath>
+#include <random>
+
+#include "backend/cuda/driver.h"
+#include "frontend/fusebox.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/workloads.h"
+
+namespace fusebox {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
+
+// Inner sizes no other test uses, so the process-wide plan cache starts cold.
+constexpr int64_t kCols = 136;
+
+Tensor BiasGelu(const Tensor& x, const Tensor& b) { return ManualGelu(x + b); }
+
+std::vector<double> BiasGeluRef(const Tensor& x, const Tensor& b) {
+  const auto xv = x.to_double_vector(), bv = b.to_double_vector();
+  std::vector<double> out(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) out[i] = GeluRef(xv[i] + bv[i % bv.size()]);
+  return out;
+}
+
+// Softmax over the last dim of a [rows, cols] tensor, in float64.
+std::vector<double> RowSoftmaxRef(const Tensor& x) {
+  const int64_t cols = x.size(-1);
+  return SoftmaxRef(x.to_double_vector(), cols == 0 ? 0 : x.numel() / cols, cols);
+}
+
+void AutomaticDynamicBatchDim(Device device) {
+  const uint64_t seed = FreshSeed();
+  Tensor b = randn({kCols}, device, seed);
+  auto compiled = compile(BiasGelu);
+  int64_t kernel_compiles_after_second = 0;
+  const std::vector<int64_t> batches = {16, 24, 40, 7, 64};
+  for (size_t call = 0; call < batches.size(); ++call) {
+    Tensor x = randn({batches[call], kCols}, device, seed + call + 1);
+    Tensor y = compiled(x, b);
+    ASSERT_EQ(y.shape(), (Shape{batches[call], kCols}));
+    ExpectClose(y.to_vector(), BiasGeluRef(x, b), 1e-5);
+    if (call == 1) kernel_compiles_after_second = compiled.stats().kernel_compiles;
+  }
+  const CompileStats stats = compiled.stats();
+  // The first call compiles for 16 rows; the second sees 24, recompiles once
+  // with the row count as a run-time size, and every later size reuses it.
+  EXPECT_EQ(stats.plan_compiles, 2);
+  EXPECT_EQ(stats.cache_hits, 3);
+  EXPECT_EQ(stats.kernel_compiles, kernel_compiles_after_second);
+  EXPECT_EQ(Names(compiled.kernels()).size(), 1u);
+  const std::string explain = compiled.explain();
+  EXPECT_THAT(explain, HasSubstr("recompiled: graph 0: input 0: float32[16, 136]"));
+  EXPECT_THAT(explain, HasSubstr("-> float32[24, 136]"));
+  EXPECT_THAT(explain, HasSubstr("now dynamic: s0 = input 0 dim 0"));
+  EXPECT_THAT(explain, HasSubstr("run-time size: s0 = input 0 dim 0"));
+  EXPECT_THAT(explain, HasSubstr("input 0 = argument 0: float32[64, 136]"));
+}
+
+TEST(DynamicShapesTest, AutomaticDynamicRecompilesOnceForANewBatchSize) { AutomaticDynamicBatchDim(Device::cpu()); }
+
+TEST(DynamicShapesTest, DynamicKernelTakesItsIterationCountAsAnArgument) {
+  auto compiled = compile([](const Tensor& x) { return exp(x) * 3.0; }, CompileOptions{.dynamic = true});
+  Tensor x = randn({12, 72}, Device::cpu(), FreshSeed());
+  compiled(x);
+  ASSERT_EQ(compiled.kernels().size(), 1u);
+  const std::string& source = compiled.kernels()[0].source;
+  // The C++ kernel loops over [begin, end) passed at run time; the size
+  // appears nowhere in it, not even the comment.
+  EXPECT_THAT(source, Not(HasSubstr("864")));
+  EXPECT_THAT(source, HasSubstr("run-time"));
+  EXPECT_THAT(compiled.explain(), HasSubstr("run-time size: s0 = input 0 dim 0"));
+}
+
+TEST(DynamicShapesTest, DynamicTrueCompilesOncePerFunctionFromTheFirstCall) {
+  auto compiled = compile(ManualSoftmax, CompileOptions{.dynamic = true});
+  const uint64_t seed = FreshSeed();
+  for (int64_t rows : {5, 33, 130, 2}) {
+    Tensor x = randn({rows, 100}, Device::cpu(), seed + rows);
+    ExpectClose(compiled(x).to_vector(), RowSoftmaxRef(x), 1e-5);
+  }
+  EXPECT_EQ(compiled.stats().plan_compiles, 1);
+  EXPECT_EQ(compiled.stats().cache_hits, 3);
+}
+
+TEST(DynamicShapesTest, DynamicFalseCompilesEverySize) {
+  auto compiled = compile([](const Tensor& x) { return sigmoid(x) * x; }, CompileOptions{.dynamic = false});
+  const uint64_t seed = FreshSeed();
+  for (int64_t rows : {3, 4, 6}) {
+    Tensor x = randn({rows, 52}, Device::cpu(), seed + rows);
+    const auto xv = x.to_double_vector();
+    std::vector<double> want;
+    for (double v : xv) want.push_back(v / (1 + std::exp(-v)));
+    ExpectClose(compiled(x).to_vector(), want, 1e-5);
+  }
+  EXPECT_EQ(compiled.stats().plan_compiles, 3);
+  EXPECT_THAT(compiled.explain(), Not(HasSubstr("run-time size")));
+}
+
+TEST(DynamicShapesTest, AReducedDimStaysCompiledInAndEachRowLengthRecompiles) {
+  auto compiled = compile(ManualSoftmax);
+  const uint64_t seed = FreshSeed();
+  for (int64_t cols : {40, 56, 88}) {
+    Tensor x = randn({9, cols}, Device::cpu(), seed + cols);
+    ExpectClose(compiled(x).to_vector(), RowSoftmaxRef(x), 1e-5);
+  }
+  // The row length is compiled into reductions: no plan serves two lengths.
+  EXPECT_EQ(compiled.stats().plan_compiles, 3);
+  EXPECT_THAT(compiled.explain(), Not(HasSubstr("run-time size")));
+}
+
+TEST(DynamicShapesTest, DynamicRowsOfAReductionAndAnInnerPointwiseDim) {
+  auto rows = compile(ManualSoftmax);
+  auto inner = compile([](const Tensor& x) { return tanh(x) + 1.0; });
+  const uint64_t seed = FreshSeed();
+  for (int64_t n : {10, 17, 300}) {
+    Tensor x = randn({n, 76}, Device::cpu(), seed + n);
+    ExpectClose(rows(x).to_vector(), RowSoftmaxRef(x), 1e-5);
+    Tensor z = randn({6, n}, Device::cpu(), seed + n + 1000);  // contiguous: [6, n] is one run of 6n
+    std::vector<double> want;
+    for (double v : z.to_double_vector()) want.push_back(std::tanh(v) + 1);
+    ExpectClose(inner(z).to_vector(), want, 1e-5);
+  }
+  EXPECT_EQ(rows.stats().plan_compiles, 2);
+  EXPECT_EQ(inner.stats().plan_compiles, 2);
+  EXPECT_THAT(inner.explain(), HasSubstr("run-time size: s0 = input 0 dim 1"));
+}
+
+TEST(DynamicShapesTest, DimsTheIndexMathNeedsStayCompiledInAndResultsStayRight) {
+  // Transposed, the dynamic dim is no longer outermost: its size enters the
+  // index math, so the runtime keeps it compiled in (and says so by not
+  // listing it), rather than reusing a kernel made for another size.
+  auto compiled = compile([](const Tensor& x) { return (x.transpose(0, 1) * 2.0).contiguous(); });
+  const uint64_t seed = FreshSeed();
+  for (int64_t n : {3, 5, 8}) {
+    Tensor x = randn({n, 20}, Device::cpu(), seed + n);
+    const auto xv = x.to_double_vector();
+    std::vector<double> want(xv.size());
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < 20; ++j) want[j * n + i] = 2 * xv[i * 20 + j];
+    }
+    Tensor y = compiled(x);
+    ASSERT_EQ(y.shape(), (Shape{20, n}));
+    ExpectClose(y.to_vector(), want, 1e-6);
+  }
+  EXPECT_EQ(compiled.stats().plan_compiles, 3);
+}
+
+TEST(DynamicShapesTest, EqualDynamicSizesShareASymbolAndBroadcastStaysRight) {
+  auto compiled = compile([](const Tensor& x, const Tensor& y, const Tensor& row) { return x * y + row; });
+  const uint64_t seed = FreshSeed();
+  for (int64_t n : {4, 9, 21}) {
+    Tensor x = randn({n, 44}, Device::cpu(), seed + n), y = randn({n, 44}, Device::cpu(), seed + n + 1);
+    Tensor row = randn({1, 44}, Device::cpu(), seed + n + 2);
+    const auto xv = x.to_double_vector(), yv = y.to_double_vector(), rv = row.to_double_vector();
+    std::vector<double> want(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i) want[i] = xv[i] * yv[i] + rv[i % 44];
+    ExpectClose(compiled(x, y, row).to_vector(), want, 1e-6);
+  }
+  EXPECT_EQ(compiled.stats().plan_compiles, 2);
+  EXPECT_THAT(compiled.explain(), HasSubstr("s0 = input 0 dim 0 = input 1 dim 0"));
+}
+
+TEST(DynamicShapesTest, SizesZeroAndOneStayCompiledInAndWork) {
+  auto compiled = compile([](const Tensor& x, const Tensor& b) { return sum(x * b, -1); });
+  const uint64_t seed = FreshSeed();
+  Tensor b = randn({1, 28}, Device::cpu(), seed);
+  const auto bv = b.to_double_vector();
+  for (int64_t n : {0, 1, 6, 1, 0, 11}) {
+    Tensor x = randn({n, 28}, Device::cpu(), seed + n + 1);
+    Tensor y = compiled(x, b);
+    ASSERT_EQ(y.shape(), (Shape{n}));
+    const auto xv = x.to_double_vector();
+    std::vector<double> want(n, 0.0);
+    for (int64_t i = 0; i < n * 28; ++i) want[i / 28] += xv[i] * bv[i % 28];
+    ExpectClose(y.to_vector(), want, 1e-5);
+  }
+  // 0 and 1 are compiled once each; from 6 on the row count is a run-time size.
+  EXPECT_EQ(compiled.stats().plan_compiles, 3);
+}
+
+TEST(DynamicShapesTest, TheRecompileLimitFallsBackToEagerWithTheSameResults) {
+  auto compiled = compile([](const Tensor& x) { return relu(x) * 0.5 + x; },
+                          CompileOptions{.dynamic = false, .recompile_limit = 2});
+  const uint64_t seed = FreshSeed();
+  for (int64_t n : {31, 32, 33, 34, 35}) {
+    Tensor x = randn({n}, Device::cpu(), seed + n);
+    std::vector<double> want;
+    for (double v : x.to_double_vector()) want.push_back(std::max(v, 0.0) * 0.5 + v);
+    ExpectClose(compiled(x).to_vector(), want, 1e-6);
+  }
+  const CompileStats stats = compiled.stats();
+  EXPECT_EQ(stats.calls, 5);
+  EXPECT_EQ(stats.plan_compiles, 3);  // the first compile and two recompiles
+  EXPECT_EQ(stats.eager_calls, 2);
+  EXPECT_THAT(compiled.explain(), HasSubstr("recompile limit (2) reached: 2 call(s) ran eagerly"));
+}
+
+TEST(DynamicShapesTest, ExplainTellsArgumentsFromGlobals) {
+  Tensor weight = randn({kCols}, Device::cpu(), FreshSeed());
+  auto compiled = compile([&](const Tensor& x) { return x * weight; });
+  compiled(randn({3, kCols}, Device::cpu(), FreshSeed()));
+  const std::string explain = compiled.explain();
+  EXPECT_THAT(explain, HasSubstr("= argument 0: float32[3, 136]"));
+  // The weight is read broadcast to the rows: a view of the global's storage.
+  EXPECT_THAT(explain, HasSubstr("= global tensor (not an argument): float32[3, 136] strides [0, 1]"));
+}
+
+TEST(DynamicShapesCudaTest, AutomaticDynamicOnTheGpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  AutomaticDynamicBatchDim(Device::cuda(0));
+  auto compiled = compile(ManualSoftmax);
+  const uint64_t seed = FreshSeed();
+  for (int64_t rows : {64, 100, 4097, 3}) {
+    Tensor x = randn({rows, 1000}, Device::cuda(0), seed + rows);
+    ExpectClose(compiled(x).to_vector(), RowSoftmaxRef(x), 1e-5);
+  }
+  EXPECT_EQ(compiled.stats().plan_compiles, 2);
+  ASSERT_EQ(compiled.kernels().size(), 1u);
+  EXPECT_THAT(compiled.kernels()[0].source, HasSubstr("long long fb_n"));
+}
+
+}  // namespace
+}  // namespace fusebox
