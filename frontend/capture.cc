@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "frontend/runtime.h"
+#include "tensor/debug.h"
 #include "spdlog/spdlog.h"
 
 namespace fusebox::frontend {
@@ -140,6 +141,11 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
     if (std::find(outputs.begin(), outputs.end(), v->node) == outputs.end()) outputs.push_back(v->node);
   }
   if (outputs.empty()) {
+    if (!eager_ && !at_end_) {
+      empty_breaks_.push_back({.reason = reason, .location = loc, .graphs_before = records_.size()});
+      InitLogging();  // no graph may have run yet, and RunGraph is what configures the logger
+      spdlog::debug("graph break ({}, {}) with no ops captured before it", reason, SourceLine(loc));
+    }
     Reset();
     return;
   }
@@ -178,6 +184,13 @@ Tensor OpRecorder::Finish(graph::NodeId node, Device device, const char* op_name
     Realize(out.impl(), op_name, std::source_location::current());
   }
   return out;
+}
+
+EagerScope::EagerScope() : saved_(current_session) { current_session = nullptr; }
+EagerScope::~EagerScope() { current_session = saved_; }
+
+void BreakGraph(const std::string& reason, const std::source_location& loc) {
+  if (CaptureSession* session = CaptureSession::Current()) session->Flush(reason, loc);
 }
 
 void Realize(TensorImpl& impl, const char* reason, const std::source_location& loc) {

@@ -76,6 +76,8 @@ class CaptureSession {
 
   // One per flush of a compiled function (eager sessions record nothing).
   const std::vector<GraphRecord>& records() const { return records_; }
+  // Graph breaks with nothing captured before them (no graph to record).
+  const std::vector<EmptyBreakRecord>& empty_breaks() const { return empty_breaks_; }
   int64_t kernel_compiles() const { return kernel_compiles_; }
 
  private:
@@ -93,7 +95,22 @@ class CaptureSession {
   absl::flat_hash_map<const TensorImpl*, graph::NodeId> lifted_;
   std::vector<std::weak_ptr<LazyValue>> lazy_values_;
   std::vector<GraphRecord> records_;
+  std::vector<EmptyBreakRecord> empty_breaks_;
   int64_t kernel_compiles_ = 0;
+};
+
+// Runs ops eagerly on this thread while it lives, even inside compile(): an op
+// with no codegen computes on concrete tensors after its graph break, and the
+// ops it uses itself (copies, a custom op's body) are not captured.
+class EagerScope {
+ public:
+  EagerScope();
+  ~EagerScope();
+  EagerScope(const EagerScope&) = delete;
+  EagerScope& operator=(const EagerScope&) = delete;
+
+ private:
+  CaptureSession* saved_;
 };
 
 // Records one op: inside compile() into the current session, else into a
@@ -109,6 +126,11 @@ class OpRecorder {
   CaptureSession* session_;
   std::optional<CaptureSession> eager_;
 };
+
+// A graph break not caused by reading one tensor (an op with no codegen):
+// inside compile() everything captured so far is compiled and run (with
+// fullgraph, an error naming `reason` and `loc`); outside, nothing happens.
+void BreakGraph(const std::string& reason, const std::source_location& loc);
 
 // Makes `impl` concrete: adopts its flushed value, flushing its session first
 // when needed (a graph break, `reason` says why). No-op on concrete tensors.

@@ -109,22 +109,36 @@ void CompiledState::EndCall(const CaptureSession* session) {
     }
   }
   last_graphs_ = graphs;
+  last_empty_breaks_ = session->empty_breaks();
+  // Every graph but the one the function's end flushed was ended by a break;
+  // breaks with nothing captured before them ended no graph but count too.
+  last_breaks_ = static_cast<int64_t>(last_empty_breaks_.size());
+  for (const GraphRecord& r : last_graphs_) last_breaks_ += r.end_reason == kEndOfFunction ? 0 : 1;
   stats_.graphs += static_cast<int64_t>(last_graphs_.size());
-  stats_.graph_breaks += last_graphs_.empty() ? 0 : static_cast<int64_t>(last_graphs_.size()) - 1;
+  stats_.graph_breaks += last_breaks_;
   for (const GraphRecord& r : last_graphs_) ++(r.from_cache ? stats_.cache_hits : stats_.plan_compiles);
   stats_.kernel_compiles += session->kernel_compiles();
 }
 
 std::string CompiledState::Explain() const {
   std::string out = absl::StrCat("compiled function: ", stats_.calls, " call(s); last call captured ", last_graphs_.size(),
-                                 " graph(s), ", last_graphs_.empty() ? 0 : last_graphs_.size() - 1,
-                                 " graph break(s), ", last_kernels_.size(), " kernel launch(es)\n");
+                                 " graph(s), ", last_breaks_, " graph break(s), ", last_kernels_.size(),
+                                 " kernel launch(es)\n");
   for (const std::string& why : recompiles_) absl::StrAppend(&out, "recompiled: ", why, "\n");
   if (runs_eagerly()) {
     absl::StrAppend(&out, "recompile limit (", options_.recompile_limit, ") reached: ", stats_.eager_calls,
                     " call(s) ran eagerly since\n");
   }
+  // Breaks that ended no graph, in call order: the ones before graph `g`.
+  auto empty_breaks_before = [&](size_t g) {
+    for (const EmptyBreakRecord& b : last_empty_breaks_) {
+      if (b.graphs_before != g) continue;
+      absl::StrAppend(&out, "\ngraph break with no ops captured before it: ", b.reason, " at ", SourceLine(b.location),
+                      "\n");
+    }
+  };
   for (size_t g = 0; g < last_graphs_.size(); ++g) {
+    empty_breaks_before(g);
     const GraphRecord& r = last_graphs_[g];
     const fusion::Plan& plan = r.executable->plan();
     std::map<std::string, int> counts;
@@ -148,6 +162,7 @@ std::string CompiledState::Explain() const {
     for (const std::string& note : plan.notes) absl::StrAppend(&out, "  not fused: ", note, "\n");
     absl::StrAppend(&out, "  graph:\n", plan.graph.ToString());
   }
+  empty_breaks_before(last_graphs_.size());
   return out;
 }
 

@@ -37,7 +37,7 @@ struct CompileOptions {
 struct CompileStats {
   int64_t calls = 0;
   int64_t graphs = 0;           // graphs captured (one per call, plus one per break)
-  int64_t graph_breaks = 0;
+  int64_t graph_breaks = 0;     // every break, also one with no ops captured before it
   int64_t plan_compiles = 0;    // graphs whose plan was not cached yet
   int64_t kernel_compiles = 0;  // NVRTC / host-compiler runs (compile-cache misses)
   int64_t cache_hits = 0;       // graphs whose compiled plan came from the cache
@@ -93,6 +93,8 @@ class CompiledState {
   CompileOptions options_;
   std::vector<KernelInfo> last_kernels_;  // rebuilt only when the call's plans change
   std::vector<GraphRecord> last_graphs_;
+  std::vector<EmptyBreakRecord> last_empty_breaks_;
+  int64_t last_breaks_ = 0;  // every break of the last call, with or without a graph before it
   CompileStats stats_;
   std::vector<std::string> recompiles_;  // why each recompile happened, oldest first
   // Automatic dynamic, per graph of a call: the input shapes last seen, and

@@ -44,4 +44,13 @@ struct GraphRecord {
   bool from_cache = false;        // the plan was already compiled
 };
 
+// A graph break that ended no graph: nothing had been captured since the
+// previous one (e.g. sort() of the function's input). explain() still lists
+// it and stats() counts it.
+struct EmptyBreakRecord {
+  std::string reason;
+  std::source_location location;
+  size_t graphs_before = 0;  // how many graphs of the call ended before it
+};
+
 }  // namespace fusebox::frontend

@@ -108,6 +108,16 @@ TEST(CompileTest, BranchOnAValueTwoGraphsEachBranchCachedSeparately) {
   EXPECT_NEAR(y.to_vector()[0], std::exp(positive.to_vector()[0]), 1e-5);
 }
 
+TEST(CompileTest, ABreakWithNothingCapturedAfterItStillCounts) {
+  // item() ends the only graph; the function's end then has nothing to run.
+  auto compiled = compile([](const Tensor& x) { return exp(x).item(); });
+  const Tensor x = randn({1}, Device::cpu(), FreshSeed());
+  EXPECT_NEAR(compiled(x), std::exp(x.item()), 1e-5 * std::exp(x.item()));
+  EXPECT_EQ(compiled.stats().graphs, 1);
+  EXPECT_EQ(compiled.stats().graph_breaks, 1);
+  EXPECT_THAT(compiled.explain(), HasSubstr("1 graph(s), 1 graph break(s)"));
+}
+
 TEST(CompileTest, ShapeChangeRecompilesOnceAndSaysWhy) {
   auto compiled = compile([](const Tensor& x) { return tanh(x) * 3.0; });
   compiled(randn({16, 32}, Device::cpu(), FreshSeed()));
