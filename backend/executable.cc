@@ -150,7 +150,10 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
     for (const BufferParam& b : k->ir.buffers) {
       const graph::Node& node = g.node(b.node);
       if (b.is_output) {
-        Tensor out = Tensor::empty(shape_of(b.node), node.dtype, device);
+        // In place: the kernel stores into the target input's tensor.
+        const graph::NodeId target = g.StoreTarget(b.node);
+        Tensor out = target < 0 ? Tensor::empty(shape_of(b.node), node.dtype, device)
+                                : inputs[g.node(target).input_index];
         args.push_back(out.data_ptr());
         stored.emplace(b.node, std::move(out));
       } else if (node.op == graph::Op::kInput) {

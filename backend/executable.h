@@ -20,7 +20,8 @@ class Executable {
   static absl::StatusOr<std::shared_ptr<const Executable>> Compile(fusion::Plan plan);
 
   // `inputs[k]` is bound to the input node with input_index k. Returns one
-  // tensor per graph output (inputs returned as such are aliased, not copied).
+  // tensor per graph output (inputs returned as such are aliased, not copied;
+  // an output with a store target is written into, and is, that input).
   absl::StatusOr<std::vector<Tensor>> Run(absl::Span<const Tensor> inputs) const;
 
   const fusion::Plan& plan() const { return plan_; }

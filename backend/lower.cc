@@ -37,8 +37,10 @@ class Lowerer {
       const Node& node = g_.node(group_.outputs[k]);
       kernel_.buffers.push_back(
           {absl::StrCat("out", k), node.dtype, /*is_output=*/true, group_.outputs[k]});
+      const auto target = store_operand_.find(group_.outputs[k]);
       Emit({.kind = StmtKind::kStore, .dtype = node.dtype, .args = {values[k]},
-            .buffer = static_cast<int>(kernel_.buffers.size()) - 1, .index = RootIndex(out_strides_)});
+            .buffer = static_cast<int>(kernel_.buffers.size()) - 1,
+            .index = RootIndex(target == store_operand_.end() ? out_strides_ : root_strides_[target->second])});
     }
     // Inputs were numbered while evaluating; they precede the outputs.
     // Headroom: a CUDA thread may form indices up to one block tile past numel.
@@ -53,6 +55,13 @@ class Lowerer {
     std::vector<NodeId> stack(group_.outputs.begin(), group_.outputs.end());
     absl::flat_hash_map<NodeId, bool> seen;
     std::vector<Strides> operands = {ContiguousStrides(group_.iteration_shape)};
+    // An in-place output is stored through its target input's strides.
+    for (NodeId out : group_.outputs) {
+      if (const NodeId target = g_.StoreTarget(out); target >= 0) {
+        store_operand_[out] = static_cast<int>(operands.size());
+        operands.push_back(g_.node(target).strides);
+      }
+    }
     while (!stack.empty()) {
       NodeId id = stack.back();
       stack.pop_back();
@@ -144,6 +153,7 @@ class Lowerer {
   Strides out_strides_;
   std::vector<IndexExpr> root_index_;
   absl::flat_hash_map<NodeId, int> root_operand_;
+  absl::flat_hash_map<NodeId, int> store_operand_;  // in-place outputs: their strides in root_strides_
   absl::flat_hash_map<NodeId, int> input_buffer_;
   absl::flat_hash_map<std::string, int> memo_;
   int64_t max_bound_ = 0;

@@ -100,6 +100,8 @@ class ReductionLowerer {
     block_ = &kernel_.elementwise;
     ++block_id_;
     for (NodeId out : group_.outputs) {
+      // In-place writes go through pointwise kernels only (frontend/inplace_ops.cc).
+      FUSEBOX_CHECK(g_.StoreTarget(out) < 0, "reduction kernel ", group_.name, " cannot store %", out, " in place");
       if (g_.node(out).shape == shape && !row_is_full) full.emplace_back(out, Eval(out, Ctx::kFull, {}));
     }
     block_ = &kernel_.row_body;

@@ -12,6 +12,9 @@ using graph::NodeId;
 Graph EliminateDeadNodes(const Graph& g) {
   std::vector<bool> live(g.size(), false);
   for (NodeId out : g.outputs()) live[out] = true;
+  for (NodeId target : g.store_targets()) {
+    if (target >= 0) live[target] = true;  // read by no node, yet bound and written
+  }
   for (NodeId id = g.size() - 1; id >= 0; --id) {
     if (!live[id]) continue;
     for (NodeId in : g.node(id).inputs) live[in] = true;
@@ -29,9 +32,10 @@ Graph EliminateDeadNodes(const Graph& g) {
     for (NodeId& in : node.inputs) in = remap[in];
     remap[id] = builder.Add(std::move(node));
   }
-  std::vector<NodeId> outputs;
+  std::vector<NodeId> outputs, targets;
   for (NodeId out : g.outputs()) outputs.push_back(remap[out]);
-  return builder.Build(std::move(outputs));
+  for (NodeId target : g.store_targets()) targets.push_back(target < 0 ? -1 : remap[target]);
+  return builder.Build(std::move(outputs), std::move(targets));
 }
 
 }  // namespace fusebox::fusion

@@ -1,5 +1,7 @@
 #include "graph/graph.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -20,10 +22,34 @@ NodeId GraphBuilder::Add(Node node) {
   return id;
 }
 
-Graph GraphBuilder::Build(std::vector<NodeId> outputs) const {
+Graph GraphBuilder::Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets) const {
+  if (store_targets.empty()) store_targets.assign(outputs.size(), -1);
+  FUSEBOX_CHECK(store_targets.size() == outputs.size(), store_targets.size(), " store targets for ",
+                outputs.size(), " outputs");
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const NodeId target = store_targets[k];
+    if (target < 0) continue;
+    FUSEBOX_CHECK(target < size() && node(target).op == Op::kInput, "store target %", target, " is not an input");
+    FUSEBOX_CHECK(node(outputs[k]).op != Op::kInput && node(outputs[k]).shape == node(target).shape &&
+                      node(outputs[k]).dtype == node(target).dtype &&
+                      std::count(outputs.begin(), outputs.end(), outputs[k]) == 1,
+                  "output %", outputs[k], " cannot be stored into %", target);
+    for (const Node& n : graph_.nodes_) {
+      FUSEBOX_CHECK(std::find(n.inputs.begin(), n.inputs.end(), target) == n.inputs.end(), "store target %",
+                    target, " is also read");
+    }
+  }
   Graph g = graph_;
   g.outputs_ = std::move(outputs);
+  g.store_targets_ = std::move(store_targets);
   return g;
+}
+
+NodeId Graph::StoreTarget(NodeId out) const {
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    if (outputs_[k] == out) return store_targets_[k];
+  }
+  return -1;
 }
 
 std::string Graph::ToString() const {
@@ -45,7 +71,9 @@ std::string Graph::ToString() const {
                     DTypeName(n.dtype), ShapeToString(n.shape), "\n");
   }
   std::vector<std::string> outs;
-  for (NodeId o : outputs_) outs.push_back(absl::StrCat("%", o));
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    outs.push_back(absl::StrCat("%", outputs_[k], store_targets_[k] < 0 ? "" : absl::StrCat(" into %", store_targets_[k])));
+  }
   absl::StrAppend(&out, "  return ", absl::StrJoin(outs, ", "), "  (", device_.str(), ")\n");
   return out;
 }

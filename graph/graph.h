@@ -3,7 +3,8 @@
 // the existing id, so common subexpressions are shared for free and two
 // captures of the same code build equal graphs. A graph's structure (its
 // nodes, including each input's shape/strides/dtype, and its outputs) is the
-// key of the compiled-plan cache.
+// key of the compiled-plan cache. An output may be stored into an input's
+// tensor instead of a fresh buffer: that is how in-place ops write.
 #pragma once
 
 #include <bit>
@@ -56,6 +57,11 @@ class Graph {
   const std::vector<NodeId>& outputs() const { return outputs_; }
   Device device() const { return device_; }
   int32_t num_inputs() const { return num_inputs_; }
+  // Per output: the input node whose bound tensor it is stored into, through
+  // that input's strides (in-place writes), or -1 for a fresh buffer.
+  const std::vector<NodeId>& store_targets() const { return store_targets_; }
+  // The input node output `out` is stored into, or -1.
+  NodeId StoreTarget(NodeId out) const;
 
   // A copy with `rewrite(id, node)` applied to every node, ids and outputs
   // kept: for passes that change attributes (sizes, strides), not structure.
@@ -70,17 +76,19 @@ class Graph {
   std::string ToString() const;
 
   friend bool operator==(const Graph& a, const Graph& b) {
-    return a.device_ == b.device_ && a.outputs_ == b.outputs_ && a.nodes_ == b.nodes_;
+    return a.device_ == b.device_ && a.outputs_ == b.outputs_ && a.store_targets_ == b.store_targets_ &&
+           a.nodes_ == b.nodes_;
   }
   template <typename H>
   friend H AbslHashValue(H h, const Graph& g) {
-    return H::combine(std::move(h), g.device_, g.outputs_, g.nodes_);
+    return H::combine(std::move(h), g.device_, g.outputs_, g.store_targets_, g.nodes_);
   }
 
  private:
   friend class GraphBuilder;
   std::vector<Node> nodes_;
   std::vector<NodeId> outputs_;
+  std::vector<NodeId> store_targets_;  // one per output
   Device device_;
   int32_t num_inputs_ = 0;
 };
@@ -97,8 +105,10 @@ class GraphBuilder {
   Device device() const { return graph_.device_; }
 
   // The graph with these outputs (nodes not reachable from them are kept; the
-  // pipeline's first pass removes them).
-  Graph Build(std::vector<NodeId> outputs) const;
+  // pipeline's first pass removes them). `store_targets`, empty or one per
+  // output, names the input node each output is written into (-1: none); a
+  // target must be read by no node, so no kernel reads what another writes.
+  Graph Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets = {}) const;
 
  private:
   Graph graph_;

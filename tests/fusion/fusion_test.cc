@@ -6,6 +6,7 @@
 
 #include "frontend/fusebox.h"
 #include "frontend/runtime.h"
+#include "fusion/eliminate_dead_nodes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/workloads.h"
@@ -167,6 +168,37 @@ TEST(FusionTest, ReadingAValueInsideCompileBreaksTheGraph) {
   std::vector<double> ref;
   for (double v : xv) ref.push_back(std::exp(v) * static_cast<float>(std::exp(xv[0])));
   ExpectClose(z.to_vector(), ref, 1e-6);
+}
+
+// In-place writes are graphs whose output is stored into an input: the target
+// is read by no node, yet dead-node elimination keeps it, it is part of the
+// plan key, and the kernel stores through its strides.
+TEST(FusionTest, StoreTargetIsKeptAndStoredThroughItsStrides) {
+  graph::GraphBuilder b(Device::cpu());
+  graph::Node target{.op = graph::Op::kInput, .dtype = DType::kFloat32, .shape = {3, 2}};
+  target.input_index = 0;
+  target.strides = {1, 3};  // a transposed [2, 3] tensor
+  graph::Node src = target;
+  src.input_index = 1;
+  src.strides = {2, 1};
+  const graph::NodeId t = b.Add(target), s = b.Add(src);
+  graph::Node neg{.op = graph::Op::kNeg, .dtype = DType::kFloat32, .shape = {3, 2}};
+  neg.inputs = {s};
+  const graph::NodeId out = b.Add(neg);
+  b.Add(graph::Node{.op = graph::Op::kExp, .dtype = DType::kFloat32, .shape = {3, 2}, .inputs = {s}});  // dead
+  const graph::Graph g = b.Build({out}, {t});
+  EXPECT_EQ(g.StoreTarget(out), t);
+  EXPECT_THAT(g.ToString(), HasSubstr("return %2 into %0"));
+  EXPECT_FALSE(g == b.Build({out}));
+  const graph::Graph live = fusion::EliminateDeadNodes(g);
+  EXPECT_EQ(live.size(), 3);
+  EXPECT_THAT(live.ToString(), HasSubstr("return %2 into %0"));
+
+  const Tensor base = Tensor::from_vector({0, 0, 0, 0, 0, 0}, {2, 3});
+  const Tensor values = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {3, 2});
+  const frontend::RunResult run = frontend::RunGraph(g, {base.transpose(0, 1), values});
+  EXPECT_EQ(run.outputs[0].impl().storage, base.impl().storage);
+  EXPECT_THAT(base.to_vector(), ElementsAre(-1, -3, -5, -2, -4, -6));
 }
 
 }  // namespace
