@@ -33,6 +33,7 @@ std::string InputSignature::Describe() const {
 InputSignature CaptureSession::Signature(const Tensor& t) const {
   InputSignature sig{t.dtype(), t.shape(), t.strides(), t.device()};
   sig.identity = &t.impl();
+  sig.version = t.version();
   for (size_t k = 0; k < arguments_.size() && sig.argument < 0; ++k) {
     // A view of an argument (x.transpose(0, 1)) reads the argument too.
     if (arguments_[k] == &t.impl() || (arguments_[k]->storage && arguments_[k]->storage == t.impl().storage)) {

@@ -127,9 +127,10 @@ class OpRecorder {
   std::optional<CaptureSession> eager_;
 };
 
-// A graph break not caused by reading one tensor (an op with no codegen):
-// inside compile() everything captured so far is compiled and run (with
-// fullgraph, an error naming `reason` and `loc`); outside, nothing happens.
+// A graph break not caused by reading one tensor (an op with no codegen, an
+// in-place op): inside compile() everything captured so far is compiled and
+// run (with fullgraph, an error naming `reason` and `loc`); outside, nothing
+// happens.
 void BreakGraph(const std::string& reason, const std::source_location& loc);
 
 // Makes `impl` concrete: adopts its flushed value, flushing its session first

@@ -49,6 +49,11 @@ DType PromoteWithScalar(DType tensor_dtype) {
   return IsFloating(tensor_dtype) ? tensor_dtype : DType::kFloat32;
 }
 
+bool CanCast(DType from, DType to) {
+  if (IsFloating(from) && !IsFloating(to)) return false;  // also float -> bool
+  return from == DType::kBool || to != DType::kBool;
+}
+
 uint16_t FloatToHalf(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
   uint32_t sign = (x >> 16) & 0x8000u;

@@ -35,6 +35,9 @@ DType PromoteTypes(DType a, DType b);
 // Result type of an op between a tensor and a double scalar: a float tensor
 // keeps its dtype; an integer or bool tensor becomes float32.
 DType PromoteWithScalar(DType tensor_dtype);
+// Whether an in-place op may store a result of `from` into a tensor of `to`
+// (PyTorch's can_cast): not float into integer or bool, not integer into bool.
+bool CanCast(DType from, DType to);
 
 // Host conversions (round to nearest even, NaN preserved).
 uint16_t FloatToHalf(float f);

@@ -95,6 +95,14 @@ void* Tensor::data_ptr() const {
   return static_cast<char*>(i.storage->data()) + i.offset * DTypeSize(i.dtype);
 }
 
+uint64_t Tensor::version() const {
+  const TensorImpl& i = impl();
+  if (i.storage != nullptr) return i.storage->version();
+  // Flushed but not adopted yet: the storage it will adopt.
+  if (i.lazy != nullptr && i.lazy->storage != nullptr) return i.lazy->storage->version();
+  return 0;
+}
+
 bool Tensor::is_lazy() const { return impl().lazy != nullptr && !impl().lazy->realized; }
 
 std::string Tensor::str() const {

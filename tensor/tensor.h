@@ -1,7 +1,8 @@
 // fusebox::Tensor: a ref-counted handle to a strided view (shape, strides,
 // offset) of either concrete storage or, while compile() captures, a node of
 // the graph being built (lazy). Views never copy, in both states. Ops on
-// tensors live in frontend/ops.h; eager ones run as one kernel each.
+// tensors live in frontend/ops.h; eager ones run as one kernel each. In-place
+// ops (add_, copy_, ...) write through the view into its storage.
 #pragma once
 
 #include <cstdint>
@@ -79,6 +80,9 @@ class Tensor {
   bool is_lazy() const;
   // Address of the first element (device pointer for CUDA); materializes.
   void* data_ptr() const;
+  // In-place writes to this tensor's storage so far, shared by all its views
+  // (PyTorch's `_version`). Reads no data: 0 while the tensor is lazy.
+  uint64_t version() const;
   std::string str() const;  // "Tensor[2, 3] float32 cpu"
 
   // --- conversion (one kernel or one copy each in eager mode)
@@ -98,6 +102,26 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor squeeze(int64_t dim) const;
   Tensor flatten() const;
+
+  // --- in-place ops (frontend/inplace_ops.cc), spelled as in PyTorch: they
+  // write through this view into its storage and bump version(). `other`
+  // broadcasts to this tensor's shape, which never changes; the result dtype
+  // must cast to this dtype (PyTorch's rule: no float into an integer tensor).
+  // The result is computed first, so `x.add_(x.transpose(0, 1))` reads the old
+  // values. Inside compile() each is a graph break: what was captured runs,
+  // then the op runs on concrete data. A failed op leaves the tensor unchanged.
+  const Tensor& add_(const Tensor& other, std::source_location loc = std::source_location::current()) const;
+  const Tensor& sub_(const Tensor& other, std::source_location loc = std::source_location::current()) const;
+  const Tensor& mul_(const Tensor& other, std::source_location loc = std::source_location::current()) const;
+  const Tensor& div_(const Tensor& other, std::source_location loc = std::source_location::current()) const;
+  const Tensor& add_(double other, std::source_location loc = std::source_location::current()) const;
+  const Tensor& sub_(double other, std::source_location loc = std::source_location::current()) const;
+  const Tensor& mul_(double other, std::source_location loc = std::source_location::current()) const;
+  const Tensor& div_(double other, std::source_location loc = std::source_location::current()) const;
+  // Copies `src` (broadcast; any dtype, cast as to(DType); any device).
+  const Tensor& copy_(const Tensor& src, std::source_location loc = std::source_location::current()) const;
+  const Tensor& fill_(double value, std::source_location loc = std::source_location::current()) const;
+  const Tensor& zero_(std::source_location loc = std::source_location::current()) const;
 
   // The shared state; for fusebox internals.
   TensorImpl& impl() const {

@@ -22,10 +22,11 @@
 #include "graph/op.h"
 #include "gtest/gtest.h"
 
-// Readable GoogleTest output for dtypes and ops ("float32", "gelu"), found by
+// Readable GoogleTest output for dtypes, devices and ops ("float32", "cuda:0", "gelu"), found by
 // argument-dependent lookup; test-only, so it lives here.
 namespace fusebox {
 inline void PrintTo(DType dtype, std::ostream* os) { *os << DTypeName(dtype); }
+inline void PrintTo(Device device, std::ostream* os) { *os << device.str(); }
 namespace graph {
 inline void PrintTo(Op op, std::ostream* os) { *os << OpName(op) << (op == Op::kGeluTanh ? "(tanh)" : ""); }
 }  // namespace graph
