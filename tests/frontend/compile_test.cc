@@ -132,5 +132,19 @@ TEST(CompileTest, ShapeChangeRecompilesOnceAndSaysWhy) {
   EXPECT_THAT(compiled.explain(), HasSubstr("-> bfloat16[16, 32]"));
 }
 
+TEST(CompileTest, StrideChangeRecompilesAndResultsFollowTheLayout) {
+  auto compiled = compile([](const Tensor& x) { return x * 2.0 + 1.0; }, CompileOptions{.dynamic = false});
+  Tensor a = randn({12, 20}, Device::cpu(), FreshSeed());
+  Tensor b = randn({20, 12}, Device::cpu(), FreshSeed()).transpose(0, 1);  // same shape, other strides
+  for (const Tensor& x : {a, b}) {
+    std::vector<double> want;
+    for (double v : x.to_double_vector()) want.push_back(v * 2 + 1);
+    ExpectClose(compiled(x).to_vector(), want, 1e-6);
+  }
+  EXPECT_EQ(compiled.stats().plan_compiles, 2);
+  EXPECT_THAT(compiled.explain(),
+              HasSubstr("input 0: float32[12, 20] strides [20, 1] on cpu -> float32[12, 20] strides [1, 12] on cpu"));
+}
+
 }  // namespace
 }  // namespace fusebox
