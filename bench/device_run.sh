@@ -15,9 +15,16 @@
 #      carry:     ["build-device/dist"]
 #      timeout_s: 600
 #    On the device this runs fusebox_bench alone first (clean timings), then all
-#    test binaries in parallel; logs and results land in $OUT:
+#    test binaries in parallel, then, where python3 has torch with a GPU,
+#    bench/compare_torch.py on bench.json (PyTorch eager, built-in and
+#    torch.compile on the same shapes, in the time left); logs and results
+#    land in $OUT (7 files; the tool brings back 8 at most):
 #      bench.log  bench.json  tests.log  device.txt
-#    It exits non-zero when the bench or any test binary fails.
+#      <date>-<machine>.md .png .json   (compare_torch.py; its log is appended
+#                                        to bench.log)
+#    `remote-bench` does the same without the tests (a cheaper call when only
+#    the numbers are wanted). Commit the .md and .png under bench/results/.
+#    It exits non-zero when the bench, a test binary or the comparison fails.
 set -euo pipefail
 
 mode="${1:-build}"
@@ -51,6 +58,7 @@ build_here() {
   echo 'next: device run with command "bash bench/device_run.sh remote", carry ["build-device/dist"], timeout_s 600'
 }
 
+# $1: "all" (bench and tests) or "bench".
 run_remote() {
   : "${OUT:?remote mode runs on the device machine, where the tool sets OUT}"
   export LD_LIBRARY_PATH="$root/$dist/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -75,6 +83,7 @@ run_remote() {
   local status=0
   echo "== fusebox_bench"
   "$dist/bin/fusebox_bench" --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || status=1
+  [[ $1 == bench ]] && return $status
 
   echo "== tests (in parallel, one log each, gathered into tests.log)"
   local logs=/tmp/fusebox-test-logs t name
@@ -98,17 +107,50 @@ run_remote() {
   # gtest's closing lists: one line per failed or skipped test, without a time.
   grep -E '^\[  (FAILED  |SKIPPED )\] [^ ]+$' "$OUT/tests.log" | sort -u | head -40 || true
   printf '%s' "$summary"
-  echo "== fusebox_bench (again, from bench.log)"
-  sed -n '/^workload /,$p' "$OUT/bench.log"
-  echo "== result: $([[ $status == 0 ]] && echo OK || echo FAILED)"
   return $status
+}
+
+# compare_torch.py on $OUT/bench.json, if python3 has torch and sees the GPU,
+# within what is left of the tool's 600 s.
+run_compare() {
+  local left=$((570 - SECONDS))
+  echo "== compare_torch.py (PyTorch beside bench.json; ${left} s left)" | tee -a "$OUT/bench.log"
+  if ! python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+    echo "python3 has no torch that sees a GPU here: comparison skipped" | tee -a "$OUT/bench.log"
+    return 0
+  fi
+  if ((left < 60)); then
+    echo "too little time left: comparison skipped (run bench/device_run.sh remote-bench)" | tee -a "$OUT/bench.log"
+    return 1
+  fi
+  PYTHONUNBUFFERED=1 timeout "$left" python3 bench/compare_torch.py --fusebox-json "$OUT/bench.json" --out "$OUT" \
+    2>&1 | tee -a "$OUT/bench.log"
+}
+
+summary() {
+  local status=$1
+  echo "== fusebox_bench (again, from bench.log)"
+  sed -n '/^workload /,/^result: /p' "$OUT/bench.log"
+  local md
+  for md in "$OUT"/*.md; do
+    [[ -f $md ]] || continue
+    echo "== PyTorch beside fusebox ($(basename "$md")), median ms"
+    sed -n '/^## Median time/,/^## GB/p' "$md" | sed '$d'
+  done
+  echo "== result: $([[ $status == 0 ]] && echo OK || echo FAILED)"
+  return "$status"
 }
 
 case "$mode" in
   build) build_here ;;
-  remote) run_remote ;;
+  remote | remote-bench)
+    status=0
+    run_remote "$([[ $mode == remote ]] && echo all || echo bench)" || status=1
+    if [[ -f $OUT/bench.json ]]; then run_compare || status=1; fi
+    summary $status
+    ;;
   *)
-    echo "usage: bench/device_run.sh [build|remote]" >&2
+    echo "usage: bench/device_run.sh [build|remote|remote-bench]" >&2
     exit 2
     ;;
 esac

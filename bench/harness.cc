@@ -1,7 +1,11 @@
 #include "bench/harness.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -57,36 +61,75 @@ double TimeOnceMs(Device device, const std::function<void()>& fn) {
   return HostMsSince(start);
 }
 
-std::vector<double> TimeTrialsMs(Device device, int warmup, int trials, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
+std::vector<double> TimeTrialsMs(Device device, const TimingPlan& plan, const std::function<void(int call)>& fn) {
+  int call = 0;
+  for (; call < plan.warmup; ++call) fn(call);
   Synchronize(device);
   std::vector<double> times;
-  times.reserve(trials);
-  if (device.is_cuda()) {
+  times.reserve(plan.trials);
+  if (device.is_cuda() && plan.calls_per_trial == 1) {
     cuda::Driver& driver = cuda::Driver::Get();
     CUevent start = ValueOrThrow(driver.CreateEvent(device.index));
     CUevent end = ValueOrThrow(driver.CreateEvent(device.index));
-    for (int i = 0; i < trials; ++i) {
+    for (int i = 0; i < plan.trials; ++i) {
       ThrowIfError(driver.RecordEvent(device.index, start));
-      fn();
+      fn(call++);
       ThrowIfError(driver.RecordEvent(device.index, end));
       times.push_back(ValueOrThrow(driver.ElapsedMs(start, end)));  // waits for `end`
     }
     driver.DestroyEvent(start);
     driver.DestroyEvent(end);
   } else {
-    for (int i = 0; i < trials; ++i) {
+    for (int i = 0; i < plan.trials; ++i) {
       const auto start = std::chrono::steady_clock::now();
-      fn();
-      times.push_back(HostMsSince(start));
+      for (int k = 0; k < plan.calls_per_trial; ++k) fn(call++);
+      Synchronize(device);
+      times.push_back(HostMsSince(start) / plan.calls_per_trial);
     }
   }
   return times;
 }
 
+double CacheBytes(Device device) {
+  if (device.is_cuda()) return kGpuL2Bytes;
+  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return llc > 0 ? static_cast<double>(llc) : 32.0 * 1024 * 1024;
+}
+
+int RotationSets(double working_set_bytes, double cache_bytes, int max_sets) {
+  if (working_set_bytes <= 0) return std::max(1, max_sets);
+  const double sets = std::ceil(kRotationFactor * cache_bytes / working_set_bytes);
+  return static_cast<int>(std::clamp(sets, 1.0, static_cast<double>(std::max(1, max_sets))));
+}
+
 std::string DeviceName(Device device) {
   if (device.is_cuda()) return ValueOrThrow(cuda::Driver::Get().DeviceName(device.index));
   return absl::StrCat(CpuModelName(), " (", std::thread::hardware_concurrency(), " threads)");
+}
+
+CopyResult MeasureCopy(Device device, size_t bytes, const TimingPlan& plan) {
+  cuda::Driver& driver = cuda::Driver::Get();
+  CopyResult r;
+  r.bytes = bytes;
+  const CUdeviceptr src = ValueOrThrow(driver.MemAlloc(device.index, bytes));
+  const CUdeviceptr dst = ValueOrThrow(driver.MemAlloc(device.index, bytes));
+  {
+    std::vector<uint32_t> pattern(bytes / sizeof(uint32_t));
+    for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint32_t>(i * 2654435761u);
+    ThrowIfError(driver.CopyHostToDevice(device.index, src, pattern.data(), bytes));
+  }
+  r.trials_ms = TimeTrialsMs(device, plan,
+                             [&](int) { ThrowIfError(driver.CopyDeviceToDevice(device.index, dst, src, bytes)); });
+  // The copy must have happened: compare the last 4 KiB.
+  std::vector<uint32_t> tail(1024);
+  ThrowIfError(driver.CopyDeviceToHost(device.index, tail.data(), dst + bytes - 4096, 4096));
+  const size_t first = (bytes - 4096) / sizeof(uint32_t);
+  for (size_t i = 0; i < tail.size(); ++i) {
+    if (tail[i] != static_cast<uint32_t>((first + i) * 2654435761u)) r.ok = false;
+  }
+  ThrowIfError(driver.MemFree(device.index, src));
+  ThrowIfError(driver.MemFree(device.index, dst));
+  return r;
 }
 
 }  // namespace fusebox::bench

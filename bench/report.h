@@ -1,6 +1,6 @@
-// fusebox_bench's results and their two outputs: the table printed last (the
+// fusebox_bench's results and their two outputs: the tables printed last (the
 // device tool's reply carries the end of the output) and the JSON file that
-// tools and later sessions read (--json PATH).
+// bench/compare_torch.py and later sessions read (--json PATH).
 #pragma once
 
 #include <cstdint>
@@ -18,47 +18,62 @@ namespace fusebox::bench {
 // What DEVICE.md measured on the H200: 1 GiB device-to-device, read + write.
 inline constexpr double kH200CopyCeilingGBps = 4245.0;
 
-struct GeluResult {
-  std::string workload;
-  Device device;
-  Shape shape;
-  DType dtype = DType::kFloat32;
-  int64_t numel = 0;
-  double bytes = 0;  // minimal: input read once + output written once
-  int warmup = 0;
-  Timing eager, compiled;
-  int64_t cold_compiles = 0;    // compiler runs during the compiled cold call
-  int64_t cold_disk_hits = 0;   // disk-cache hits during it
-  std::vector<std::string> kernels;  // c.kernels() names
-  double max_abs_diff = 0, max_abs_diff_tol = 0;
-  double rel_err_eager = 0, rel_err_compiled = 0, rel_err_tol = 0;
-  std::vector<std::string> failures;
-  bool ok() const { return failures.empty(); }
+// One way of running a case: eager (one kernel per op) or compiled.
+struct Side {
+  Timing timing;
+  // Kernels one warm call launches. Eager: one per graph run, counted by the
+  // runtime; `kernels` then lists the ops, one kernel each. Compiled: the
+  // fused kernels' names (c.kernels()).
+  int64_t kernels_per_call = 0;
+  std::vector<std::string> kernels;
 };
 
-struct CopyResult {
-  size_t bytes = 0;  // copied; GB/s counts 2 * bytes (read + write)
-  std::vector<double> trials_ms;
-  bool ok = true;  // the destination held the source afterwards
-  double median_ms() const { return Timing{0, trials_ms}.median_ms(); }
-  double min_ms() const { return Timing{0, trials_ms}.min_ms(); }
-  double gbps() const { return GBps(2.0 * bytes, median_ms()); }
+struct Result {
+  std::string name;      // the suite's row: "manual_softmax", "gelu_sweep", "tiny_gelu"
+  std::string workload;  // the function it runs: "manual_gelu"
+  std::string label;     // "long rows", "call overhead", ...
+  Device device;
+  Shape shape;
+  std::vector<Shape> input_shapes;
+  DType dtype = DType::kFloat32;
+  int64_t numel = 0;  // of the shape
+  double bytes = 0;   // minimal: each input read once, the output written once
+  int input_sets = 1;  // rotated over (harness.h)
+  TimingPlan plan;
+  Side eager, compiled;
+  double warm_start_ms = 0;      // first call of a second compile() of it: plan from the process's cache
+  int64_t cold_compiles = 0;     // compiler runs during the compiled cold call
+  int64_t cold_disk_hits = 0;    // disk-cache hits during it
+  // Checks: max |eager - compiled| over the whole output, against a tolerance
+  // scaled by max(1, max |eager|); relative L2 errors against float64 on the
+  // sampled slices (`checked` elements).
+  double max_abs_diff = 0, max_abs_diff_tol = 0;
+  double rel_err_eager = 0, rel_err_compiled = 0, rel_err_tol = 0;
+  int64_t checked = 0;
+  std::vector<std::string> failures;
+  bool ok() const { return failures.empty(); }
+  bool per_call() const { return plan.calls_per_trial > 1; }
 };
 
 struct Report {
   Device device;
   std::string device_name;
   bool quick = false;
-  int trials = 0;
+  std::string filter;
+  double cache_bytes = 0;  // what input rotation is sized against
+  TimingPlan plan;         // the usual one; per-call cases run more calls per trial
   std::vector<std::string> notes;
   std::optional<CopyResult> copy;  // GPU only
-  std::vector<GeluResult> gelu;
+  std::vector<Result> results;
   bool ok() const;
+  // The ceiling GB/s figures are compared with: the copy measured in this
+  // run, else DEVICE.md's (GPU) or none (0, CPU).
+  double ceiling_gbps() const;
 };
 
 void PrintHeader(const Report& report);
-// Per-workload first-call times and checks, then the table.
-void PrintTable(const Report& report);
+// Per-case first-call times and checks, then the tables.
+void PrintTables(const Report& report);
 // Throws fusebox::Error when the file cannot be written.
 void WriteJson(const Report& report, const std::string& path);
 

@@ -1,0 +1,167 @@
+"""The outputs of bench/compare_torch.py: the markdown tables and the PNG
+(GB/s against size for the gelu sweep; bars per workload) from the merged
+results (fusebox_bench's JSON with PyTorch's numbers under each result's
+"torch" key)."""
+
+import math
+from pathlib import Path
+
+SWEEP = "gelu_sweep"
+# (source, side, label): the five columns of every table, in order.
+VARIANTS = [
+    ("torch", "eager", "torch eager"),
+    ("torch", "builtin", "torch built-in"),
+    ("torch", "compiled", "torch.compile"),
+    ("fusebox", "eager", "fusebox eager"),
+    ("fusebox", "compiled", "fusebox compiled"),
+]
+
+
+def side_of(r, source, side):
+    s = r.get("torch", {}).get(side) if source == "torch" else r.get(side)
+    return s if s and "median_ms" in s else None
+
+
+def fmt_time(r, source, side):
+    s = side_of(r, source, side)
+    if s is None:
+        return "—"
+    if r["calls_per_trial"] > 1:
+        return f"{1e3 * s['median_ms']:.1f} us"
+    return f"{s['median_ms']:.4f}"
+
+
+def fmt_gbps(r, source, side, ceiling):
+    s = side_of(r, source, side)
+    if s is None:
+        return "—"
+    return f"{s['gbps']:.0f} ({100 * s['gbps'] / ceiling:.0f}%)" if ceiling else f"{s['gbps']:.0f}"
+
+
+def fmt_kernels(r, source, side):
+    s = side_of(r, source, side)
+    if s is None or "kernels" not in s:
+        return "—"
+    names = s["kernels"]
+    shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+    return f"{s['kernels_per_call']}: {shown}".replace("|", "\\|")
+
+
+def case_label(r):
+    return f"{r['name']}" + (f" ({r['label']})" if r["label"] and r["name"] != SWEEP else "")
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_markdown(merged, path, png_name):
+    fb, meta = merged, merged["torch_meta"]
+    ceiling = fb.get("ceiling_gbps") or 0
+    results = fb["results"]
+    main = [r for r in results if r["name"] != SWEEP]
+    sweep = [r for r in results if r["name"] == SWEEP]
+    labels = [v[2] for v in VARIANTS]
+    copy = fb.get("copy_ceiling", {})
+    out = [f"# fusebox vs PyTorch: {fb['device_name']}, {meta['date']}", ""]
+    out += [f"- machine: {fb['device_name']} ({meta['machine']}); PyTorch {meta['torch']}, Triton {meta['triton']}, "
+            f"CUDA {meta['cuda']}; L2 {meta['l2_bytes'] / 2**20:.0f} MiB as PyTorch reads it",
+            f"- fusebox_bench and PyTorch ran in the same call{' (--quick sizes)' if fb['quick'] else ''}; "
+            f"fusebox_bench's notes: {'; '.join(fb['notes']) or 'none'}",
+            f"- method: {fb['warmup']} warm-up calls, then {fb['trials']} trials each timed with CUDA events; "
+            f"median. Inputs rotated over copies in fresh buffers while one set is under {fb['rotation_factor']:g}x "
+            f"{fb['cache_bytes'] / 2**20:.0f} MiB (both sides use the same count); tiny_gelu: batches of calls on "
+            "the host clock, per call",
+            f"- GB/s = minimal bytes (each input read once, the output written once) / median time; % of the "
+            f"copy ceiling: {ceiling:.0f} GB/s (fusebox_bench, {copy.get('bytes', 0) / 2**20:.0f} MiB "
+            f"cuMemcpyDtoD, read + write); PyTorch's copy_ of 1 GiB: {meta['torch_copy']['gbps']:.0f} GB/s",
+            "- torch eager and torch.compile run the manual op-by-op definitions (bench/compare_torch.py, the twins "
+            "of bench/workloads.cc); built-in: F.gelu(approximate='tanh'), torch.softmax, F.layer_norm, "
+            "F.rms_norm, x.sum; torch.compile(dynamic=False) after torch._dynamo.reset() for each case", ""]
+    out += ["## Median time (ms; tiny_gelu: per call)", ""]
+    rows = [[case_label(r), r["shape"], r["dtype"]] + [fmt_time(r, s, d) for s, d, _ in VARIANTS] for r in main]
+    out += [table(["workload", "shape", "dtype"] + labels, rows), ""]
+    out += ["## GB/s (% of the copy ceiling)", ""]
+    rows = [[case_label(r), r["shape"], r["dtype"]] + [fmt_gbps(r, s, d, ceiling) for s, d, _ in VARIANTS]
+            for r in main if r["calls_per_trial"] == 1]
+    out += [table(["workload", "shape", "dtype"] + labels, rows), ""]
+    out += ["## Kernels per call (count: names; fusebox eager lists its ops, one kernel each)", ""]
+    rows = [[case_label(r), r["shape"], r["dtype"]] + [fmt_kernels(r, s, d) for s, d, _ in VARIANTS] for r in main]
+    out += [table(["workload", "shape", "dtype"] + labels, rows), ""]
+    if sweep:
+        out += [f"## {SWEEP}: manual_gelu float32, GB/s (% of ceiling) against size", ""]
+        rows = [[r["numel"], f"{r['bytes'] / 1e6:.3g}", r["input_sets"]] +
+                [fmt_gbps(r, s, d, ceiling) for s, d, _ in VARIANTS] for r in sweep]
+        out += [table(["elements", "MB", "input sets"] + labels, rows), ""]
+    out += ["## First calls and checks", ""]
+    rows = []
+    for r in results:
+        t = r.get("torch", {})
+        tc = t.get("compiled") or {}
+        errs = " / ".join(num((t.get(d) or {}).get("rel_err"), ".2g") for d in ("eager", "builtin", "compiled"))
+        rows.append([case_label(r), r["shape"], r["dtype"], num(tc.get("cold_ms"), ".0f"),
+                     num(r["compiled"]["cold_ms"], ".0f"), num(r["warm_start_ms"], ".2f"),
+                     f"{num(r['rel_err_eager'], '.2g')} / {num(r['rel_err_compiled'], '.2g')}", errs,
+                     t.get("error") or ("ok" if r["ok"] and merged_case_ok(r) else "FAILED")])
+    out += [table(["workload", "shape", "dtype", "torch.compile first call ms", "fusebox compiled first call ms",
+                   "fusebox warm start ms", "fusebox rel err eager / compiled", "torch rel err eager / built-in / compile",
+                   "checks"], rows), ""]
+    if png_name:
+        out += [f"![GB/s against size and per workload]({png_name})", ""]
+    Path(path).write_text("\n".join(out))
+
+
+def plot(merged, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("compare_torch.py: matplotlib is not installed: plot skipped (the table and JSON are written)")
+        return False
+    ceiling = merged.get("ceiling_gbps") or 0
+    results = merged["results"]
+    sweep = [r for r in results if r["name"] == SWEEP]
+    bars = [r for r in results if r["name"] != SWEEP and r["calls_per_trial"] == 1]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(18, 6.5), gridspec_kw={"width_ratios": [1, 1.6]})
+    for source, side, label in VARIANTS:
+        points = [(r["numel"], s["gbps"]) for r in sweep if (s := side_of(r, source, side))]
+        if points:
+            left.plot(*zip(*points), marker="o", label=label)
+    if ceiling:
+        left.axhline(ceiling, linestyle="--", color="gray", label=f"copy ceiling {ceiling:.0f} GB/s")
+    left.set_xscale("log", base=2)
+    left.set(xlabel="elements (float32)", ylabel="GB/s (minimal bytes / median)", title=f"{SWEEP}: manual_gelu")
+    left.legend(fontsize=8)
+    left.grid(True, alpha=0.3)
+    width = 0.8 / len(VARIANTS)
+    for k, (source, side, label) in enumerate(VARIANTS):
+        xs = [i + (k - 2) * width for i, r in enumerate(bars)]
+        ys = [(s["gbps"] if (s := side_of(r, source, side)) else 0) for r in bars]
+        right.bar(xs, ys, width, label=label)
+    if ceiling:
+        right.axhline(ceiling, linestyle="--", color="gray")
+    right.set_xticks(range(len(bars)))
+    short = {"float32": "f32", "bfloat16": "bf16"}
+    right.set_xticklabels([f"{r['name']}\n{'x'.join(map(str, r['shape']))} {short.get(r['dtype'], r['dtype'])}"
+                           for r in bars],
+                          rotation=45, ha="right", fontsize=7)
+    right.set(ylabel="GB/s", title="per workload")
+    right.legend(fontsize=8)
+    fig.suptitle(f"fusebox vs PyTorch on {merged['device_name']}, {merged['torch_meta']['date']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def merged_case_ok(r):
+    """PyTorch's checks of the case passed (fusebox's are r["ok"])."""
+    t = r.get("torch", {})
+    return "error" not in t and all(s.get("ok", False) for s in t.values() if s is not None)
+
+
+def num(x, spec):
+    return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)

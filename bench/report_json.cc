@@ -1,0 +1,105 @@
+// WriteJson (report.h): fusebox_bench's results as JSON, the format that
+// bench/compare_torch.py reads ("schema": "fusebox_bench/2").
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bench/report.h"
+#include "tensor/error.h"
+
+namespace fusebox::bench {
+namespace {
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      absl::StrAppend(&out, "\\", std::string(1, c));
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.9g", v) : "null"; }
+std::string JsonBool(bool b) { return b ? "true" : "false"; }
+
+std::string JsonNumbers(const std::vector<double>& vs) {
+  std::vector<std::string> parts;
+  for (double v : vs) parts.push_back(JsonNumber(v));
+  return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+}
+
+std::string JsonStrings(const std::vector<std::string>& ss) {
+  std::vector<std::string> parts;
+  for (const std::string& s : ss) parts.push_back(JsonString(s));
+  return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+}
+
+std::string JsonShape(const Shape& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+std::string JsonSide(const Side& side, double bytes) {
+  const Timing& t = side.timing;
+  return absl::StrCat("{\"cold_ms\": ", JsonNumber(t.cold_ms), ", \"median_ms\": ", JsonNumber(t.median_ms()),
+                      ", \"min_ms\": ", JsonNumber(t.min_ms()), ", \"gbps\": ", JsonNumber(GBps(bytes, t.median_ms())),
+                      ", \"kernels_per_call\": ", side.kernels_per_call, ", \"kernels\": ", JsonStrings(side.kernels),
+                      ",\n       \"trials_ms\": ", JsonNumbers(t.trials_ms), "}");
+}
+
+std::string JsonResult(const Result& r) {
+  std::vector<std::string> inputs;
+  for (const Shape& s : r.input_shapes) inputs.push_back(JsonShape(s));
+  return absl::StrCat(
+      "\n    {\"name\": ", JsonString(r.name), ", \"workload\": ", JsonString(r.workload),
+      ", \"label\": ", JsonString(r.label), ", \"device\": ", JsonString(r.device.str()),
+      ", \"shape\": ", JsonShape(r.shape), ", \"input_shapes\": [", absl::StrJoin(inputs, ", "), "]",
+      ", \"dtype\": ", JsonString(DTypeName(r.dtype)), ", \"numel\": ", r.numel, ", \"bytes\": ", absl::StrFormat("%.0f", r.bytes),
+      ",\n     \"input_sets\": ", r.input_sets, ", \"warmup\": ", r.plan.warmup, ", \"trials\": ", r.plan.trials,
+      ", \"calls_per_trial\": ", r.plan.calls_per_trial,
+      ",\n     \"eager\": ", JsonSide(r.eager, r.bytes), ",\n     \"compiled\": ", JsonSide(r.compiled, r.bytes),
+      ",\n     \"speedup\": ", JsonNumber(r.eager.timing.median_ms() / r.compiled.timing.median_ms()),
+      ", \"warm_start_ms\": ", JsonNumber(r.warm_start_ms), ", \"cold_compiles\": ", r.cold_compiles,
+      ", \"cold_disk_hits\": ", r.cold_disk_hits, ",\n     \"max_abs_diff\": ", JsonNumber(r.max_abs_diff),
+      ", \"max_abs_diff_tol\": ", JsonNumber(r.max_abs_diff_tol), ", \"rel_err_eager\": ", JsonNumber(r.rel_err_eager),
+      ", \"rel_err_compiled\": ", JsonNumber(r.rel_err_compiled), ", \"rel_err_tol\": ", JsonNumber(r.rel_err_tol),
+      ", \"checked_elements\": ", r.checked, ", \"ok\": ", JsonBool(r.ok()), ", \"failures\": ", JsonStrings(r.failures),
+      "}");
+}
+
+}  // namespace
+
+void WriteJson(const Report& report, const std::string& path) {
+  std::string json = absl::StrCat(
+      "{\n  \"schema\": \"fusebox_bench/2\", \"device\": ", JsonString(report.device.str()),
+      ", \"device_name\": ", JsonString(report.device_name), ", \"quick\": ", JsonBool(report.quick),
+      ", \"filter\": ", JsonString(report.filter), ", \"ok\": ", JsonBool(report.ok()),
+      ",\n  \"notes\": ", JsonStrings(report.notes), ",\n  \"cache_bytes\": ", JsonNumber(report.cache_bytes),
+      ", \"rotation_factor\": ", JsonNumber(kRotationFactor), ", \"max_input_sets\": ", report.plan.max_input_sets,
+      ", \"warmup\": ", report.plan.warmup, ", \"trials\": ", report.plan.trials);
+  if (report.copy) {
+    const CopyResult& c = *report.copy;
+    absl::StrAppend(&json, ",\n  \"copy_ceiling\": {\"bytes\": ", c.bytes, ", \"counted_bytes\": ", 2 * c.bytes,
+                    ", \"median_ms\": ", JsonNumber(c.median_ms()), ", \"min_ms\": ", JsonNumber(c.min_ms()),
+                    ", \"gbps\": ", JsonNumber(c.gbps()), ", \"ok\": ", JsonBool(c.ok),
+                    ", \"trials_ms\": ", JsonNumbers(c.trials_ms), "}");
+  }
+  absl::StrAppend(&json, ",\n  \"reference_ceiling_gbps\": ", JsonNumber(kH200CopyCeilingGBps),
+                  ", \"ceiling_gbps\": ", JsonNumber(report.ceiling_gbps()), ",\n  \"results\": [");
+  for (size_t i = 0; i < report.results.size(); ++i) {
+    absl::StrAppend(&json, i ? "," : "", JsonResult(report.results[i]));
+  }
+  absl::StrAppend(&json, "\n  ]\n}\n");
+  std::ofstream out(path);
+  out << json;
+  out.close();
+  FUSEBOX_ENSURE(out.good(), "cannot write --json file '", path, "'");
+}
+
+}  // namespace fusebox::bench

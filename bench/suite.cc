@@ -1,0 +1,224 @@
+#include "bench/suite.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "backend/compile_cache.h"
+#include "frontend/capture.h"
+#include "frontend/runtime.h"
+#include "graph/op.h"
+
+namespace fusebox::bench {
+namespace {
+
+using Sets = std::vector<std::vector<Tensor>>;
+
+// The float64 check reads up to three slices of about this many elements.
+constexpr int64_t kSliceElements = int64_t{1} << 16;
+
+std::vector<Tensor> MakeInputs(const Case& c, Device device, uint64_t seed) {
+  std::vector<Tensor> inputs;
+  for (const Shape& shape : InputShapes(*c.workload, c.shape)) {
+    Tensor t = randn(shape, device, seed++);
+    inputs.push_back(c.dtype == DType::kFloat32 ? t : t.to(c.dtype));
+  }
+  return inputs;
+}
+
+double Bytes(const Tensor& t) { return static_cast<double>(t.numel()) * DTypeSize(t.dtype()); }
+
+// The ops one eager call runs, each as its own kernel: the compute nodes of
+// the graph compile() would capture.
+std::vector<std::string> EagerOps(const WorkloadFn& fn, const std::vector<Tensor>& inputs) {
+  frontend::CaptureSession session(/*eager=*/false);
+  const graph::Graph g = session.Snapshot({Invoke(fn, inputs)});
+  std::vector<std::string> ops;
+  for (const graph::Node& n : g.nodes()) {
+    const graph::OpKind kind = graph::Info(n.op).kind;
+    if (kind == graph::OpKind::kPointwise || kind == graph::OpKind::kReduction) ops.push_back(graph::OpName(n.op));
+  }
+  return ops;
+}
+
+// Graphs the runtime ran during `fn`: in eager mode one per op, each one kernel.
+int64_t GraphsRun(const std::function<void()>& fn) {
+  const frontend::RuntimeStats before = frontend::GetRuntimeStats();
+  fn();
+  const frontend::RuntimeStats after = frontend::GetRuntimeStats();
+  return (after.plan_compiles + after.plan_cache_hits) - (before.plan_compiles + before.plan_cache_hits);
+}
+
+// Start and length of the slices along a dim of `size` positions that the
+// float64 check reads: the first, middle and last `len`, or all of it.
+std::vector<std::pair<int64_t, int64_t>> Slices(int64_t size, int64_t len) {
+  if (3 * len >= size) return {{0, size}};
+  return {{0, len}, {(size - len) / 2, len}, {size - len, len}};
+}
+
+// Tolerances: eager and compiled compute the same expression with the same
+// math functions, so float32 differs by rounding (and summation order) only;
+// bf16 eager rounds every intermediate to bf16 while the fused kernel keeps
+// them in float32 (two bf16 ulps).
+void SetTolerances(Result& r, double max_abs_eager) {
+  const bool bf16 = r.dtype == DType::kBFloat16;
+  r.max_abs_diff_tol = (bf16 ? 1.0 / 64 : 1e-5) * std::max(1.0, max_abs_eager);
+  r.rel_err_tol = bf16 ? 1e-2 : 1e-5;
+}
+
+// Max |eager - compiled| over the whole output, then relative L2 errors of
+// both against float64 on sampled slices. On the host: on the CPU, eager
+// check ops would each compile a kernel per shape. NaN never passes.
+void Check(const Workload& w, const std::vector<Tensor>& inputs, const Tensor& eager, const Tensor& compiled,
+           Result& r) {
+  // Floats hold every float32 and bf16 value exactly, and to_vector() copies
+  // float32 with memcpy: 64M-element outputs take well under a second.
+  const std::vector<float> es = eager.to_vector(), cs = compiled.to_vector();
+  FUSEBOX_CHECK(eager.shape() == compiled.shape(), "eager ", ShapeToString(eager.shape()), " vs compiled ",
+                ShapeToString(compiled.shape()));
+  double max_abs_eager = 0;
+  for (size_t i = 0; i < es.size(); ++i) {
+    r.max_abs_diff = std::max(r.max_abs_diff, std::abs(static_cast<double>(es[i]) - cs[i]));
+    max_abs_eager = std::max(max_abs_eager, std::abs(static_cast<double>(es[i])));
+    if (!std::isfinite(es[i]) || !std::isfinite(cs[i])) r.max_abs_diff = NAN;
+  }
+  SetTolerances(r, max_abs_eager);
+
+  const int64_t positions = inputs[0].size(w.sample_dim);
+  const int64_t per_position = std::max<int64_t>(1, inputs[0].numel() / std::max<int64_t>(1, positions));
+  const size_t out_per_position = es.size() / static_cast<size_t>(eager.size(0));
+  double ref_sq = 0, eager_sq = 0, compiled_sq = 0;
+  for (const auto& [start, len] : Slices(positions, std::max<int64_t>(1, kSliceElements / per_position))) {
+    std::vector<std::vector<double>> in;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const bool full = w.inputs[i] == InputRole::kFull;
+      in.push_back((full ? inputs[i].narrow(w.sample_dim, start, len) : inputs[i]).to_double_vector());
+    }
+    Shape slice = inputs[0].shape();
+    slice[w.sample_dim] = len;
+    const std::vector<double> ref = w.reference(in, slice);
+    const size_t first = static_cast<size_t>(start) * out_per_position;
+    FUSEBOX_CHECK(ref.size() == static_cast<size_t>(len) * out_per_position && first + ref.size() <= es.size(),
+                  "the reference slice of ", ref.size(), " elements does not match the output");
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ref_sq += ref[i] * ref[i];
+      const double e = es[first + i], c = cs[first + i];
+      eager_sq += (e - ref[i]) * (e - ref[i]);
+      compiled_sq += (c - ref[i]) * (c - ref[i]);
+    }
+    r.checked += static_cast<int64_t>(ref.size());
+  }
+  // Non-finite outputs make these non-finite.
+  r.rel_err_eager = ref_sq > 0 ? std::sqrt(eager_sq / ref_sq) : NAN;
+  r.rel_err_compiled = ref_sq > 0 ? std::sqrt(compiled_sq / ref_sq) : NAN;
+  // Written as !(x <= tol) so that NaN fails.
+  if (!(r.max_abs_diff <= r.max_abs_diff_tol)) r.failures.push_back("eager and compiled results disagree");
+  if (!(r.rel_err_eager <= r.rel_err_tol)) r.failures.push_back("eager result is off the float64 reference");
+  if (!(r.rel_err_compiled <= r.rel_err_tol)) r.failures.push_back("compiled result is off the float64 reference");
+}
+
+void Run(const Case& c, Device device, const TimingPlan& plan, double cache_bytes, uint64_t seed, Result& r) {
+  const Workload& w = *c.workload;
+  Sets sets = {MakeInputs(c, device, seed)};
+  r.eager.kernels = EagerOps(w.fn, sets[0]);
+
+  // First calls (they compile); their outputs are the ones checked, taken
+  // before any timed call could leave a correct result in a reused block.
+  CompiledWorkload compiled(w.fn);
+  Tensor eager_out, compiled_out;
+  r.eager.timing.cold_ms = TimeOnceMs(device, [&] { eager_out = Invoke(w.fn, sets[0]); });
+  const backend::CompileCacheStats before = backend::CompileCache::Get().stats();
+  r.compiled.timing.cold_ms = TimeOnceMs(device, [&] { compiled_out = compiled(sets[0]); });
+  const backend::CompileCacheStats after = backend::CompileCache::Get().stats();
+  r.cold_compiles = after.compiles - before.compiles;
+  r.cold_disk_hits = after.disk_hits - before.disk_hits;
+  CompiledWorkload second(w.fn);  // a new compiled function: its plan is in the process's cache
+  r.warm_start_ms = TimeOnceMs(device, [&] { (void)second(sets[0]); });
+  for (const KernelInfo& k : compiled.kernels()) r.compiled.kernels.push_back(k.name);
+  r.compiled.kernels_per_call = static_cast<int64_t>(r.compiled.kernels.size());
+  if (r.compiled.kernels_per_call != w.fused_kernels) {
+    r.failures.push_back(absl::StrCat("compiled to ", r.compiled.kernels_per_call, " kernels, expected ",
+                                      w.fused_kernels));
+  }
+
+  r.bytes = Bytes(eager_out);
+  for (const Tensor& t : sets[0]) r.bytes += Bytes(t);
+  Check(w, sets[0], eager_out, compiled_out, r);
+  eager_out = compiled_out = Tensor();
+
+  r.input_sets = RotationSets(r.bytes, cache_bytes, plan.max_input_sets);
+  // The other sets are copies of the first in buffers of their own: the cache
+  // sees other addresses, and drawing fresh values would take longer than
+  // the case (randn runs on the host).
+  for (int s = 1; s < r.input_sets; ++s) {
+    std::vector<Tensor> copies;
+    for (const Tensor& t : sets[0]) copies.push_back(t.clone());
+    sets.push_back(std::move(copies));
+  }
+  r.eager.kernels_per_call = GraphsRun([&] { (void)Invoke(w.fn, sets[0]); });
+  const int k = r.input_sets;
+  r.eager.timing.trials_ms = TimeTrialsMs(device, plan, [&](int call) { (void)Invoke(w.fn, sets[call % k]); });
+  r.compiled.timing.trials_ms = TimeTrialsMs(device, plan, [&](int call) { (void)compiled(sets[call % k]); });
+}
+
+}  // namespace
+
+std::vector<Case> SuiteCases(bool quick) {
+  using enum DType;
+  auto q = [quick](Shape full, Shape small) { return quick ? small : full; };
+  std::vector<Case> cases = {
+      {"manual_gelu", &kManualGelu, q({8192, 8192}, {256, 256}), kFloat32, ""},
+      {"manual_gelu", &kManualGelu, q({8192, 8192}, {256, 256}), kBFloat16, ""},
+      {"add_mul_tanh", &kAddMulTanh, q({int64_t{1} << 26}, {int64_t{1} << 16}), kFloat32, "3 inputs"},
+      {"manual_softmax", &kManualSoftmax, q({32768, 1024}, {1024, 64}), kFloat32, "short rows"},
+      {"manual_softmax", &kManualSoftmax, q({8192, 8192}, {256, 256}), kFloat32, "square"},
+      // Long rows: past fusion::kPersistentRowLimit (4096), the looped kernel.
+      {"manual_softmax", &kManualSoftmax, q({1024, 65536}, {8, 8192}), kFloat32, "long rows"},
+      {"manual_layer_norm", &kManualLayerNorm, q({16384, 4096}, {256, 512}), kFloat32, "with weight and bias"},
+      {"manual_rms_norm", &kManualRmsNorm, q({16384, 4096}, {256, 512}), kFloat32, "with weight"},
+      {"row_sum", &kRowSum, q({8192, 8192}, {256, 256}), kFloat32, "sum over the last dim"},
+      {"col_sum", &kColSum, q({8192, 8192}, {256, 256}), kFloat32, "sum over dim 0"},
+      {"tiny_gelu", &kManualGelu, {4096}, kFloat32, "call overhead", /*calls_per_trial=*/quick ? 20 : 100},
+  };
+  // GB/s against size: every power of two on a GPU, every second one quick.
+  const int last = quick ? 18 : 28, step = quick ? 2 : 1;
+  for (int p = 10; p <= last; p += step) {
+    cases.push_back({"gelu_sweep", &kManualGelu, {int64_t{1} << p}, kFloat32, absl::StrCat("2^", p)});
+  }
+  return cases;
+}
+
+bool Matches(const std::string& filter, const std::string& name) {
+  if (filter.empty()) return true;
+  for (absl::string_view word : absl::StrSplit(filter, ',', absl::SkipEmpty())) {
+    if (absl::StrContains(name, word)) return true;
+  }
+  return false;
+}
+
+Result RunCase(const Case& c, Device device, const TimingPlan& plan, double cache_bytes, uint64_t seed) {
+  Result r;
+  r.name = c.name;
+  r.workload = c.workload->name;
+  r.label = c.label;
+  r.device = device;
+  r.shape = c.shape;
+  r.input_shapes = InputShapes(*c.workload, c.shape);
+  r.dtype = c.dtype;
+  r.numel = Numel(c.shape);
+  r.plan = plan;
+  r.plan.calls_per_trial = c.calls_per_trial;
+  r.plan.warmup = std::max(plan.warmup, c.calls_per_trial);
+  try {
+    Run(c, device, r.plan, cache_bytes, seed, r);
+  } catch (const std::exception& e) {
+    r.failures.push_back(absl::StrCat("error: ", e.what()));
+  }
+  return r;
+}
+
+}  // namespace fusebox::bench

@@ -1,0 +1,38 @@
+// The benchmark suite: which cases run at which sizes (the sizes on a
+// GPU, small ones for --quick), and how one case is run: the first calls
+// (they compile), the checks against each other and float64, then the timed
+// trials of eager and compiled over rotated inputs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/harness.h"
+#include "bench/report.h"
+#include "bench/workloads.h"
+
+namespace fusebox::bench {
+
+struct Case {
+  std::string name;  // the row's name; --filter matches it
+  const Workload* workload;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  std::string label;
+  // More than 1: each trial times this many calls back to back on the host
+  // clock (harness.h): the call overhead.
+  int calls_per_trial = 1;
+};
+
+std::vector<Case> SuiteCases(bool quick);
+
+// True when `name` contains one of the comma-separated words of `filter`
+// (an empty filter matches every name).
+bool Matches(const std::string& filter, const std::string& name);
+
+// Runs one case on `device`; inputs are drawn from seeds derived from `seed`.
+// Errors become failures of the result, so the other cases still run.
+Result RunCase(const Case& c, Device device, const TimingPlan& plan, double cache_bytes, uint64_t seed);
+
+}  // namespace fusebox::bench
