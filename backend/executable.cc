@@ -13,6 +13,7 @@
 #include "backend/cuda/driver.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/lower.h"
+#include "profiler/recorder.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
 
@@ -36,6 +37,22 @@ void ParallelFor(int64_t n, int64_t cost, const std::function<void(int64_t, int6
   }
   body(0, std::min(n, chunk));
   for (auto& th : pool) th.join();
+}
+
+// The shapes of the buffers `kernel` reads, for the profiler.
+std::vector<Shape> InputShapes(const Kernel& kernel, const graph::Graph& g, absl::Span<const Tensor> inputs,
+                               const absl::flat_hash_map<graph::NodeId, Tensor>& stored) {
+  std::vector<Shape> shapes;
+  for (const BufferParam& b : kernel.buffers) {
+    if (b.is_output) continue;
+    const graph::Node& node = g.node(b.node);
+    if (node.op == graph::Op::kInput) {
+      shapes.push_back(inputs[node.input_index].shape());
+    } else if (auto it = stored.find(b.node); it != stored.end()) {
+      shapes.push_back(it->second.shape());
+    }
+  }
+  return shapes;
 }
 
 }  // namespace
@@ -168,6 +185,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
     const int64_t iterations = k->ir.Iterations(sizes);
     if (iterations == 0) continue;
     const int64_t cost = k->ir.is_reduction() ? std::max<int64_t>(k->ir.row_length, 1) : 1;
+    profiler::KernelRecord record(device);  // inert (one atomic load) without a profiler
     if (device.is_cpu()) {
       ParallelFor(iterations, cost, [&](int64_t begin, int64_t end) { k->cpu_fn(args.data(), begin, end); });
     } else {
@@ -200,6 +218,10 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       }
       absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_fn, dims, params.data());
       if (!s.ok()) return s;
+    }
+    if (record.active()) {
+      const int launches = device.is_cuda() && k->ir.split > 1 ? 2 : 1;
+      record.Finish(k->ir.name, InputShapes(k->ir, g, inputs, stored), launches);
     }
   }
   std::vector<Tensor> outputs;

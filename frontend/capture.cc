@@ -152,7 +152,7 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
   }
   const std::vector<fusion::InputDim> dynamic =
       dynamic_dims_ ? dynamic_dims_(records_.size(), inputs_) : std::vector<fusion::InputDim>{};
-  RunResult run = RunGraph(builder_.Build(outputs), inputs_, dynamic);
+  RunResult run = RunGraph(builder_.Build(outputs), inputs_, dynamic, eager_ ? std::string_view(reason) : std::string_view());
   kernel_compiles_ += run.kernel_compiles;
   if (!eager_) {
     GraphRecord record{.executable = run.executable, .end_reason = reason, .location = loc,

@@ -10,6 +10,7 @@
 #include "frontend/opaque_ops.h"  // IWYU pragma: export
 #include "frontend/ops.h"         // IWYU pragma: export
 #include "frontend/reductions.h"  // IWYU pragma: export
+#include "profiler/profiler.h"    // IWYU pragma: export
 #include "tensor/creation.h"      // IWYU pragma: export
 #include "tensor/device.h"        // IWYU pragma: export
 #include "tensor/dtype.h"         // IWYU pragma: export

@@ -3,10 +3,13 @@
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "backend/executable.h"
 #include "fusion/dynamic_shapes.h"
 #include "fusion/pipeline.h"
+#include "profiler/recorder.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
 
@@ -78,9 +81,20 @@ std::vector<InputDim> SizesCompiledIn(const graph::Graph& graph, const fusion::D
   return out;
 }
 
+// The profiler's name for a graph run.
+std::string RunName(std::string_view eager_op, const backend::Executable& exe) {
+  if (!eager_op.empty()) return absl::StrCat("eager: ", std::string(eager_op));  // absl::string_view is not std::string_view here
+  if (exe.kernels().empty()) return "compiled graph (no kernels)";
+  return absl::StrCat("compiled graph: ", absl::StrJoin(exe.kernels(), ", ", [](std::string* out, const KernelInfo& k) {
+                        absl::StrAppend(out, k.name);
+                      }));
+}
+
 }  // namespace
 
-RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, absl::Span<const InputDim> dynamic_dims) {
+RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, absl::Span<const InputDim> dynamic_dims,
+                   std::string_view eager_op) {
+  profiler::HostOpRecord record;  // inert (one atomic load) without a profiler
   InitLogging();
   PlanCache& cache = Cache();
   std::shared_ptr<const backend::Executable> exe;
@@ -131,6 +145,11 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, a
     for (const InputDim& d : entry.keep_static) std::erase(dynamic, d);
   }
   result.outputs = ValueOrThrow(exe->Run(inputs));
+  if (record.active()) {
+    std::vector<Shape> shapes;
+    for (const Tensor& t : inputs) shapes.push_back(t.shape());
+    record.Finish(RunName(eager_op, *exe), graph.device().str(), std::move(shapes), result.kernel_compiles);
+  }
   result.executable = std::move(exe);
   return result;
 }

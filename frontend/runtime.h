@@ -3,9 +3,9 @@
 // and device, then execute. Eager ops and compiled functions both come here.
 #pragma once
 
-#include <vector>
-
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "absl/types/span.h"
 #include "backend/executable.h"
@@ -27,9 +27,11 @@ struct RunResult {
 // `dynamic`: input dims whose sizes should stay run-time values, so the plan
 // serves other sizes too (fusion/dynamic_shapes.h); dims the kernels turn
 // out to need are compiled in, and the cache remembers that per key.
+// `eager_op`: the op's name when this is one eager op, else empty; it names
+// the run for the profiler ("eager: mul", else "compiled graph: <kernels>").
 // Throws fusebox::Error (with the compiler log on a codegen failure).
 RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs,
-                   absl::Span<const fusion::InputDim> dynamic = {});
+                   absl::Span<const fusion::InputDim> dynamic = {}, std::string_view eager_op = {});
 
 struct RuntimeStats {
   int64_t plan_compiles = 0;
