@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "backend/executable.h"
+#include "frontend/numerics_check.h"
 #include "fusion/dynamic_shapes.h"
 #include "fusion/pipeline.h"
 #include "spdlog/spdlog.h"
@@ -80,7 +81,8 @@ std::vector<InputDim> SizesCompiledIn(const graph::Graph& graph, const fusion::D
 
 }  // namespace
 
-RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, absl::Span<const InputDim> dynamic_dims) {
+RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, absl::Span<const InputDim> dynamic_dims,
+                   bool check_numerics) {
   InitLogging();
   PlanCache& cache = Cache();
   std::shared_ptr<const backend::Executable> exe;
@@ -130,7 +132,9 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, a
     exe = entry.exe;
     for (const InputDim& d : entry.keep_static) std::erase(dynamic, d);
   }
-  result.outputs = ValueOrThrow(exe->Run(inputs));
+  backend::Executable::StoredValues stored;
+  result.outputs = ValueOrThrow(exe->Run(inputs, check_numerics ? &stored : nullptr));
+  if (check_numerics) result.numerics = CheckNumerics(graph, inputs, *exe, stored);
   result.executable = std::move(exe);
   return result;
 }
