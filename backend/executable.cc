@@ -14,6 +14,8 @@
 #include "backend/cuda/nvrtc.h"
 #include "backend/lower.h"
 #include "profiler/recorder.h"
+#include "backend/ptx_summary.h"
+#include "backend/source_hooks.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
 
@@ -100,26 +102,36 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
     if (DebugDump("ir")) std::fprintf(stderr, "[fusebox ir]\n%s", compiled->ir.ToString().c_str());
     const int64_t misses_before = CompileCache::Get().stats().compiles;
     if (device.is_cpu()) {
-      info.source = cpu::PrintCpp(compiled->ir);
+      info.source = RewriteSource(group.name, cpu::PrintCpp(compiled->ir));
       if (DebugDump("cpp")) std::fprintf(stderr, "[fusebox cpp]\n%s", info.source.c_str());
+      DumpKernelSource(group.name, ".cc", info.source);
       absl::StatusOr<cpu::LoadedCpuKernel> loaded = cpu::CompileCpuKernel(info.source, group.name);
       if (!loaded.ok()) return loaded.status();
       compiled->cpu_fn = loaded->fn;
       if (also_compile_cuda) {
-        auto cuda_binary = CompileCudaSource(PrintCuda(compiled->ir), group.name, kNoDeviceArch);
+        const std::string cuda_source = RewriteSource(group.name, PrintCuda(compiled->ir));
+        DumpKernelSource(group.name, ".cu", cuda_source);
+        auto cuda_binary = CompileCudaSource(cuda_source, group.name, kNoDeviceArch);
         if (!cuda_binary.ok()) return cuda_binary.status();
+        // What the kernel would look like on a GPU (sm_90): CI checks it too.
+        info.ptx_summary = SummarizePtx((*cuda_binary)->ptx, (*cuda_binary)->log);
       }
     } else {
       cuda::Driver& driver = cuda::Driver::Get();
       absl::StatusOr<int> arch = driver.ComputeCapability(device.index);
       if (!arch.ok()) return arch.status();
-      info.source = PrintCuda(compiled->ir);
+      info.source = RewriteSource(group.name, PrintCuda(compiled->ir));
       if (DebugDump("cuda")) std::fprintf(stderr, "[fusebox cuda]\n%s", info.source.c_str());
+      DumpKernelSource(group.name, ".cu", info.source);
       auto binary = CompileCudaSource(info.source, group.name, *arch);
       if (!binary.ok()) return binary.status();
       info.ptx = (*binary)->ptx;
       info.compile_log = (*binary)->log;
-      if (DebugDump("ptx")) std::fprintf(stderr, "[fusebox ptx] %s\n%s", group.name.c_str(), info.ptx.c_str());
+      info.ptx_summary = SummarizePtx(info.ptx, info.compile_log);
+      if (DebugDump("ptx")) {
+        std::fprintf(stderr, "[fusebox ptx] %s (%s)\n%s", group.name.c_str(), info.ptx_summary->ToString().c_str(),
+                     info.ptx.c_str());
+      }
       absl::StatusOr<CUmodule> module = driver.LoadModule(device.index, (*binary)->cubin);
       if (!module.ok()) return module.status();
       absl::StatusOr<CUfunction> fn = driver.GetFunction(*module, group.name);
@@ -147,7 +159,7 @@ std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan) {
   return sources;
 }
 
-absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inputs) const {
+absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inputs, StoredValues* stored_values) const {
   const graph::Graph& g = plan_.graph;
   const Device device = g.device();
   // Dynamic plans: the sizes of this call's run-time dims, read off the inputs.
@@ -235,6 +247,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       outputs.push_back(it->second);
     }
   }
+  if (stored_values != nullptr) *stored_values = std::move(stored);
   return outputs;
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "backend/compile_cache.h"
@@ -22,7 +23,10 @@ class Executable {
   // `inputs[k]` is bound to the input node with input_index k. Returns one
   // tensor per graph output (inputs returned as such are aliased, not copied;
   // an output with a store target is written into, and is, that input).
-  absl::StatusOr<std::vector<Tensor>> Run(absl::Span<const Tensor> inputs) const;
+  // `stored_values`, if given, receives every value a kernel stored, by node
+  // (the numerics check compares them with an unfused run).
+  using StoredValues = absl::flat_hash_map<graph::NodeId, Tensor>;
+  absl::StatusOr<std::vector<Tensor>> Run(absl::Span<const Tensor> inputs, StoredValues* stored_values = nullptr) const;
 
   const fusion::Plan& plan() const { return plan_; }
   const std::vector<KernelInfo>& kernels() const { return infos_; }

@@ -1,8 +1,12 @@
-// What users see of each compiled kernel: c.kernels() returns these.
+// What users see of each compiled kernel: c.kernels() returns KernelInfo,
+// c.numerics() (with the numerics check on) KernelNumerics.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "backend/ptx_summary.h"
 
 namespace fusebox {
 
@@ -13,6 +17,22 @@ struct KernelInfo {
   std::string device;       // "cuda:0", "cpu"
   std::string compile_log;  // ptxas -v (registers, spills) or the host compiler's output
   int64_t numel = 0;        // elements (threads / iterations) per launch
+  // Loads/stores by width, shuffles, registers, spills, shared memory: of
+  // the PTX on CUDA; on the CPU, of the sm_90 PTX when CUDA cross-compiling
+  // is on (backend::SetAlsoCompileCudaForCpu, as in the tests), else unset.
+  std::optional<PtxSummary> ptx_summary;
+};
+
+// The numerics check (CompileOptions::check_numerics): the values one fused
+// kernel stored, against the same values computed op by op (one kernel per
+// op, 16-bit float ops computed in float32).
+struct KernelNumerics {
+  std::string kernel;    // its name
+  double max_abs = 0;    // max |fused - unfused| over every value it stored
+  double max_rel = 0;    // max |fused - unfused| / |unfused| (elements where unfused != 0)
+  bool flagged = false;  // some element is off by more than its dtype's tolerance
+  std::string worst;     // flagged: the element furthest out of tolerance,
+                         // "%7[12]: fused 0.25 vs unfused 0.75 (bfloat16)"
 };
 
 }  // namespace fusebox

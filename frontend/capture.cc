@@ -152,11 +152,13 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
   }
   const std::vector<fusion::InputDim> dynamic =
       dynamic_dims_ ? dynamic_dims_(records_.size(), inputs_) : std::vector<fusion::InputDim>{};
-  RunResult run = RunGraph(builder_.Build(outputs), inputs_, dynamic, eager_ ? std::string_view(reason) : std::string_view());
+  RunResult run = RunGraph(builder_.Build(outputs), inputs_,
+                           {.dynamic = dynamic, .eager_op = eager_ ? std::string_view(reason) : std::string_view(),
+                            .check_numerics = check_numerics_ && !eager_});
   kernel_compiles_ += run.kernel_compiles;
   if (!eager_) {
     GraphRecord record{.executable = run.executable, .end_reason = reason, .location = loc,
-                       .from_cache = run.plan_cache_hit};
+                       .from_cache = run.plan_cache_hit, .numerics = std::move(run.numerics)};
     for (const Tensor& in : inputs_) record.inputs.push_back(Signature(in));
     records_.push_back(std::move(record));
     spdlog::debug("graph {} ended ({}, {}): {} kernel(s)", records_.size() - 1, reason, SourceLine(loc),

@@ -46,6 +46,8 @@ class CaptureSession {
   bool eager() const { return eager_; }
   // CompileOptions::fullgraph: a graph break throws instead of flushing.
   void set_fullgraph(bool on) { fullgraph_ = on; }
+  // CompileOptions::check_numerics: every graph is also run unfused and compared.
+  void set_check_numerics(bool on) { check_numerics_ = on; }
   // The compiled function's tensor arguments, to tell them from tensors it
   // reads from elsewhere (globals, captured weights) in explain().
   void add_argument(const TensorImpl* argument) { arguments_.push_back(argument); }
@@ -85,6 +87,7 @@ class CaptureSession {
   InputSignature Signature(const Tensor& input) const;
   bool eager_;
   bool fullgraph_ = false;
+  bool check_numerics_ = false;
   std::vector<const TensorImpl*> arguments_;
   DynamicDimsFn dynamic_dims_;
   bool at_end_ = false;

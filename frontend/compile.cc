@@ -5,17 +5,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontend/capture.h"
+#include "frontend/explain_dot.h"
+#include "frontend/numerics_check.h"
 #include "spdlog/spdlog.h"
+#include "tensor/debug.h"
 
 namespace fusebox::frontend {
-namespace {
-constexpr char kEndOfFunction[] = "end of compiled function";
-}  // namespace
 
 CallScope::CallScope(CompiledState* state) : state_(state) {
   if (state->runs_eagerly()) return;
   session_ = std::make_unique<CaptureSession>(/*eager=*/false);
   session_->set_fullgraph(state->options().fullgraph);
+  session_->set_check_numerics(state->options().check_numerics || CheckNumericsFromEnv());
   session_->set_dynamic_dims(
       [state](size_t graph, const std::vector<Tensor>& inputs) { return state->DynamicDims(graph, inputs); });
 }
@@ -101,6 +102,7 @@ void CompiledState::EndCall(const CaptureSession* session) {
     if (graphs[g].from_cache) continue;
     recompiles_.push_back(RecompileReason(g, last_graphs_[g], graphs[g]));
     spdlog::debug("recompile: {}", recompiles_.back());
+    if (DebugDump("recompiles")) std::fprintf(stderr, "[fusebox recompiles] %s\n", recompiles_.back().c_str());
     if (runs_eagerly()) {
       spdlog::warn("fusebox: a compiled function reached its recompile limit ({}); it runs eagerly from now on. "
                    "Last recompile: {}. Shapes that keep changing can be made dynamic with CompileOptions{{.dynamic = true}}",
@@ -109,6 +111,8 @@ void CompiledState::EndCall(const CaptureSession* session) {
     }
   }
   last_graphs_ = graphs;
+  last_numerics_.clear();
+  for (const GraphRecord& r : graphs) last_numerics_.insert(last_numerics_.end(), r.numerics.begin(), r.numerics.end());
   last_empty_breaks_ = session->empty_breaks();
   // Every graph but the one the function's end flushed was ended by a break;
   // breaks with nothing captured before them ended no graph but count too.
@@ -157,6 +161,9 @@ std::string CompiledState::Explain() const {
     absl::StrAppend(&out, "  ended by: ", r.end_reason,
                     r.end_reason == kEndOfFunction ? "" : absl::StrCat(" at ", SourceLine(r.location)), "\n");
     absl::StrAppend(&out, "  kernels: ", absl::StrJoin(kernels, ", "), "\n");
+    for (const KernelNumerics& n : r.numerics) {
+      absl::StrAppend(&out, "  numerics: ", n.kernel, ": ", DescribeNumerics(n), "\n");
+    }
     for (size_t k = 0; k < r.inputs.size(); ++k) absl::StrAppend(&out, "  input ", k, " = ", r.inputs[k].Describe(), "\n");
     for (const std::string& s : DescribeSymbols(plan.symbols)) absl::StrAppend(&out, "  run-time size: ", s, "\n");
     for (const std::string& note : plan.notes) absl::StrAppend(&out, "  not fused: ", note, "\n");
@@ -165,5 +172,7 @@ std::string CompiledState::Explain() const {
   empty_breaks_before(last_graphs_.size());
   return out;
 }
+
+std::string CompiledState::ExplainDot() const { return RenderDot(last_graphs_, last_empty_breaks_); }
 
 }  // namespace fusebox::frontend

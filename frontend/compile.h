@@ -31,6 +31,13 @@ struct CompileOptions {
   // After this many recompiles the function runs eagerly (op by op, no
   // capture) with a warning, rather than compiling forever.
   int recompile_limit = 8;
+  // Runs every graph a second time unfused (one kernel per op, 16-bit floats
+  // in float32) and compares each fused kernel's stored values with it:
+  // numerics() and explain() report the max abs / rel error per kernel, and
+  // errors beyond the dtype's tolerance are flagged and logged as warnings.
+  // FUSEBOX_CHECK_NUMERICS=1 turns it on for every compiled function. Slow:
+  // for debugging.
+  bool check_numerics = false;
 };
 
 // Counters since a compiled function was created.
@@ -85,13 +92,16 @@ class CompiledState {
   void EndCall(const CaptureSession* session);
 
   const std::vector<KernelInfo>& last_kernels() const { return last_kernels_; }
+  const std::vector<KernelNumerics>& last_numerics() const { return last_numerics_; }
   std::string Explain() const;
+  std::string ExplainDot() const;
   int64_t calls() const { return stats_.calls; }
   const CompileStats& stats() const { return stats_; }
 
  private:
   CompileOptions options_;
   std::vector<KernelInfo> last_kernels_;  // rebuilt only when the call's plans change
+  std::vector<KernelNumerics> last_numerics_;
   std::vector<GraphRecord> last_graphs_;
   std::vector<EmptyBreakRecord> last_empty_breaks_;
   int64_t last_breaks_ = 0;  // every break of the last call, with or without a graph before it
@@ -129,6 +139,13 @@ class CompiledFunction {
   const std::vector<KernelInfo>& kernels() const { return state_->last_kernels(); }
   // Graphs captured by the last call, their ops and kernels, and why each ended.
   std::string explain() const { return state_->Explain(); }
+  // explain() as a Graphviz digraph (`dot -Tsvg`): a cluster per graph with
+  // its nodes (op, dtype, shape), fused kernels as nested clusters labelled
+  // with their names, and graph breaks as red nodes between graphs.
+  std::string explain_dot() const { return state_->ExplainDot(); }
+  // check_numerics: per kernel of the last call, how far its stored values
+  // are from the same ops run unfused; empty when the check is off.
+  const std::vector<KernelNumerics>& numerics() const { return state_->last_numerics(); }
   // Counters since creation: calls, graphs, graph_breaks, plan_compiles, ...
   const CompileStats& stats() const { return state_->stats(); }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/executable.h"
+#include "backend/kernel_info.h"
 #include "tensor/tensor.h"
 
 namespace fusebox::frontend {
@@ -33,6 +34,10 @@ struct InputSignature {
   std::string Describe() const;
 };
 
+// The end reason of the graph a compiled function's return flushed; every
+// other graph was ended by a graph break.
+inline constexpr char kEndOfFunction[] = "end of compiled function";
+
 // "file.cc:42": where the user's call was, for messages.
 std::string SourceLine(const std::source_location& loc);
 
@@ -42,6 +47,7 @@ struct GraphRecord {
   std::string end_reason;         // "end of compiled function", "item() called"
   std::source_location location;  // of the call that ended the graph
   bool from_cache = false;        // the plan was already compiled
+  std::vector<KernelNumerics> numerics;  // check_numerics: one per kernel, else empty
 };
 
 // A graph break that ended no graph: nothing had been captured since the

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "backend/executable.h"
+#include "frontend/numerics_check.h"
 #include "fusion/dynamic_shapes.h"
 #include "fusion/pipeline.h"
 #include "profiler/recorder.h"
@@ -92,14 +93,13 @@ std::string RunName(std::string_view eager_op, const backend::Executable& exe) {
 
 }  // namespace
 
-RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, absl::Span<const InputDim> dynamic_dims,
-                   std::string_view eager_op) {
+RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, const RunOptions& options) {
   profiler::HostOpRecord record;  // inert (one atomic load) without a profiler
   InitLogging();
   PlanCache& cache = Cache();
   std::shared_ptr<const backend::Executable> exe;
   RunResult result;
-  std::vector<InputDim> dynamic(dynamic_dims.begin(), dynamic_dims.end());
+  std::vector<InputDim> dynamic(options.dynamic.begin(), options.dynamic.end());
   while (!exe) {
     const fusion::DimSymbols symbols = fusion::FindDimSymbols(graph, dynamic);
     if (symbols.empty()) {
@@ -144,11 +144,13 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, a
     exe = entry.exe;
     for (const InputDim& d : entry.keep_static) std::erase(dynamic, d);
   }
-  result.outputs = ValueOrThrow(exe->Run(inputs));
+  backend::Executable::StoredValues stored;
+  result.outputs = ValueOrThrow(exe->Run(inputs, options.check_numerics ? &stored : nullptr));
+  if (options.check_numerics) result.numerics = CheckNumerics(graph, inputs, *exe, stored);
   if (record.active()) {
     std::vector<Shape> shapes;
     for (const Tensor& t : inputs) shapes.push_back(t.shape());
-    record.Finish(RunName(eager_op, *exe), graph.device().str(), std::move(shapes), result.kernel_compiles);
+    record.Finish(RunName(options.eager_op, *exe), graph.device().str(), std::move(shapes), result.kernel_compiles);
   }
   result.executable = std::move(exe);
   return result;

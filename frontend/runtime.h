@@ -9,6 +9,7 @@
 
 #include "absl/types/span.h"
 #include "backend/executable.h"
+#include "backend/kernel_info.h"
 #include "fusion/dynamic_shapes.h"
 #include "graph/graph.h"
 #include "tensor/tensor.h"
@@ -22,16 +23,24 @@ struct RunResult {
   std::shared_ptr<const backend::Executable> executable;
   bool plan_cache_hit = false;
   int kernel_compiles = 0;                // compiler runs this call caused
+  // check_numerics: each kernel's stored values against an unfused run.
+  std::vector<KernelNumerics> numerics;
 };
 
-// `dynamic`: input dims whose sizes should stay run-time values, so the plan
-// serves other sizes too (fusion/dynamic_shapes.h); dims the kernels turn
-// out to need are compiled in, and the cache remembers that per key.
-// `eager_op`: the op's name when this is one eager op, else empty; it names
-// the run for the profiler ("eager: mul", else "compiled graph: <kernels>").
+struct RunOptions {
+  // Input dims whose sizes should stay run-time values, so the plan serves
+  // other sizes too (fusion/dynamic_shapes.h); dims the kernels turn out to
+  // need are compiled in, and the cache remembers that per key.
+  absl::Span<const fusion::InputDim> dynamic;
+  // The op's name when this is one eager op, else empty; it names the run
+  // for the profiler ("eager: mul", else "compiled graph: <kernels>").
+  std::string_view eager_op;
+  // Also run the graph unfused and compare (numerics_check.h).
+  bool check_numerics = false;
+};
+
 // Throws fusebox::Error (with the compiler log on a codegen failure).
-RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs,
-                   absl::Span<const fusion::InputDim> dynamic = {}, std::string_view eager_op = {});
+RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, const RunOptions& options = {});
 
 struct RuntimeStats {
   int64_t plan_compiles = 0;

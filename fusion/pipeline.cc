@@ -5,6 +5,7 @@
 #include "fusion/eliminate_dead_nodes.h"
 #include "fusion/fuse_kernels.h"
 #include "fusion/name_kernels.h"
+#include "fusion/split_kernels.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
 
@@ -23,16 +24,17 @@ void DumpPlan(const char* after, const Plan& plan) {
 
 }  // namespace
 
-Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic) {
+Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic, PlanOptions options) {
   if (DebugDump("graph")) std::fprintf(stderr, "[fusebox graph] captured\n%s", captured.ToString().c_str());
 
   // 1. Drop values nothing returns: before fusion so they cost no kernel work.
   graph::Graph g = EliminateDeadNodes(captured);
   DumpGraph("eliminate_dead_nodes", captured, g);
 
-  // 2. Group into kernels; 3. name them (names depend on the final groups).
-  Plan plan = FuseKernels(g);
-  DumpPlan("fuse_kernels", plan);
+  // 2. Group into kernels (or one per op); 3. name them (names depend on the
+  // final groups).
+  Plan plan = options.fuse ? FuseKernels(g) : SplitKernels(g);
+  DumpPlan(options.fuse ? "fuse_kernels" : "split_kernels", plan);
   plan = NameKernels(std::move(plan));
   DumpPlan("name_kernels", plan);
 

@@ -7,7 +7,13 @@
 
 namespace fusebox::fusion {
 
+struct PlanOptions {
+  // false: one kernel per op (split_kernels.h), the reference the numerics
+  // check compares fused kernels with.
+  bool fuse = true;
+};
+
 // `dynamic`: input dims to keep out of the kernels (dynamic_shapes.h).
-Plan BuildPlan(const graph::Graph& graph, absl::Span<const InputDim> dynamic = {});
+Plan BuildPlan(const graph::Graph& graph, absl::Span<const InputDim> dynamic = {}, PlanOptions options = {});
 
 }  // namespace fusebox::fusion

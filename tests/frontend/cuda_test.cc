@@ -107,5 +107,22 @@ TEST(CudaTest, SplitFullReductionsMatchFloat64) {
   EXPECT_EQ(m.item(), best);
 }
 
+TEST(CudaTest, KernelInspectionOnTheGpu) {
+  SKIP_WITHOUT_CUDA();
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    auto compiled = compile([](const Tensor& x) { return std::make_tuple(ManualGelu(x), ManualSoftmax(x)); },
+                            CompileOptions{.check_numerics = true});
+    compiled(randn({512, 2000}, Device::cpu(), FreshSeed()).to(dtype).to(Device::cuda()));
+    ASSERT_EQ(compiled.numerics().size(), compiled.kernels().size());
+    for (const KernelInfo& k : compiled.kernels()) {
+      ASSERT_TRUE(k.ptx_summary.has_value()) << k.name;
+      EXPECT_GT(k.ptx_summary->registers, 0) << k.name;
+      EXPECT_FALSE(k.ptx_summary->global_stores.empty()) << k.name;
+    }
+    for (const KernelNumerics& n : compiled.numerics()) EXPECT_FALSE(n.flagged) << n.kernel << ": " << n.worst;
+    EXPECT_THAT(compiled.explain_dot(), HasSubstr(compiled.kernels()[0].name));
+  }
+}
+
 }  // namespace
 }  // namespace fusebox
