@@ -1,6 +1,7 @@
 // Kernel IR -> CUDA C++ for NVRTC: 256 threads per block, each thread doing
 // 4 elements one block-width apart (coalesced, and 4 loads in flight per
-// thread), 32-bit index math unless the kernel needs 64. The prelude is a few
+// thread), or, for dense pointwise kernels, 16 bytes of consecutive elements
+// per buffer in one vector access; 32-bit index math unless the kernel needs 64. The prelude is a few
 // lines of our own (no CUDA headers), which keeps NVRTC fast.
 #pragma once
 
@@ -17,6 +18,11 @@ inline constexpr int kCudaElementsPerBlock = kCudaBlockSize * kCudaElementsPerTh
 inline constexpr int kCudaRowsPerWarpBlock = kCudaBlockSize / 32;
 
 std::string PrintCuda(const Kernel& kernel);
+
+// Elements per thread of a dense pointwise kernel printed with 16-byte
+// accesses (all buffers of one 2- or 4-byte type, all read and written at
+// `i`): 8 or 4; 1 for every other kernel.
+int CudaVectorWidth(const Kernel& kernel);
 
 // Launch geometry of a kernel printed by PrintCuda, for `iterations`
 // (Kernel::Iterations: elements, or rows for reductions).

@@ -71,6 +71,33 @@ TEST(CudaTest, EagerOpsAndDtypesOnDevice) {
   EXPECT_DOUBLE_EQ(Tensor::from_vector({3.5f}, {1}, Device::cuda()).item(), 3.5);
 }
 
+// Dense pointwise kernels move 16 bytes per access when every pointer is
+// aligned and the thread's elements are in bounds; the tail and offset views
+// take the scalar path. Both must give the same values.
+TEST(CudaTest, VectorizedPointwiseTailAndUnalignedViews) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto compiled = compile(ManualGelu, CompileOptions{.dynamic = false});
+  const uint64_t seed = FreshSeed();
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    for (int64_t n : {1, 3, 4, 7, 8, 9, 1023, 12289}) {
+      for (int64_t offset : {0, 1, 3}) {  // offsets 1 and 3: pointers not 16-byte aligned
+        Tensor base = randn({n + offset}, Device::cuda(0), seed + n * 7 + offset).to(dtype);
+        Tensor x = base.narrow(0, offset, n);
+        std::vector<double> want;
+        for (double v : x.to_double_vector()) want.push_back(GeluRef(v));
+        const std::vector<double> got = compiled(x).to(DType::kFloat32).to_double_vector();
+        ASSERT_EQ(got.size(), want.size());
+        const double tol = dtype == DType::kFloat32 ? 1e-5 : 2e-2;
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i])))
+              << DTypeName(dtype) << " n=" << n << " offset=" << offset << " at " << i;
+        }
+      }
+    }
+  }
+  EXPECT_THAT(compiled.kernels().at(0).source, HasSubstr("uint4"));
+}
+
 TEST(CudaTest, FreedMemoryIsReusedByTheCachingAllocator) {
   SKIP_WITHOUT_CUDA();
   auto& alloc = cuda::CachingAllocator::ForDevice(0);

@@ -100,27 +100,51 @@ FB_INLINE float fb_pow(float base, float exp) {
   return fb_powf(base, exp);
 }
 
-// poi_fused_add_mul_pow_tanh_0: 1048576 elements
+// poi_fused_add_mul_pow_tanh_0: 1048576 elements, 4 per thread in 16-byte accesses
 extern "C" __global__ void __launch_bounds__(256) poi_fused_add_mul_pow_tanh_0(const float* __restrict__ in0, float* __restrict__ out0) {
-  const int base = (int)blockIdx.x * 1024 + threadIdx.x;
+  const int base = ((int)blockIdx.x * 256 + threadIdx.x) * 4;
+  if (base + 4 <= 1048576 && (((unsigned long long)in0 | (unsigned long long)out0) & 15) == 0) {
+    float in0_v[4];
+    *reinterpret_cast<uint4*>(in0_v) = *reinterpret_cast<const uint4*>(in0 + base);
+    float out0_v[4];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int i = base + k * 256;
-    if (i >= 1048576) break;
-    const float t0 = 0.5f;
-    float t1 = in0[i];
-    float t2 = (t0 * t1);
-    const float t3 = 1.0f;
-    const float t4 = 0.797884583f;
-    const float t5 = 0.0447149985f;
-    const float t6 = 3.0f;
-    float t7 = fb_pow(t1, t6);
-    float t8 = (t5 * t7);
-    float t9 = (t1 + t8);
-    float t10 = (t4 * t9);
-    float t11 = tanhf(t10);
-    float t12 = (t3 + t11);
-    float t13 = (t2 * t12);
-    out0[i] = t13;
+    for (int k = 0; k < 4; ++k) {
+      const float t0 = 0.5f;
+      float t1 = in0_v[k];
+      float t2 = (t0 * t1);
+      const float t3 = 1.0f;
+      const float t4 = 0.797884583f;
+      const float t5 = 0.0447149985f;
+      const float t6 = 3.0f;
+      float t7 = fb_pow(t1, t6);
+      float t8 = (t5 * t7);
+      float t9 = (t1 + t8);
+      float t10 = (t4 * t9);
+      float t11 = tanhf(t10);
+      float t12 = (t3 + t11);
+      float t13 = (t2 * t12);
+      out0_v[k] = t13;
+    }
+    *reinterpret_cast<uint4*>(out0 + base) = *reinterpret_cast<const uint4*>(out0_v);
+  } else {
+    for (int k = 0; k < 4; ++k) {
+      const int i = base + k;
+      if (i >= 1048576) break;
+      const float t0 = 0.5f;
+      float t1 = in0[i];
+      float t2 = (t0 * t1);
+      const float t3 = 1.0f;
+      const float t4 = 0.797884583f;
+      const float t5 = 0.0447149985f;
+      const float t6 = 3.0f;
+      float t7 = fb_pow(t1, t6);
+      float t8 = (t5 * t7);
+      float t9 = (t1 + t8);
+      float t10 = (t4 * t9);
+      float t11 = tanhf(t10);
+      float t12 = (t3 + t11);
+      float t13 = (t2 * t12);
+      out0[i] = t13;
+    }
   }
 }
