@@ -29,8 +29,9 @@ constexpr int kNoDeviceArch = 90;  // what CI and GPU-less machines compile for
 void ParallelFor(int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& body) {
   // Threads pay off only for work well above their start cost (~10 us each).
   constexpr int64_t kGrain = 1 << 16;
-  const int64_t threads =
-      std::min<int64_t>({std::max(1u, std::thread::hardware_concurrency()), n * cost / kGrain, n});
+  // glibc reads /sys for the core count on every call: ask once.
+  static const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t threads = std::min<int64_t>({cores, n * cost / kGrain, n});
   if (threads <= 1) return body(0, n);
   std::vector<std::thread> pool;
   const int64_t chunk = (n + threads - 1) / threads;
