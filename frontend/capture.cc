@@ -152,17 +152,32 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
   }
   const std::vector<fusion::InputDim> dynamic =
       dynamic_dims_ ? dynamic_dims_(records_.size(), inputs_) : std::vector<fusion::InputDim>{};
-  RunResult run = RunGraph(builder_.Build(outputs), inputs_,
-                           {.dynamic = dynamic, .eager_op = eager_ ? std::string_view(reason) : std::string_view(),
-                            .check_numerics = check_numerics_ && !eager_});
+  // The builder is reset below anyway: move its nodes into the graph. If the
+  // graph fails (a compiler error, out of memory), its values can never be
+  // computed: they say why, and the session starts over.
+  RunResult run;
+  try {
+    run = RunGraph(std::move(builder_).Build(outputs), inputs_,
+                   {.dynamic = dynamic, .eager_op = eager_ ? std::string_view(reason) : std::string_view(),
+                    .check_numerics = check_numerics_ && !eager_});
+  } catch (const std::exception& e) {
+    for (auto& v : pending) {
+      v->session = nullptr;
+      v->error = absl::StrCat("the graph computing this tensor failed: ", e.what());
+    }
+    Reset();
+    throw;
+  }
   kernel_compiles_ += run.kernel_compiles;
   if (!eager_) {
     GraphRecord record{.executable = run.executable, .end_reason = reason, .location = loc,
                        .from_cache = run.plan_cache_hit, .numerics = std::move(run.numerics)};
     for (const Tensor& in : inputs_) record.inputs.push_back(Signature(in));
     records_.push_back(std::move(record));
-    spdlog::debug("graph {} ended ({}, {}): {} kernel(s)", records_.size() - 1, reason, SourceLine(loc),
-                  run.executable->kernels().size());
+    if (spdlog::should_log(spdlog::level::debug)) {  // SourceLine builds a string
+      spdlog::debug("graph {} ended ({}, {}): {} kernel(s)", records_.size() - 1, reason, SourceLine(loc),
+                    run.executable->kernels().size());
+    }
   }
   for (auto& v : pending) {
     const size_t k = std::find(outputs.begin(), outputs.end(), v->node) - outputs.begin();

@@ -78,6 +78,7 @@ class CaptureSession {
 
   // One per flush of a compiled function (eager sessions record nothing).
   const std::vector<GraphRecord>& records() const { return records_; }
+  std::vector<GraphRecord> TakeRecords() { return std::move(records_); }
   // Graph breaks with nothing captured before them (no graph to record).
   const std::vector<EmptyBreakRecord>& empty_breaks() const { return empty_breaks_; }
   int64_t kernel_compiles() const { return kernel_compiles_; }

@@ -79,13 +79,13 @@ std::vector<fusion::InputDim> CompiledState::DynamicDims(size_t graph, const std
   return dims;
 }
 
-void CompiledState::EndCall(const CaptureSession* session) {
+void CompiledState::EndCall(CaptureSession* session) {
   ++stats_.calls;
   if (session == nullptr) {
     ++stats_.eager_calls;
     return;
   }
-  const std::vector<GraphRecord>& graphs = session->records();
+  std::vector<GraphRecord> graphs = session->TakeRecords();
   // kernels() copies each kernel's source and PTX: only when the plans differ
   // from the last call's (a cache hit with the same plans is the common call).
   bool same_plans = graphs.size() == last_graphs_.size();
@@ -110,9 +110,9 @@ void CompiledState::EndCall(const CaptureSession* session) {
       break;
     }
   }
-  last_graphs_ = graphs;
+  last_graphs_ = std::move(graphs);
   last_numerics_.clear();
-  for (const GraphRecord& r : graphs) last_numerics_.insert(last_numerics_.end(), r.numerics.begin(), r.numerics.end());
+  for (const GraphRecord& r : last_graphs_) last_numerics_.insert(last_numerics_.end(), r.numerics.begin(), r.numerics.end());
   last_empty_breaks_ = session->empty_breaks();
   // Every graph but the one the function's end flushed was ended by a break;
   // breaks with nothing captured before them ended no graph but count too.

@@ -89,7 +89,7 @@ class CompiledState {
   // the sizes seen (automatic dynamic).
   std::vector<fusion::InputDim> DynamicDims(size_t graph, const std::vector<Tensor>& inputs);
   // Records what a finished call ran (`session` null: it ran eagerly).
-  void EndCall(const CaptureSession* session);
+  void EndCall(CaptureSession* session);
 
   const std::vector<KernelInfo>& last_kernels() const { return last_kernels_; }
   const std::vector<KernelNumerics>& last_numerics() const { return last_numerics_; }

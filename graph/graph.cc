@@ -22,27 +22,40 @@ NodeId GraphBuilder::Add(Node node) {
   return id;
 }
 
-Graph GraphBuilder::Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets) const {
+Graph GraphBuilder::Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets) const& {
+  Graph g = graph_;
+  Finish(std::move(outputs), std::move(store_targets), &g);
+  return g;
+}
+
+Graph GraphBuilder::Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets) && {
+  Graph g = std::move(graph_);
+  Finish(std::move(outputs), std::move(store_targets), &g);
+  index_.clear();
+  graph_ = Graph();
+  graph_.device_ = g.device_;
+  return g;
+}
+
+void GraphBuilder::Finish(std::vector<NodeId> outputs, std::vector<NodeId> store_targets, Graph* g) const {
   if (store_targets.empty()) store_targets.assign(outputs.size(), -1);
   FUSEBOX_CHECK(store_targets.size() == outputs.size(), store_targets.size(), " store targets for ",
                 outputs.size(), " outputs");
   for (size_t k = 0; k < outputs.size(); ++k) {
     const NodeId target = store_targets[k];
     if (target < 0) continue;
-    FUSEBOX_CHECK(target < size() && node(target).op == Op::kInput, "store target %", target, " is not an input");
-    FUSEBOX_CHECK(node(outputs[k]).op != Op::kInput && node(outputs[k]).shape == node(target).shape &&
-                      node(outputs[k]).dtype == node(target).dtype &&
+    FUSEBOX_CHECK(target < g->size() && g->node(target).op == Op::kInput, "store target %", target, " is not an input");
+    FUSEBOX_CHECK(g->node(outputs[k]).op != Op::kInput && g->node(outputs[k]).shape == g->node(target).shape &&
+                      g->node(outputs[k]).dtype == g->node(target).dtype &&
                       std::count(outputs.begin(), outputs.end(), outputs[k]) == 1,
                   "output %", outputs[k], " cannot be stored into %", target);
-    for (const Node& n : graph_.nodes_) {
+    for (const Node& n : g->nodes_) {
       FUSEBOX_CHECK(std::find(n.inputs.begin(), n.inputs.end(), target) == n.inputs.end(), "store target %",
                     target, " is also read");
     }
   }
-  Graph g = graph_;
-  g.outputs_ = std::move(outputs);
-  g.store_targets_ = std::move(store_targets);
-  return g;
+  g->outputs_ = std::move(outputs);
+  g->store_targets_ = std::move(store_targets);
 }
 
 NodeId Graph::StoreTarget(NodeId out) const {

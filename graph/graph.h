@@ -108,9 +108,13 @@ class GraphBuilder {
   // pipeline's first pass removes them). `store_targets`, empty or one per
   // output, names the input node each output is written into (-1: none); a
   // target must be read by no node, so no kernel reads what another writes.
-  Graph Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets = {}) const;
+  Graph Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets = {}) const&;
+  // The same, moving the nodes out (no copy); the builder is left empty.
+  Graph Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets = {}) &&;
 
  private:
+  // Checks `store_targets` against `g`'s nodes and sets its outputs.
+  void Finish(std::vector<NodeId> outputs, std::vector<NodeId> store_targets, Graph* g) const;
   Graph graph_;
   absl::flat_hash_map<Node, NodeId> index_;
 };

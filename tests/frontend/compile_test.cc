@@ -4,6 +4,9 @@
 #include <random>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "backend/source_hooks.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,6 +18,7 @@ namespace {
 using ::testing::HasSubstr;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
+constexpr int kScaleByFirstBreakLine = __LINE__ + 3;  // the to_vector() below
 Tensor ScaleByFirst(const Tensor& x) {
   Tensor y = exp(x);
   const double first = y.to_vector()[0];  // needs a concrete value: a graph break
@@ -46,7 +50,8 @@ TEST(CompileTest, FullgraphTurnsABreakIntoAnErrorWithReasonAndLine) {
     compiled(x);
     FAIL() << "expected a fusebox::Error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("graph break with fullgraph=true: to_vector() called at compile_test.cc:20"));
+    EXPECT_THAT(e.what(), HasSubstr(absl::StrCat("graph break with fullgraph=true: to_vector() called at compile_test.cc:",
+                                                 kScaleByFirstBreakLine)));
   }
   // Without a break, fullgraph compiles as usual.
   auto whole = compile([](const Tensor& x) { return exp(x) * 2.0; }, CompileOptions{.fullgraph = true});
@@ -144,6 +149,32 @@ TEST(CompileTest, StrideChangeRecompilesAndResultsFollowTheLayout) {
   EXPECT_EQ(compiled.stats().plan_compiles, 2);
   EXPECT_THAT(compiled.explain(),
               HasSubstr("input 0: float32[12, 20] strides [20, 1] on cpu -> float32[12, 20] strides [1, 12] on cpu"));
+}
+
+TEST(CompileTest, AGraphThatFailsToCompileLeavesItsTensorsSayingWhyAndTheFunctionUsable) {
+  // Every kernel of this graph (one no other test builds) fails to compile.
+  backend::SetSourceRewriteForTesting(
+      [](const std::string& name, const std::string& source) { return name == "poi_fused_exp_mul_0" ? "not C++" : source; });
+  absl::Cleanup restore = [] { backend::SetSourceRewriteForTesting(nullptr); };
+  Tensor kept;
+  auto compiled = compile([&](const Tensor& x) {
+    kept = exp(x) * 7.25;
+    return kept.to_vector();  // the break compiles and runs the graph
+  });
+  Tensor x = randn({5, 11}, Device::cpu(), FreshSeed());
+  EXPECT_THROW(compiled(x), Error);
+  try {
+    kept.to_vector();
+    FAIL() << "expected a fusebox::Error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the graph computing this tensor failed"));
+  }
+  // Nothing was cached for the failed graph: with the compiler back, it works.
+  std::move(restore).Invoke();
+  const std::vector<float> got = compiled(x);
+  std::vector<double> want;
+  for (double v : x.to_double_vector()) want.push_back(std::exp(v) * 7.25);
+  ExpectClose(got, want, 1e-5);
 }
 
 }  // namespace
