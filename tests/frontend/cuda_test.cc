@@ -17,9 +17,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
-#define SKIP_WITHOUT_CUDA() \
-  if (!cuda_available()) GTEST_SKIP() << "no usable CUDA device"
-
 TEST(CudaTest, ManualGeluCompiledIsOneKernelAndMatchesReference) {
   SKIP_WITHOUT_CUDA();
   for (Shape shape : {Shape{0}, Shape{1}, Shape{7}, Shape{1000, 1000}, Shape{4097, 33}}) {

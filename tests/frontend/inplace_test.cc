@@ -12,6 +12,7 @@
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/workloads.h"
 #include "tests/test_util.h"
 
 namespace fusebox {
@@ -31,9 +32,6 @@ using test_util::RoundTo;
 
 constexpr DType kF32 = DType::kFloat32, kF16 = DType::kFloat16, kBF16 = DType::kBFloat16, kI32 = DType::kInt32,
                 kI64 = DType::kInt64, kBool = DType::kBool;
-
-#define SKIP_WITHOUT_CUDA() \
-  if (!cuda_available()) GTEST_SKIP() << "no usable CUDA device"
 
 // ------------------------------------------------------------------ helpers
 

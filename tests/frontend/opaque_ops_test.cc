@@ -284,9 +284,6 @@ TEST(OpaqueOpsCompileTest, FullgraphTurnsTheBreakIntoAnErrorWithReasonAndLine) {
   EXPECT_FALSE(exp(x).is_lazy());
 }
 
-#define SKIP_WITHOUT_CUDA() \
-  if (!cuda_available()) GTEST_SKIP() << "no usable CUDA device"
-
 TEST(OpaqueOpsCudaTest, SortAndNonzeroOfGpuTensorsComeBackOnTheGpu) {
   SKIP_WITHOUT_CUDA();
   for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kInt64}) {

@@ -17,9 +17,6 @@ using ::testing::ElementsAre;
 using namespace fusebox::profiler_testing;   // NOLINT: shared test helpers
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
-#define SKIP_WITHOUT_CUDA() \
-  if (!cuda_available()) GTEST_SKIP() << "no usable CUDA device"
-
 constexpr char kGelu[] = "poi_fused_add_mul_pow_tanh_0";
 
 TEST(ProfilerCudaTest, CompiledGeluKernelsHaveDeviceTime) {
