@@ -79,7 +79,10 @@ def write_markdown(merged, path, png_name):
             f"cuMemcpyDtoD, read + write); PyTorch's copy_ of 1 GiB: {meta['torch_copy']['gbps']:.0f} GB/s",
             "- torch eager and torch.compile run the manual op-by-op definitions (bench/compare_torch.py, the twins "
             "of bench/workloads.cc); built-in: F.gelu(approximate='tanh'), torch.softmax, F.layer_norm, "
-            "F.rms_norm, x.sum; torch.compile(dynamic=False) after torch._dynamo.reset() for each case", ""]
+            "F.rms_norm, x.sum; torch.compile(dynamic=False) after torch._dynamo.reset() for each case",
+            "- rows marked replay: fusebox compiled with CompileOptions{.replay = true} (after two traced calls with "
+            "the same arguments, the recorded plan runs without tracing), torch.compile with mode=\"reduce-overhead\" "
+            "(CUDA graphs)", ""]
     out += ["## Median time (ms; tiny_gelu: per call)", ""]
     rows = [[case_label(r), r["shape"], r["dtype"]] + [fmt_time(r, s, d) for s, d, _ in VARIANTS] for r in main]
     out += [table(["workload", "shape", "dtype"] + labels, rows), ""]

@@ -75,12 +75,12 @@ void PrintCallOverhead(const Report& report) {
   for (const Result& r : report.results) {
     if (!r.per_call()) continue;
     std::printf("\ncall overhead (%s %s %s, %d calls per trial on the host clock, synchronized): eager %.1f us per call"
-                " (%lld kernels), compiled %.1f us per call (%lld kernel%s, the whole compiled call: trace, guard,"
-                " launch)\n",
+                " (%lld kernels), compiled %.1f us per call (%lld kernel%s, the whole compiled call: %s)\n",
                 r.name.c_str(), DTypeName(r.dtype), ShapeToString(r.shape).c_str(), r.plan.calls_per_trial,
                 1e3 * r.eager.timing.median_ms(), static_cast<long long>(r.eager.kernels_per_call),
                 1e3 * r.compiled.timing.median_ms(), static_cast<long long>(r.compiled.kernels_per_call),
-                r.compiled.kernels_per_call == 1 ? "" : "s");
+                r.compiled.kernels_per_call == 1 ? "" : "s",
+                r.replay ? "guard, replay of the recorded plan, launch" : "trace, guard, launch");
   }
 }
 

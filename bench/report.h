@@ -32,6 +32,7 @@ struct Result {
   std::string name;      // the suite's row: "manual_softmax", "gelu_sweep", "tiny_gelu"
   std::string workload;  // the function it runs: "manual_gelu"
   std::string label;     // "long rows", "call overhead", ...
+  bool replay = false;   // compiled with CompileOptions::replay
   Device device;
   Shape shape;
   std::vector<Shape> input_shapes;

@@ -58,7 +58,7 @@ std::string JsonResult(const Result& r) {
   for (const Shape& s : r.input_shapes) inputs.push_back(JsonShape(s));
   return absl::StrCat(
       "\n    {\"name\": ", JsonString(r.name), ", \"workload\": ", JsonString(r.workload),
-      ", \"label\": ", JsonString(r.label), ", \"device\": ", JsonString(r.device.str()),
+      ", \"label\": ", JsonString(r.label), ", \"replay\": ", r.replay ? "true" : "false", ", \"device\": ", JsonString(r.device.str()),
       ", \"shape\": ", JsonShape(r.shape), ", \"input_shapes\": [", absl::StrJoin(inputs, ", "), "]",
       ", \"dtype\": ", JsonString(DTypeName(r.dtype)), ", \"numel\": ", r.numel, ", \"bytes\": ", absl::StrFormat("%.0f", r.bytes),
       ",\n     \"input_sets\": ", r.input_sets, ", \"warmup\": ", r.plan.warmup, ", \"trials\": ", r.plan.trials,

@@ -23,6 +23,10 @@ struct Case {
   // More than 1: each trial times this many calls back to back on the host
   // clock (harness.h): the call overhead.
   int calls_per_trial = 1;
+  // Compiled with CompileOptions::replay: a call whose arguments match an
+  // earlier call's runs the recorded plan without tracing (the call-overhead
+  // row; PyTorch's side uses torch.compile(mode="reduce-overhead")).
+  bool replay = false;
 };
 
 std::vector<Case> SuiteCases(bool quick);

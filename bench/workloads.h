@@ -76,8 +76,8 @@ inline Tensor Invoke(const WorkloadFn& fn, const std::vector<Tensor>& inputs) {
 // compile() of a workload's function, called with a vector of inputs.
 class CompiledWorkload {
  public:
-  explicit CompiledWorkload(const WorkloadFn& fn)
-      : fn_(std::visit([](auto f) -> Variant { return compile(f); }, fn)) {}
+  explicit CompiledWorkload(const WorkloadFn& fn, CompileOptions options = {})
+      : fn_(std::visit([&options](auto f) -> Variant { return compile(f, options); }, fn)) {}
   Tensor operator()(const std::vector<Tensor>& inputs) {
     return std::visit([&](auto& f) { return internal::Call(f, inputs); }, fn_);
   }

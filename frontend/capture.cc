@@ -173,6 +173,10 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
     GraphRecord record{.executable = run.executable, .end_reason = reason, .location = loc,
                        .from_cache = run.plan_cache_hit, .numerics = std::move(run.numerics)};
     for (const Tensor& in : inputs_) record.inputs.push_back(Signature(in));
+    if (keep_inputs_) {
+      record.input_tensors = inputs_;
+      record.output_nodes = outputs;
+    }
     records_.push_back(std::move(record));
     if (spdlog::should_log(spdlog::level::debug)) {  // SourceLine builds a string
       spdlog::debug("graph {} ended ({}, {}): {} kernel(s)", records_.size() - 1, reason, SourceLine(loc),

@@ -48,6 +48,9 @@ class CaptureSession {
   void set_fullgraph(bool on) { fullgraph_ = on; }
   // CompileOptions::check_numerics: every graph is also run unfused and compared.
   void set_check_numerics(bool on) { check_numerics_ = on; }
+  // CompileOptions::replay: records keep their graph's input tensors and
+  // output nodes (GraphRecord::input_tensors, output_nodes).
+  void set_keep_inputs(bool on) { keep_inputs_ = on; }
   // The compiled function's tensor arguments, to tell them from tensors it
   // reads from elsewhere (globals, captured weights) in explain().
   void add_argument(const TensorImpl* argument) { arguments_.push_back(argument); }
@@ -89,6 +92,7 @@ class CaptureSession {
   bool eager_;
   bool fullgraph_ = false;
   bool check_numerics_ = false;
+  bool keep_inputs_ = false;
   std::vector<const TensorImpl*> arguments_;
   DynamicDimsFn dynamic_dims_;
   bool at_end_ = false;

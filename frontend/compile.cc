@@ -17,6 +17,7 @@ CallScope::CallScope(CompiledState* state) : state_(state) {
   session_ = std::make_unique<CaptureSession>(/*eager=*/false);
   session_->set_fullgraph(state->options().fullgraph);
   session_->set_check_numerics(state->options().check_numerics || CheckNumericsFromEnv());
+  session_->set_keep_inputs(state->options().replay);
   session_->set_dynamic_dims(
       [state](size_t graph, const std::vector<Tensor>& inputs) { return state->DynamicDims(graph, inputs); });
 }
@@ -124,11 +125,61 @@ void CompiledState::EndCall(CaptureSession* session) {
   stats_.kernel_compiles += session->kernel_compiles();
 }
 
+std::vector<Tensor> CompiledState::Replay(const ReplayEntry& entry, std::span<const Tensor* const> args) {
+  std::vector<Tensor> results = RunReplay(entry, args);
+  ++stats_.calls;
+  ++stats_.replays;
+  replay_status_ = "the last call replayed its recorded plan (no tracing)";
+  // kernels() and explain() describe the last call: the replayed graph.
+  if (last_graphs_.size() != 1 || last_graphs_[0].executable != entry.record.executable || last_breaks_ != 0) {
+    last_graphs_ = {entry.record};
+    last_kernels_ = entry.record.executable->kernels();
+    last_numerics_.clear();
+    last_empty_breaks_.clear();
+    last_breaks_ = 0;
+  }
+  return results;
+}
+
+void CompiledState::NoteReplayCandidate(std::vector<ArgGuard> guards, std::span<const Tensor> args,
+                                        std::span<const Tensor* const> results) {
+  ReplayCandidate candidate;
+  if (stats_.eager_calls > 0) {
+    candidate.why_not = "the recompile limit was reached (calls run eagerly)";
+  } else if (options_.check_numerics || CheckNumericsFromEnv()) {
+    candidate.why_not = "the numerics check traces every call";
+  } else if (last_graphs_.size() != 1 || last_breaks_ != 0) {
+    candidate.why_not = absl::StrCat("the call captured ", last_graphs_.size(), " graph(s) with ", last_breaks_,
+                                     " graph break(s); only a single graph is replayed");
+  } else {
+    candidate = MakeReplayCandidate(std::move(guards), args, results, last_graphs_[0], last_graphs_[0].input_tensors);
+  }
+  // The inputs must not outlive the call (they may be large).
+  for (GraphRecord& r : last_graphs_) r.input_tensors.clear();
+  if (!candidate.why_not.empty()) {
+    replay_status_ = absl::StrCat("the last call was traced, and cannot be replayed: ", candidate.why_not);
+    replay_pending_.reset();
+    return;
+  }
+  if (replay_pending_ && SameReplay(*replay_pending_, candidate.entry)) {
+    if (static_cast<int>(replays_.size()) < options_.recompile_limit) replays_.push_back(std::move(candidate.entry));
+    replay_pending_.reset();
+    replay_status_ = "the last call was traced and confirmed the one before: calls like it now replay";
+    return;
+  }
+  replay_pending_ = std::move(candidate.entry);
+  replay_status_ = "the last call was traced (a second call like it makes it replay)";
+}
+
 std::string CompiledState::Explain() const {
   std::string out = absl::StrCat("compiled function: ", stats_.calls, " call(s); last call captured ", last_graphs_.size(),
                                  " graph(s), ", last_breaks_, " graph break(s), ", last_kernels_.size(),
                                  " kernel launch(es)\n");
   for (const std::string& why : recompiles_) absl::StrAppend(&out, "recompiled: ", why, "\n");
+  if (options_.replay) {
+    absl::StrAppend(&out, "replay: ", stats_.replays, " call(s) replayed, ", replays_.size(), " recorded; ",
+                    replay_status_, "\n");
+  }
   if (runs_eagerly()) {
     absl::StrAppend(&out, "recompile limit (", options_.recompile_limit, ") reached: ", stats_.eager_calls,
                     " call(s) ran eagerly since\n");

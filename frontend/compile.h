@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <source_location>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -16,6 +17,7 @@
 
 #include "backend/kernel_info.h"
 #include "frontend/graph_record.h"
+#include "frontend/replay.h"
 #include "fusion/dynamic_shapes.h"
 
 namespace fusebox {
@@ -38,6 +40,17 @@ struct CompileOptions {
   // FUSEBOX_CHECK_NUMERICS=1 turns it on for every compiled function. Slow:
   // for debugging.
   bool check_numerics = false;
+  // Replays instead of tracing: once two calls with the same arguments
+  // (tensors' dtype, device, shape and strides; numbers' values) captured
+  // the same single graph, later such calls run its compiled plan directly,
+  // without running the function (tinygrad's TinyJit). For functions of
+  // their arguments only: tensors read from elsewhere are read at run time,
+  // but scalars, branches and anything else the function looks at are
+  // fixed at capture. Needs arguments that are tensors or numbers and a
+  // result that is a Tensor, a vector, pair or tuple of them; a call with a
+  // graph break, or a numerics check, is never replayed. explain() says why
+  // a call was not replayed.
+  bool replay = false;
 };
 
 // Counters since a compiled function was created.
@@ -49,6 +62,7 @@ struct CompileStats {
   int64_t kernel_compiles = 0;  // NVRTC / host-compiler runs (compile-cache misses)
   int64_t cache_hits = 0;       // graphs whose compiled plan came from the cache
   int64_t eager_calls = 0;      // calls run eagerly because the recompile limit was reached
+  int64_t replays = 0;          // calls that ran a recorded plan without tracing (CompileOptions::replay)
 };
 
 namespace frontend {
@@ -91,6 +105,22 @@ class CompiledState {
   // Records what a finished call ran (`session` null: it ran eagerly).
   void EndCall(CaptureSession* session);
 
+  // CompileOptions::replay: the recorded plan these arguments run, or null.
+  template <typename... Args>
+  const ReplayEntry* FindReplay(const Args&... args) const {
+    for (const ReplayEntry& e : replays_) {
+      size_t k = 0;
+      if (e.guards.size() == sizeof...(Args) && (Matches(e.guards[k++], args) && ...)) return &e;
+    }
+    return nullptr;
+  }
+  // Runs `entry` for a call (`args[k]`: argument k's tensor, null for a number).
+  std::vector<Tensor> Replay(const ReplayEntry& entry, std::span<const Tensor* const> args);
+  // After a traced call (EndCall): records it as replayable once a second
+  // call confirms it, or notes why it is not.
+  void NoteReplayCandidate(std::vector<ArgGuard> guards, std::span<const Tensor> args,
+                           std::span<const Tensor* const> results);
+
   const std::vector<KernelInfo>& last_kernels() const { return last_kernels_; }
   const std::vector<KernelNumerics>& last_numerics() const { return last_numerics_; }
   std::string Explain() const;
@@ -111,6 +141,12 @@ class CompiledState {
   // the dims seen with two sizes.
   std::vector<std::vector<Shape>> seen_shapes_;
   std::vector<std::vector<fusion::InputDim>> dynamic_dims_;
+  // CompileOptions::replay: confirmed entries (at most recompile_limit), the
+  // last traced call's entry waiting for a confirming call, and the last
+  // call's status for explain().
+  std::vector<ReplayEntry> replays_;
+  std::optional<ReplayEntry> replay_pending_;
+  std::string replay_status_;
 };
 
 }  // namespace frontend
@@ -123,6 +159,10 @@ class CompiledFunction {
 
   template <typename... Args>
   auto operator()(Args&&... args) {
+    using Result = std::invoke_result_t<Fn&, Args...>;
+    if constexpr (frontend::kReplayable<Result, Args...>) {
+      if (state_->options().replay) return CallWithReplay<Result>(std::forward<Args>(args)...);
+    }
     frontend::CallScope scope(state_.get());
     scope.NoteArguments(args...);
     if constexpr (std::is_void_v<std::invoke_result_t<Fn&, Args...>>) {
@@ -150,6 +190,29 @@ class CompiledFunction {
   const CompileStats& stats() const { return state_->stats(); }
 
  private:
+  static const Tensor* TensorOrNull(const Tensor& t) { return &t; }
+  static const Tensor* TensorOrNull(const auto&) { return nullptr; }
+  static Tensor TensorOrEmpty(const Tensor& t) { return t; }
+  static Tensor TensorOrEmpty(const auto&) { return Tensor(); }
+
+  template <typename Result, typename... Args>
+  Result CallWithReplay(Args&&... args) {
+    if (const frontend::ReplayEntry* entry = state_->FindReplay(args...)) {
+      const Tensor* tensors[] = {TensorOrNull(args)..., nullptr};
+      return frontend::ReplayResult<Result>::Make(state_->Replay(*entry, std::span(tensors, sizeof...(Args))));
+    }
+    std::vector<frontend::ArgGuard> guards{frontend::GuardOf(args)...};
+    std::vector<Tensor> tensors{TensorOrEmpty(args)...};
+    frontend::CallScope scope(state_.get());
+    scope.NoteArguments(args...);
+    Result result = std::invoke(fn_, std::forward<Args>(args)...);
+    scope.Finish(std::source_location::current());
+    std::vector<const Tensor*> results;
+    frontend::ReplayResult<Result>::Collect(result, &results);
+    state_->NoteReplayCandidate(std::move(guards), tensors, results);
+    return result;
+  }
+
   Fn fn_;
   std::shared_ptr<frontend::CompiledState> state_;
 };

@@ -48,6 +48,11 @@ struct GraphRecord {
   std::source_location location;  // of the call that ended the graph
   bool from_cache = false;        // the plan was already compiled
   std::vector<KernelNumerics> numerics;  // check_numerics: one per kernel, else empty
+  // CompileOptions::replay only, until the call ends: the graph's input
+  // tensors, and the captured node of each of its outputs, in the order the
+  // plan returns them (frontend/replay.h).
+  std::vector<Tensor> input_tensors;
+  std::vector<graph::NodeId> output_nodes;
 };
 
 // A graph break that ended no graph: nothing had been captured since the

@@ -91,6 +91,13 @@ std::string RunName(std::string_view eager_op, const backend::Executable& exe) {
                       }));
 }
 
+void FinishRecord(profiler::HostOpRecord& record, std::string_view eager_op, const backend::Executable& exe,
+                  absl::Span<const Tensor> inputs, int compiles) {
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.shape());
+  record.Finish(RunName(eager_op, exe), exe.plan().graph.device().str(), std::move(shapes), compiles);
+}
+
 }  // namespace
 
 RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, const RunOptions& options) {
@@ -147,13 +154,16 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
   backend::Executable::StoredValues stored;
   result.outputs = ValueOrThrow(exe->Run(inputs, options.check_numerics ? &stored : nullptr));
   if (options.check_numerics) result.numerics = CheckNumerics(graph, inputs, *exe, stored);
-  if (record.active()) {
-    std::vector<Shape> shapes;
-    for (const Tensor& t : inputs) shapes.push_back(t.shape());
-    record.Finish(RunName(options.eager_op, *exe), graph.device().str(), std::move(shapes), result.kernel_compiles);
-  }
+  if (record.active()) FinishRecord(record, options.eager_op, *exe, inputs, result.kernel_compiles);
   result.executable = std::move(exe);
   return result;
+}
+
+std::vector<Tensor> RunPlan(const backend::Executable& exe, absl::Span<const Tensor> inputs) {
+  profiler::HostOpRecord record;
+  std::vector<Tensor> outputs = ValueOrThrow(exe.Run(inputs));
+  if (record.active()) FinishRecord(record, {}, exe, inputs, /*compiles=*/0);
+  return outputs;
 }
 
 RuntimeStats GetRuntimeStats() {

@@ -42,6 +42,10 @@ struct RunOptions {
 // Throws fusebox::Error (with the compiler log on a codegen failure).
 RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, const RunOptions& options = {});
 
+// Runs a plan compiled earlier (a replayed call, CompileOptions::replay),
+// recorded by the profiler as a graph run like RunGraph's.
+std::vector<Tensor> RunPlan(const backend::Executable& exe, absl::Span<const Tensor> inputs);
+
 struct RuntimeStats {
   int64_t plan_compiles = 0;
   int64_t plan_cache_hits = 0;

@@ -1,0 +1,112 @@
+#include "frontend/replay.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "frontend/capture.h"
+#include "frontend/runtime.h"
+
+namespace fusebox::frontend {
+namespace {
+
+// A view of `base`'s storage (realized first if it is still lazy).
+Tensor ViewOf(const Tensor& base, const Shape& shape, const Strides& strides, int64_t offset) {
+  Realize(base.impl(), "a replayed call reads its argument", std::source_location::current());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->device = base.device();
+  impl->storage = base.impl().storage;
+  return Tensor(std::move(impl));
+}
+
+bool SameInput(const ReplayInput& a, const ReplayInput& b) {
+  return a.argument == b.argument && a.view == b.view && a.shape == b.shape && a.strides == b.strides &&
+         a.offset == b.offset && (a.argument >= 0 || &a.global.impl() == &b.global.impl());
+}
+
+bool SameOutput(const ReplayOutput& a, const ReplayOutput& b) {
+  return a.graph_output == b.graph_output && a.argument == b.argument && a.shape == b.shape &&
+         a.strides == b.strides && a.offset == b.offset;
+}
+
+}  // namespace
+
+ReplayCandidate MakeReplayCandidate(std::vector<ArgGuard> guards, std::span<const Tensor> args,
+                                    std::span<const Tensor* const> results, const GraphRecord& graph,
+                                    std::span<const Tensor> graph_inputs) {
+  ReplayCandidate c;
+  c.entry.guards = std::move(guards);
+  c.entry.record = graph;
+  c.entry.record.input_tensors.clear();
+  for (const Tensor& in : graph_inputs) {
+    ReplayInput spec;
+    for (size_t k = 0; k < args.size() && spec.argument < 0; ++k) {
+      if (!args[k].defined()) continue;
+      const TensorImpl& a = args[k].impl();
+      if (&a == &in.impl()) {
+        spec.argument = static_cast<int32_t>(k);
+      } else if (a.storage && a.storage == in.impl().storage) {  // a view of the argument (x.t())
+        spec = {.argument = static_cast<int32_t>(k), .view = true, .shape = in.shape(), .strides = in.strides(),
+                .offset = in.storage_offset() - a.offset};
+      }
+    }
+    if (spec.argument < 0) spec.global = in;
+    c.entry.inputs.push_back(std::move(spec));
+  }
+  for (const Tensor* r : results) {
+    ReplayOutput spec;
+    const TensorImpl* impl = r->defined() ? &r->impl() : nullptr;
+    if (impl != nullptr && impl->lazy && impl->lazy->realized) {
+      const auto it = std::find(graph.output_nodes.begin(), graph.output_nodes.end(), impl->lazy->node);
+      if (it == graph.output_nodes.end()) return {.why_not = "a returned tensor is not an output of the call's graph"};
+      spec = {.graph_output = static_cast<int32_t>(it - graph.output_nodes.begin()), .shape = impl->shape,
+              .strides = impl->strides, .offset = impl->offset};
+    } else {
+      for (size_t k = 0; k < args.size() && impl != nullptr; ++k) {
+        if (args[k].defined() && &args[k].impl() == impl) spec.argument = static_cast<int32_t>(k);
+      }
+      if (spec.argument < 0) {
+        return {.why_not = "it returns a tensor that its graph did not compute and that is not one of its arguments"};
+      }
+    }
+    c.entry.outputs.push_back(std::move(spec));
+  }
+  return c;
+}
+
+bool SameReplay(const ReplayEntry& a, const ReplayEntry& b) {
+  return a.guards == b.guards && a.record.executable == b.record.executable &&
+         std::equal(a.inputs.begin(), a.inputs.end(), b.inputs.begin(), b.inputs.end(), SameInput) &&
+         std::equal(a.outputs.begin(), a.outputs.end(), b.outputs.begin(), b.outputs.end(), SameOutput);
+}
+
+std::vector<Tensor> RunReplay(const ReplayEntry& entry, std::span<const Tensor* const> args) {
+  std::vector<Tensor> inputs;
+  inputs.reserve(entry.inputs.size());
+  for (const ReplayInput& in : entry.inputs) {
+    if (in.argument < 0) {
+      inputs.push_back(in.global);
+    } else {
+      const Tensor& arg = *args[in.argument];
+      inputs.push_back(in.view ? ViewOf(arg, in.shape, in.strides, arg.storage_offset() + in.offset) : arg);
+    }
+  }
+  std::vector<Tensor> values = RunPlan(*entry.record.executable, inputs);
+  std::vector<Tensor> results;
+  results.reserve(entry.outputs.size());
+  for (const ReplayOutput& out : entry.outputs) {
+    if (out.graph_output < 0) {
+      results.push_back(*args[out.argument]);
+      continue;
+    }
+    const Tensor& value = values[out.graph_output];
+    const bool whole = out.offset == 0 && out.shape == value.shape() && out.strides == value.strides();
+    results.push_back(whole ? value : ViewOf(value, out.shape, out.strides, value.storage_offset() + out.offset));
+  }
+  return results;
+}
+
+}  // namespace fusebox::frontend
