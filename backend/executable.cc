@@ -227,7 +227,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       if (k->ir.split > 1) {
         absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_partial_fn, dims, params.data());
         if (!s.ok()) return s;
-        dims.grid_x = static_cast<unsigned>(k->ir.num_rows);
+        dims.grid_x = static_cast<unsigned>(CudaCombineGridSize(k->ir));
       }
       absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_fn, dims, params.data());
       if (!s.ok()) return s;

@@ -81,9 +81,12 @@ struct Kernel {
   int64_t num_rows = 0, row_length = 0;
   RowStrategy strategy = RowStrategy::kBlockPerRow;
   std::vector<CachedLoad> cached_loads;  // persistent kernels only
-  // CUDA, few long rows: each row is split over `split` blocks writing
-  // partial results (kernel <name>_partial), then one block per row combines
-  // them and stores (kernel <name>). 0: not split.
+  // CUDA, too few rows (or columns) to fill the GPU: each row is split into
+  // `split` chunks whose partial results a first kernel (<name>_partial)
+  // writes to scratch, then a second (<name>) combines each row's partials
+  // and runs row_body. kBlockPerRow: a block per (row, chunk), then a block
+  // per row. kThreadPerRow: a block per (256 columns, chunk), then a thread
+  // per column. 0: not split.
   int64_t split = 0;
   // Dynamic shapes: the iteration count (numel, or num_rows for reductions)
   // is the kernel argument `fb_n`, computed at launch as `extent_factor`

@@ -1,5 +1,7 @@
 #include "backend/cuda/cuda_printer.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 
@@ -136,7 +138,8 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
         return absl::StrCat("    for (", idx, " j = threadIdx.x; j < ", n, "; j += ", kCudaBlockSize, ") {\n");
       case RowStrategy::kWarpPerRow:
         return absl::StrCat("    for (", idx, " j = threadIdx.x & 31; j < ", n, "; j += 32) {\n");
-      case RowStrategy::kThreadPerRow: return absl::StrCat("    for (", idx, " j = 0; j < ", n, "; ++j) {\n");
+      case RowStrategy::kThreadPerRow:  // unrolled: several rows' loads in flight per thread
+        return absl::StrCat("#pragma unroll ", kCudaColumnUnroll, "\n    for (", idx, " j = 0; j < ", n, "; ++j) {\n");
     }
     return "";
   }
@@ -150,11 +153,24 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     return absl::StrCat("    t", a.temp, " = ", fn, "(t", a.temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");\n");
   }
  public:
-  // Split rows (Kernel::split): a partial kernel over row chunks and a final
-  // kernel combining each row's partials and storing.
+  // Split rows (Kernel::split): a partial kernel folds each (row, chunk) into
+  // one partial result per accumulator in scratch; the final kernel folds
+  // each row's partials and runs the per-row stores.
+  //  kBlockPerRow: a block per (row, chunk), combined across the block;
+  //    partial (r, p) at r * split + p; then a block per row.
+  //  kThreadPerRow (column reductions): a block per (256 columns, chunk), a
+  //    thread walking its column's chunk kCudaColumnUnroll rows at a time,
+  //    unrolled: the rows' loads are independent (only the fold is a chain),
+  //    so that many are in flight per thread; partial (r, p) at
+  //    p * num_rows + r, so neighbouring threads write and read neighbouring
+  //    addresses; then a thread per column.
   std::string PrintSplit(const Kernel& k) const {
     auto op_template = [](graph::Op op) { return graph::Info(op).cuda_expr; };
     const Pass& pass = k.passes.at(0);
+    const bool columns = k.strategy == RowStrategy::kThreadPerRow;
+    const std::string idx = columns && !k.index64 ? "int" : "long long";
+    const std::string sfx = idx == "int" ? "" : "LL";
+    const std::string rows = absl::StrCat(k.num_rows, sfx), length = absl::StrCat(k.row_length, sfx);
     std::string partials;
     for (size_t c = 0; c < pass.accumulators.size(); ++c) {
       const Accumulator& a = pass.accumulators[c];
@@ -162,41 +178,77 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       if (a.index_temp >= 0) absl::StrAppend(&partials, ", long long* __restrict__ fb_part_index", c);
     }
     const std::string params = ParamList(k, /*restrict_qualified=*/true) + partials;
-    const int64_t chunk = (k.row_length + k.split - 1) / k.split;
-    std::string out = absl::StrCat(Prelude(), "\n// ", k.name, ": ", k.num_rows, " rows of ", k.row_length, ", each split over ",
-                                   k.split, " blocks\n");
-    absl::StrAppend(&out, "extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "_partial(",
-                    params, ") {\n  const long long r = blockIdx.x / ", k.split, ", part = blockIdx.x % ", k.split,
-                    ";\n  const long long begin = part * ", chunk, "LL, end = begin + ", chunk, "LL < ", k.row_length,
-                    "LL ? begin + ", chunk, "LL : ", k.row_length, "LL;\n  {\n");
+    const std::string chunk = absl::StrCat(CudaSplitChunk(k), sfx);
+    const int64_t tiles = CudaCombineGridSize(k);
+    // One element of the chunk (at `j`) folded into the accumulators.
+    auto fold = [&](const std::string& indent) {
+      std::string out = Statements(k, pass.body, op_template, indent);
+      for (const Accumulator& a : pass.accumulators) {
+        absl::StrAppend(&out, AccumulateStep(a, op_template(a.op), absl::StrCat("t", a.value), "(long long)j", indent));
+      }
+      return out;
+    };
+    // Stores (or folds) every accumulator's partial at `slot`.
+    auto partial_slots = [&](const std::string& slot, bool load) {
+      std::string out;
+      for (size_t c = 0; c < pass.accumulators.size(); ++c) {
+        const Accumulator& a = pass.accumulators[c];
+        const std::string value = absl::StrCat("fb_part", c, slot), index = absl::StrCat("fb_part_index", c, slot);
+        if (load) {
+          absl::StrAppend(&out, AccumulateStep(a, op_template(a.op), value, index, "      "));
+          continue;
+        }
+        absl::StrAppend(&out, "      ", value, " = t", a.temp, ";\n");
+        if (a.index_temp >= 0) absl::StrAppend(&out, "      ", index, " = t", a.index_temp, ";\n");
+      }
+      return out;
+    };
+    auto combine = [&] {
+      std::string out;
+      for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AfterPass(k, a, CombineLambda(a, op_template(a.op))));
+      return out;
+    };
+    auto open = [&](const std::string& name) {
+      return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", name, "(", params, ") {\n");
+    };
+
+    std::string out = absl::StrCat(Prelude(), "\n// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ",
+                                   k.row_length, ", each split over ", k.split, " chunks of ", CudaSplitChunk(k), "\n");
+    absl::StrAppend(&out, open(k.name + "_partial"));
+    if (columns) {
+      absl::StrAppend(&out, "  const ", idx, " part = blockIdx.x / ", tiles, ";\n  const ", idx, " r = (", idx,
+                      ")(blockIdx.x % ", tiles, ") * ", kCudaBlockSize, " + threadIdx.x;\n");
+    } else {
+      absl::StrAppend(&out, "  const long long r = blockIdx.x / ", k.split, ", part = blockIdx.x % ", k.split, ";\n");
+    }
+    absl::StrAppend(&out, "  const ", idx, " begin = part * ", chunk, ", end = begin + ", chunk, " < ", length,
+                    " ? begin + ", chunk, " : ", length, ";\n", columns ? absl::StrCat("  if (r < ", rows, ") {\n") : "  {\n");
     for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
-    absl::StrAppend(&out, "    for (long long j = begin + threadIdx.x; j < end; j += ", kCudaBlockSize, ") {\n",
-                    Statements(k, pass.body, op_template, "      "));
-    for (const Accumulator& a : pass.accumulators) {
-      absl::StrAppend(&out, AccumulateStep(a, op_template(a.op), absl::StrCat("t", a.value), "j", "      "));
+    if (columns) {
+      // Chunks are whole steps of kCudaColumnUnroll rows; only the last has a tail.
+      absl::StrAppend(&out, "    ", idx, " j0 = begin;\n    for (; j0 + ", kCudaColumnUnroll, " <= end; j0 += ",
+                      kCudaColumnUnroll, ") {\n#pragma unroll\n      for (int u = 0; u < ", kCudaColumnUnroll,
+                      "; ++u) {\n        const ", idx, " j = j0 + u;\n", fold("        "), "      }\n    }\n",
+                      "    for (", idx, " j = j0; j < end; ++j) {\n", fold("      "), "    }\n    {\n",
+                      partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false));
+    } else {
+      absl::StrAppend(&out, "    for (long long j = begin + threadIdx.x; j < end; j += ", kCudaBlockSize, ") {\n",
+                      fold("      "), "    }\n", combine(), "    if (threadIdx.x == 0) {\n",
+                      partial_slots("[blockIdx.x]", /*load=*/false));
     }
-    absl::StrAppend(&out, "    }\n");
-    for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AfterPass(k, a, CombineLambda(a, op_template(a.op))));
-    absl::StrAppend(&out, "    if (threadIdx.x == 0) {\n");
-    for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-      const Accumulator& a = pass.accumulators[c];
-      absl::StrAppend(&out, "      fb_part", c, "[blockIdx.x] = t", a.temp, ";\n");
-      if (a.index_temp >= 0) absl::StrAppend(&out, "      fb_part_index", c, "[blockIdx.x] = t", a.index_temp, ";\n");
+    absl::StrAppend(&out, "    }\n  }\n}\n\n", open(k.name));
+    if (columns) {
+      absl::StrAppend(&out, "  const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;\n  if (r < ",
+                      rows, ") {\n");
+    } else {
+      absl::StrAppend(&out, "  const long long r = blockIdx.x;\n  {\n");
     }
-    absl::StrAppend(&out, "    }\n  }\n}\n\n");
-    absl::StrAppend(&out, "extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(", params,
-                    ") {\n  const long long r = blockIdx.x;\n  {\n");
     for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
-    absl::StrAppend(&out, "    for (int p = threadIdx.x; p < ", k.split, "; p += ", kCudaBlockSize, ") {\n");
-    for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-      const Accumulator& a = pass.accumulators[c];
-      const std::string at = absl::StrCat("[r * ", k.split, " + p]");
-      absl::StrAppend(&out, AccumulateStep(a, op_template(a.op), absl::StrCat("fb_part", c, at),
-                                           absl::StrCat("fb_part_index", c, at), "      "));
-    }
-    absl::StrAppend(&out, "    }\n");
-    for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AfterPass(k, a, CombineLambda(a, op_template(a.op))));
-    absl::StrAppend(&out, "    if (threadIdx.x == 0) {\n", Statements(k, k.row_body, op_template, "      "), "    }\n  }\n}\n");
+    absl::StrAppend(&out, columns ? absl::StrCat("    for (int p = 0; p < ", k.split, "; ++p) {\n")
+                                  : absl::StrCat("    for (int p = threadIdx.x; p < ", k.split, "; p += ", kCudaBlockSize, ") {\n"),
+                    partial_slots(columns ? absl::StrCat("[p * ", rows, " + r]") : absl::StrCat("[r * ", k.split, " + p]"),
+                                  /*load=*/true),
+                    "    }\n", combine(), OpenRowStores(k), Statements(k, k.row_body, op_template, "      "), "    }\n  }\n}\n");
     return out;
   }
 
@@ -280,9 +332,19 @@ int64_t CudaGridSize(const Kernel& k, int64_t iterations) {
   switch (k.strategy) {
     case RowStrategy::kBlockPerRow: return k.split > 1 ? iterations * k.split : iterations;
     case RowStrategy::kWarpPerRow: return (iterations + kCudaRowsPerWarpBlock - 1) / kCudaRowsPerWarpBlock;
-    case RowStrategy::kThreadPerRow: return (iterations + kCudaBlockSize - 1) / kCudaBlockSize;
+    case RowStrategy::kThreadPerRow: return (iterations + kCudaBlockSize - 1) / kCudaBlockSize * std::max<int64_t>(k.split, 1);
   }
   return 0;
+}
+
+int64_t CudaCombineGridSize(const Kernel& k) {
+  return k.strategy == RowStrategy::kThreadPerRow ? (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize : k.num_rows;
+}
+
+int64_t CudaSplitChunk(const Kernel& k) {
+  const int64_t chunk = (k.row_length + k.split - 1) / k.split;
+  if (k.strategy != RowStrategy::kThreadPerRow) return chunk;
+  return (chunk + kCudaColumnUnroll - 1) / kCudaColumnUnroll * kCudaColumnUnroll;
 }
 
 }  // namespace fusebox::backend

@@ -16,6 +16,8 @@ inline constexpr int kCudaElementsPerThread = 4;
 inline constexpr int kCudaElementsPerBlock = kCudaBlockSize * kCudaElementsPerThread;
 
 inline constexpr int kCudaRowsPerWarpBlock = kCudaBlockSize / 32;
+// Split column reductions: rows of a chunk each thread loads before folding.
+inline constexpr int kCudaColumnUnroll = 8;
 
 std::string PrintCuda(const Kernel& kernel);
 
@@ -27,5 +29,14 @@ int CudaVectorWidth(const Kernel& kernel);
 // Launch geometry of a kernel printed by PrintCuda, for `iterations`
 // (Kernel::Iterations: elements, or rows for reductions).
 int64_t CudaGridSize(const Kernel& kernel, int64_t iterations);
+
+// Split reductions (Kernel::split > 1): CudaGridSize is the partial
+// kernel's grid; this is the final kernel's (a block per row, or a thread per
+// column).
+int64_t CudaCombineGridSize(const Kernel& kernel);
+
+// Split reductions: the elements of a row each partial result folds (the
+// last chunk may be shorter); column chunks are whole kCudaColumnUnroll steps.
+int64_t CudaSplitChunk(const Kernel& kernel);
 
 }  // namespace fusebox::backend

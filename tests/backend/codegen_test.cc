@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/lower.h"
+#include "backend/ptx_summary.h"
 #include "frontend/capture.h"
 #include "frontend/fusebox.h"
 #include "fusion/pipeline.h"
@@ -124,6 +125,86 @@ TEST(CodegenTest, FewLongRowsAreSplitAcrossBlocksOnCuda) {
   // Many rows keep one block (or warp) per row.
   backend::Kernel rows = LowerOnly([](auto& in) { return sum(in[0].reshape({512, 256}), 1); }, {x});
   EXPECT_EQ(rows.split, 0);
+}
+
+}  // namespace
+}  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+// Column reductions (reduced dims not innermost) with few columns split each
+// column into chunks: a block per (256 columns, chunk) writes partials laid
+// out chunk-major, a thread per column folds them and stores.
+TEST(CodegenTest, FewColumnsAreSplitIntoChunksOnCuda) {
+  Tensor x = randn({8192, 1000});
+  backend::Kernel k = LowerOnly([](auto& in) { return sum(in[0], 0); }, {x});
+  EXPECT_EQ(k.strategy, backend::RowStrategy::kThreadPerRow);
+  EXPECT_EQ(k.num_rows, 1000);
+  ASSERT_GT(k.split, 1);
+  const int64_t chunk = backend::CudaSplitChunk(k);
+  EXPECT_EQ(chunk % backend::kCudaColumnUnroll, 0);
+  EXPECT_GE(chunk, 64);
+  EXPECT_LT((k.split - 1) * chunk, k.row_length) << "no empty chunk";
+  EXPECT_GE(k.split * chunk, k.row_length);
+  // ~512 blocks: 4 column tiles x split chunks.
+  EXPECT_EQ(backend::CudaGridSize(k, k.num_rows), 4 * k.split);
+  EXPECT_EQ(backend::CudaCombineGridSize(k), 4);
+  const std::string source = backend::PrintCuda(k);
+  EXPECT_THAT(source, HasSubstr(k.name + "_partial("));
+  EXPECT_THAT(source, HasSubstr("fb_part0[part * 1000 + r] = t"));  // chunk-major: coalesced
+  EXPECT_THAT(source, HasSubstr("fb_part0[p * 1000 + r]"));
+  EXPECT_THAT(source, HasSubstr("const int j = j0 + u;"));  // the unrolled step, 32-bit indices
+  auto out = cuda::CompileWithNvrtc(source, k.name, 90);
+  ASSERT_TRUE(out.ok()) << out.status() << "\n" << source;
+  EXPECT_THAT(out->ptx, HasSubstr(".entry " + k.name + "_partial"));
+  // The unrolled step's loads are all in the PTX (one per row, plus the tail's).
+  const PtxSummary summary = backend::SummarizePtx(out->ptx, out->log);
+  EXPECT_GE(summary.global_loads.at(4), backend::kCudaColumnUnroll + 1) << summary.ToString();
+  EXPECT_EQ(summary.shfl_sync, 0) << "columns need no shuffles";
+}
+
+TEST(CodegenTest, ColumnSplitCoversMiddleDimsArgmaxAndSeveralAccumulators) {
+  // The reduced dim in the middle: rows (4 x 300 columns) unravel with / and %.
+  backend::Kernel mid = LowerOnly([](auto& in) { return mean(in[0], 1, true); }, {randn({4, 2000, 300})});
+  EXPECT_EQ(mid.strategy, backend::RowStrategy::kThreadPerRow);
+  EXPECT_GT(mid.split, 1);
+  // argmax carries (value, index) partials.
+  backend::Kernel arg = LowerOnly([](auto& in) { return argmax(in[0], 0); }, {randn({5000, 70})});
+  EXPECT_GT(arg.split, 1);
+  const std::string arg_source = backend::PrintCuda(arg);
+  EXPECT_THAT(arg_source, HasSubstr("fb_part_index0[part * 70 + r] = t"));
+  // Two reductions over the same columns share the split.
+  backend::Kernel two = LowerOnly([](auto& in) { return sum(in[0], 0) + amax(in[0], {0}); }, {randn({3000, 100})});
+  ASSERT_EQ(two.passes.size(), 1u);
+  EXPECT_EQ(two.passes[0].accumulators.size(), 2u);
+  EXPECT_GT(two.split, 1);
+  for (const backend::Kernel* k : {&mid, &arg, &two}) {
+    auto out = cuda::CompileWithNvrtc(backend::PrintCuda(*k), k->name, 90);
+    EXPECT_TRUE(out.ok()) << k->name << ": " << out.status();
+  }
+}
+
+TEST(CodegenTest, ColumnReductionsThatStayUnsplit) {
+  // Two passes (var: mean, then squares) and per-element stores keep one
+  // thread per column.
+  Tensor x = randn({4096, 64});
+  backend::Kernel two_pass = LowerOnly([](auto& in) { return var(in[0], {0}); }, {x});
+  EXPECT_EQ(two_pass.strategy, backend::RowStrategy::kThreadPerRow);
+  EXPECT_GT(two_pass.passes.size(), 1u);
+  EXPECT_EQ(two_pass.split, 0);
+  backend::Kernel centered = LowerOnly([](auto& in) { return in[0] - mean(in[0], 0, true); }, {x});
+  EXPECT_FALSE(centered.elementwise.empty());
+  EXPECT_EQ(centered.split, 0);
+  // Short columns: nothing to split (chunks would be under 64 rows).
+  backend::Kernel short_cols = LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({100, 512})});
+  EXPECT_EQ(short_cols.split, 0);
+  // Enough columns to fill the GPU on their own.
+  backend::Kernel wide = LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({128, 1 << 17})});
+  EXPECT_EQ(wide.split, 0);
+  const std::string source = backend::PrintCuda(wide);
+  EXPECT_THAT(source, HasSubstr("#pragma unroll 8\n    for (int j = 0; j < 128; ++j)"));
+  EXPECT_TRUE(cuda::CompileWithNvrtc(source, wide.name, 90).ok());
 }
 
 }  // namespace

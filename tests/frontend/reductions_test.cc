@@ -9,6 +9,7 @@
 // Each distinct (op, shape, dtype) is a kernel compile, so the cases cover each
 // dimension of the problem once rather than their product.
 #include "tests/frontend/reduction_test_util.h"
+#include "tests/workloads.h"
 
 namespace fusebox {
 namespace {
@@ -110,6 +111,43 @@ TEST(ReductionLayoutTest, TransposedAndNarrowed) {
     Check("var(-1)", [](const Tensor& t) { return var(t, {-1}); }, x, RefVar(x, {-1}, 1, false));
   }
 }
+
+// ------------------------------------------------------------ column sums
+
+// Reductions whose reduced dim is not the innermost. On the GPU, few columns
+// split each column into chunks (Kernel::split: a partial and a combine
+// kernel); one row, short columns and two-pass ops (var) do not split. Fresh
+// random inputs every run.
+void CheckColumnReductions(const Device& device) {
+  struct Case {
+    Shape shape;
+    int64_t dim;
+  };
+  const std::vector<Case> cases = {{{1, 37}, 0},      {{129, 3}, 0},       {{1031, 257}, 0},
+                                   {{8192, 1000}, 0}, {{7, 1500, 33}, 1}, {{64, 300}, 0}};
+  for (const auto& [shape, dim] : cases) {
+    SCOPED_TRACE(absl::StrCat(ShapeToString(shape), " over dim ", dim));
+    const Tensor x = RandomTensor(shape, kF32, Domain::kAny, device);
+    const int64_t d = dim;
+    Check("sum", [d](const Tensor& t) { return sum(t, d); }, x, RefSum(x, {d}, false));
+    Check("mean(keepdim)", [d](const Tensor& t) { return mean(t, d, true); }, x, RefMean(x, {d}, true));
+    Check("max", [d](const Tensor& t) { return max(t, d); }, x, RefReduce(x, {d}, false, kF32, MaxOf));
+    Check("argmax", [d](const Tensor& t) { return argmax(t, d); }, x, RefReduce(x, {d}, false, kI64, [](const Row& r) {
+            return static_cast<double>(std::max_element(r.begin(), r.end()) - r.begin());
+          }));
+    // Two accumulators in one pass, combined per column.
+    Check("sum + amax", [d](const Tensor& t) { return sum(t, d) + amax(t, {d}); }, x,
+          RefReduce(x, {d}, false, kF32, [](const Row& r) { return SumOf(r) + MaxOf(r); },
+                    [](const Row& r) { return 1e-6 * AbsSumOf(r); }));
+    Check("var", [d](const Tensor& t) { return var(t, {d}); }, x, RefVar(x, {d}, 1, false));
+    if (shape[0] == 1031) {
+      const Tensor h = x.to(kBF16);
+      Check("sum bf16", [d](const Tensor& t) { return sum(t, d); }, h, RefSum(h, {d}, false));
+    }
+  }
+}
+
+TEST(ReductionColumnTest, OddWideMiddleAndKeepdim) { CheckColumnReductions(Device::cpu()); }
 
 // ------------------------------------------------------------------ dtypes
 
@@ -313,6 +351,17 @@ TEST(ReductionCudaTest, SumMaxAndFullSum) {
   Check("max(-1) specials", [](const Tensor& a) { return max(a, -1); }, s, RefReduce(s, {-1}, false, kF32, MaxOf));
   Check("logsumexp specials", [](const Tensor& a) { return logsumexp(a, {-1}); }, s,
         RefReduce(s, {-1}, false, kF32, LogSumExpOf));
+}
+
+TEST(ReductionCudaTest, ColumnReductionsSplitOrNot) {
+  SKIP_WITHOUT_CUDA();
+  CheckColumnReductions(Device::cuda());
+  // 8192 x 1000 splits: a partial and a combine kernel under the plan's name.
+  auto compiled = compile([](const Tensor& t) { return sum(t, 0); });
+  compiled(RandomTensor({8192, 1000}, kF32, Domain::kAny, Device::cuda()));
+  ASSERT_EQ(compiled.kernels().size(), 1u);
+  EXPECT_EQ(compiled.kernels()[0].name, "red_sum_0");
+  EXPECT_THAT(compiled.kernels()[0].source, HasSubstr("red_sum_0_partial("));
 }
 
 }  // namespace
