@@ -68,6 +68,16 @@ enum class RowStrategy {
                   // alone, and neighbouring threads read neighbouring addresses
 };
 
+// CUDA, sm_90+: each row spread over a thread-block cluster of `blocks`
+// blocks of `threads` threads, each thread holding `slots` elements of the
+// row per cached load in registers (backend/cuda/cuda_cluster.h). blocks == 0:
+// not clustered.
+struct ClusterLayout {
+  int blocks = 0;
+  int threads = 0;
+  int slots = 0;
+};
+
 struct Kernel {
   std::string name;
   fusion::KernelKind kind = fusion::KernelKind::kPointwise;
@@ -80,7 +90,10 @@ struct Kernel {
   // values), then `row_body` (stores of one value per row).
   int64_t num_rows = 0, row_length = 0;
   RowStrategy strategy = RowStrategy::kBlockPerRow;
-  std::vector<CachedLoad> cached_loads;  // persistent kernels only
+  // Persistent kernels, and looped ones whose rows end in the innermost dim
+  // (which a CUDA cluster may hold on chip: `cluster`).
+  std::vector<CachedLoad> cached_loads;
+  ClusterLayout cluster;
   // CUDA, few long rows: each row is split over `split` blocks writing
   // partial results (kernel <name>_partial), then one block per row combines
   // them and stores (kernel <name>). 0: not split.

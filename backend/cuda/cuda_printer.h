@@ -27,5 +27,10 @@ int CudaVectorWidth(const Kernel& kernel);
 // Launch geometry of a kernel printed by PrintCuda, for `iterations`
 // (Kernel::Iterations: elements, or rows for reductions).
 int64_t CudaGridSize(const Kernel& kernel, int64_t iterations);
+// Threads per block of that launch.
+int CudaBlockSize(const Kernel& kernel);
+
+// The fb_* helpers every CUDA kernel source starts with (no headers).
+std::string CudaPrelude();
 
 }  // namespace fusebox::backend
