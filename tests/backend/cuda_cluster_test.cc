@@ -88,6 +88,12 @@ TEST(CudaClusterTest, LayerNormAndSumsPickTheFewestBlocksThatHoldTheRow) {
       LowerOnly([](auto& in) { return sum(in[0].to(DType::kInt32), -1); }, {randn({3, 20000})}));
   EXPECT_EQ(ints.kernel.cluster.blocks, 3);
   EXPECT_THAT(ints.source, HasSubstr("fb_cluster_reduce<3>(t"));
+  // bf16 rows are held as floats, converted once.
+  const Compiled bf16 = CompileForSm90(
+      LowerOnly([](auto& in) { return softmax(in[0], -1); }, {randn({3, 65536}).to(DType::kBFloat16)}));
+  EXPECT_EQ(bf16.kernel.cluster.blocks, 8);
+  EXPECT_THAT(bf16.source, HasSubstr("float c0[16]"));
+  EXPECT_EQ(bf16.summary.spill_store_bytes + bf16.summary.spill_load_bytes, 0) << bf16.summary.ToString();
   // Rows of 100000 take all 8 blocks at 25 values per thread.
   const Compiled big = CompileForSm90(LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({2, 100000})}));
   EXPECT_EQ(big.kernel.cluster.blocks, 8);
