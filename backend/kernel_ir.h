@@ -32,7 +32,7 @@ struct Stmt {
   int buffer = -1;         // kLoad / kStore: index into Kernel::buffers
   IndexExpr index;         // kLoad / kStore: element index into the buffer
   double constant = 0;     // kConstant
-  int cache_slot = -1;     // persistent reductions: the load reads this register slot
+  int cache_slot = -1;     // rows held on chip: the load reads this register slot
 };
 
 // Persistent reductions: a value loaded once per row element into registers
