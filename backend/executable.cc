@@ -9,6 +9,7 @@
 #include "backend/compile_cache.h"
 #include "backend/cpu/cpp_printer.h"
 #include "backend/cpu/host_compiler.h"
+#include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/driver.h"
 #include "backend/cuda/nvrtc.h"
@@ -110,6 +111,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       if (!loaded.ok()) return loaded.status();
       compiled->cpu_fn = loaded->fn;
       if (also_compile_cuda) {
+        compiled->ir.cluster = CudaClusterLayout(compiled->ir, kNoDeviceArch);
         const std::string cuda_source = RewriteSource(group.name, PrintCuda(compiled->ir));
         DumpKernelSource(group.name, ".cu", cuda_source);
         auto cuda_binary = CompileCudaSource(cuda_source, group.name, kNoDeviceArch);
@@ -121,6 +123,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       cuda::Driver& driver = cuda::Driver::Get();
       absl::StatusOr<int> arch = driver.ComputeCapability(device.index);
       if (!arch.ok()) return arch.status();
+      compiled->ir.cluster = CudaClusterLayout(compiled->ir, *arch);
       info.source = RewriteSource(group.name, PrintCuda(compiled->ir));
       if (DebugDump("cuda")) std::fprintf(stderr, "[fusebox cuda]\n%s", info.source.c_str());
       DumpKernelSource(group.name, ".cu", info.source);
@@ -223,7 +226,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       if (k->ir.dynamic_extent) params.push_back(&fb_n);
       cuda::LaunchDims dims;
       dims.grid_x = static_cast<unsigned>(CudaGridSize(k->ir, iterations));
-      dims.block_x = kCudaBlockSize;
+      dims.block_x = static_cast<unsigned>(CudaBlockSize(k->ir));
       if (k->ir.split > 1) {
         absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_partial_fn, dims, params.data());
         if (!s.ok()) return s;

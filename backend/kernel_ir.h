@@ -32,7 +32,7 @@ struct Stmt {
   int buffer = -1;         // kLoad / kStore: index into Kernel::buffers
   IndexExpr index;         // kLoad / kStore: element index into the buffer
   double constant = 0;     // kConstant
-  int cache_slot = -1;     // persistent reductions: the load reads this register slot
+  int cache_slot = -1;     // rows held on chip: the load reads this register slot
 };
 
 // Persistent reductions: a value loaded once per row element into registers
@@ -68,6 +68,16 @@ enum class RowStrategy {
                   // alone, and neighbouring threads read neighbouring addresses
 };
 
+// CUDA, sm_90+: each row spread over a thread-block cluster of `blocks`
+// blocks of `threads` threads, each thread holding `slots` elements of the
+// row per cached load in registers (backend/cuda/cuda_cluster.h). blocks == 0:
+// not clustered.
+struct ClusterLayout {
+  int blocks = 0;
+  int threads = 0;
+  int slots = 0;
+};
+
 struct Kernel {
   std::string name;
   fusion::KernelKind kind = fusion::KernelKind::kPointwise;
@@ -80,7 +90,10 @@ struct Kernel {
   // values), then `row_body` (stores of one value per row).
   int64_t num_rows = 0, row_length = 0;
   RowStrategy strategy = RowStrategy::kBlockPerRow;
-  std::vector<CachedLoad> cached_loads;  // persistent kernels only
+  // Persistent kernels, and looped ones whose rows end in the innermost dim
+  // (which a CUDA cluster may hold on chip: `cluster`).
+  std::vector<CachedLoad> cached_loads;
+  ClusterLayout cluster;
   // CUDA, too few rows (or columns) to fill the GPU: each row is split into
   // `split` chunks whose partial results a first kernel (<name>_partial)
   // writes to scratch, then a second (<name>) combines each row's partials

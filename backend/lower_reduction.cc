@@ -51,6 +51,10 @@ class ReductionLowerer {
     kernel_.numel = kernel_.num_rows * kernel_.row_length;
     const bool dynamic_rows = SetDynamicExtent(row_dims, row_symbols, &kernel_);
     kernel_.strategy = ChooseStrategy(shape);
+    // Looped rows that end in the innermost dim record their cached loads
+    // too: on CUDA a thread-block cluster may hold them (cuda_cluster.h).
+    caches_row_ = kernel_.kind == fusion::KernelKind::kPersistent ||
+                  (kernel_.kind == fusion::KernelKind::kReduction && ReducesInnermost(shape));
     const std::vector<IndexExpr> r =
         Unravel(IndexExpr::Var("r", dynamic_rows ? IndexExpr::kUnbounded : kernel_.num_rows), row_dims);
     const std::vector<IndexExpr> j = Unravel(IndexExpr::Var("j", kernel_.row_length), reduced_dims);
@@ -135,12 +139,15 @@ class ReductionLowerer {
   }
 
  private:
-  RowStrategy ChooseStrategy(const Shape& shape) const {
-    // The innermost non-trivial dim decides which walk is coalesced.
+  // The innermost non-trivial dim decides which walk is coalesced.
+  bool ReducesInnermost(const Shape& shape) const {
     int64_t inner = static_cast<int64_t>(shape.size()) - 1;
     while (inner > 0 && shape[inner] == 1) --inner;
+    return inner < 0 || IsAxis(inner);
+  }
+  RowStrategy ChooseStrategy(const Shape& shape) const {
     // A run-time row count counts as many rows.
-    if (inner >= 0 && !IsAxis(inner) && (kernel_.dynamic_extent || kernel_.num_rows >= 32)) return RowStrategy::kThreadPerRow;
+    if (!ReducesInnermost(shape) && (kernel_.dynamic_extent || kernel_.num_rows >= 32)) return RowStrategy::kThreadPerRow;
     if (kernel_.row_length <= 1024) return RowStrategy::kWarpPerRow;
     return RowStrategy::kBlockPerRow;
   }
@@ -261,7 +268,7 @@ class ReductionLowerer {
                 .index = Index(ctx, linear, n.shape, strides)};
       // Per-element loads of a persistent row come from registers after the first.
       const bool per_element = ctx == Ctx::kFull || (ctx == Ctx::kLinear && block_ != &kernel_.row_body);
-      if (kernel_.kind == fusion::KernelKind::kPersistent && per_element && block_ != &kernel_.row_body) {
+      if (caches_row_ && per_element && block_ != &kernel_.row_body) {
         load.cache_slot = CacheSlot(load.buffer, load.index, n.dtype);
       }
       result = Emit(std::move(load));
@@ -299,6 +306,7 @@ class ReductionLowerer {
   absl::flat_hash_map<std::string, int> cache_slot_;
   std::vector<Stmt>* block_ = nullptr;
   int block_id_ = 0;
+  bool caches_row_ = false;  // per-element loads get register slots (CachedLoad)
   int64_t max_bound_ = 0;
 };
 

@@ -4,11 +4,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
+#include "backend/cuda/cuda_cluster.h"
 
 namespace fusebox::backend {
 namespace {
 
 class CudaPrinter : public CPrinter {
+  friend std::string fusebox::backend::CudaPrelude();
+
  protected:
   std::string Prelude() const override {
     return absl::StrCat(R"(#define FB_INLINE __device__ __forceinline__
@@ -302,6 +305,8 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
 
 }  // namespace
 
+std::string CudaPrelude() { return CudaPrinter().Prelude(); }
+
 int CudaVectorWidth(const Kernel& k) {
   if (k.is_reduction()) return 1;
   int size = 0;
@@ -318,6 +323,7 @@ int CudaVectorWidth(const Kernel& k) {
 }
 
 std::string PrintCuda(const Kernel& kernel) {
+  if (kernel.cluster.blocks > 1) return PrintCudaCluster(kernel);
   if (kernel.split > 1) return CudaPrinter().PrintSplit(kernel);
   if (const int v = CudaVectorWidth(kernel); v > 1) return CudaPrinter().PrintVectorized(kernel, v);
   return CudaPrinter().Print(kernel);
@@ -329,6 +335,7 @@ int64_t CudaGridSize(const Kernel& k, int64_t iterations) {
     return (iterations + per_block - 1) / per_block;
   }
   if (!k.is_reduction()) return (iterations + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock;
+  if (k.cluster.blocks > 1) return iterations * k.cluster.blocks;
   switch (k.strategy) {
     case RowStrategy::kBlockPerRow: return k.split > 1 ? iterations * k.split : iterations;
     case RowStrategy::kWarpPerRow: return (iterations + kCudaRowsPerWarpBlock - 1) / kCudaRowsPerWarpBlock;
@@ -346,5 +353,7 @@ int64_t CudaSplitChunk(const Kernel& k) {
   if (k.strategy != RowStrategy::kThreadPerRow) return chunk;
   return (chunk + kCudaColumnUnroll - 1) / kCudaColumnUnroll * kCudaColumnUnroll;
 }
+
+int CudaBlockSize(const Kernel& k) { return k.cluster.blocks > 1 ? k.cluster.threads : kCudaBlockSize; }
 
 }  // namespace fusebox::backend

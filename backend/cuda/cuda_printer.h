@@ -29,6 +29,11 @@ int CudaVectorWidth(const Kernel& kernel);
 // Launch geometry of a kernel printed by PrintCuda, for `iterations`
 // (Kernel::Iterations: elements, or rows for reductions).
 int64_t CudaGridSize(const Kernel& kernel, int64_t iterations);
+// Threads per block of that launch.
+int CudaBlockSize(const Kernel& kernel);
+
+// The fb_* helpers every CUDA kernel source starts with (no headers).
+std::string CudaPrelude();
 
 // Split reductions (Kernel::split > 1): CudaGridSize is the partial
 // kernel's grid; this is the final kernel's (a block per row, or a thread per

@@ -15,6 +15,7 @@
 #include "fusion/pipeline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/backend/lower_only.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
@@ -22,16 +23,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
-
-// Captures fn(inputs) without running it and lowers its single kernel.
-template <typename Fn>
-backend::Kernel LowerOnly(Fn fn, const std::vector<Tensor>& inputs) {
-  frontend::CaptureSession session(/*eager=*/false);
-  Tensor out = fn(inputs);
-  fusion::Plan plan = fusion::BuildPlan(session.Snapshot({out}));
-  EXPECT_EQ(plan.kernels.size(), 1u);
-  return backend::LowerKernel(plan, plan.kernels.at(0));
-}
+using test_util::LowerOnly;
 
 std::string ReadFile(const std::string& path) {
   std::stringstream ss;

@@ -2,7 +2,9 @@
 // and compiled, against float64 references computed here: rows and columns,
 // row lengths, non-contiguous inputs, bf16/f16, -inf and NaN rows, affine
 // parts, one and two normalized dims, shape errors. A GPU variant reruns a
-// subset on Device::cuda() and skips without a device.
+// subset on Device::cuda(), and rows too long for one block (thread-block
+// clusters on sm_90+), and skips without a device.
+#include "backend/cuda/driver.h"
 #include "tests/frontend/reduction_test_util.h"
 
 namespace fusebox {
@@ -233,6 +235,37 @@ TEST(NormalizationCudaTest, SoftmaxAndLayerNorm) {
   Check("softmax(-1) transposed", [](const Tensor& a) { return softmax(a, -1); }, t, RefSoftmax(t, -1));
   const Tensor inf = Tensor::from_vector(std::vector<double>{-INFINITY, 1, -INFINITY, -INFINITY}, {2, 2}, kF32, gpu);
   Check("softmax(-1) with -inf", [](const Tensor& a) { return softmax(a, -1); }, inf, RefSoftmax(inf, -1));
+}
+
+// Rows longer than one block holds (4096): on sm_90+ each row is spread over
+// a thread-block cluster that keeps it in registers (backend/cuda/
+// cuda_cluster.h), reading HBM once. Odd lengths leave the last block part
+// empty; 1 and 3 rows make clusters of a few blocks on an idle GPU.
+TEST(NormalizationCudaTest, LongRowsOverThreadBlockClusters) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const Device gpu = Device::cuda();
+  absl::StatusOr<int> arch = cuda::Driver::Get().ComputeCapability(gpu.index);
+  ASSERT_TRUE(arch.ok()) << arch.status();
+  for (const int64_t len : {8192, 12289, 65536, 100000}) {
+    for (const int64_t rows : {1, 3, 37}) {
+      for (DType dtype : {kF32, kBF16}) {
+        if (dtype == kBF16 && rows != 3) continue;
+        SCOPED_TRACE(absl::StrCat(DTypeName(dtype), "[", rows, ", ", len, "]"));
+        const Tensor x = RandomTensor({rows, len}, dtype, Domain::kAny, gpu);
+        Check("softmax(-1)", [](const Tensor& t) { return softmax(t, -1); }, x, RefSoftmax(x, -1));
+        const Tensor w = RandomTensor({len}, dtype, Domain::kAny, gpu), b = RandomTensor({len}, dtype, Domain::kAny, gpu);
+        Check("layer_norm(w, b)", [&](const Tensor& t) { return layer_norm(t, {len}, w, b); }, x,
+              RefNorm(x, 1, 1e-5, w, b));
+        Check("layer_norm", [&](const Tensor& t) { return layer_norm(t, {len}); }, x, RefNorm(x, 1, 1e-5, {}, {}));
+        Check("sum(-1)", [](const Tensor& t) { return sum(t, -1); }, x, RefSum(x, {-1}, false));
+        // The softmax kernel took the cluster path where the device has one.
+        auto f = compile([](const Tensor& t) { return softmax(t, -1); });
+        (void)f(x);
+        ASSERT_EQ(f.kernels().size(), 1u);
+        if (*arch >= 90) EXPECT_THAT(f.kernels()[0].source, HasSubstr("__cluster_dims__(")) << "sm_" << *arch;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,140 @@
+#include "backend/cuda/cuda_cluster.h"
+
+#include "absl/strings/str_cat.h"
+#include "backend/c_printer.h"
+#include "backend/cuda/cuda_printer.h"
+
+namespace fusebox::backend {
+namespace {
+
+constexpr int kMinClusterArch = 90;  // thread-block clusters: Hopper and later
+constexpr int kClusterThreads = 512;
+constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
+// 32-bit registers of row values per thread: the layout aims for at most
+// kTargetWords (the persistent kernels' 16 per input), and takes up to
+// kMaxWords with the largest cluster rather than loop.
+constexpr int kTargetWords = 16;
+constexpr int kMaxWords = 32;
+
+// Helpers of cluster kernels, after the common prelude. The barrier is split:
+// arrive (release) and wait (acquire) over every thread of the cluster.
+constexpr char kClusterPrelude[] = R"(FB_INLINE void fb_cluster_arrive() { asm volatile("barrier.cluster.arrive;" ::: "memory"); }
+FB_INLINE void fb_cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
+// The address of shared variable `p` in the cluster's block `rank`.
+template <typename T>
+FB_INLINE const T* fb_cluster_map(const T* p, unsigned rank) {
+  unsigned long long remote;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(remote) : "l"((unsigned long long)p), "r"(rank));
+  return (const T*)remote;
+}
+// Combines one value per thread across the C blocks of the cluster; every
+// thread of every block gets the same result (blocks combined in rank order).
+// `slot`: this reduction's own shared variable, read by the other blocks
+// until they pass the kernel's final barrier.
+template <int C, typename T, typename F>
+FB_INLINE T fb_cluster_reduce(T v, F combine, T identity, T* slot) {
+  v = fb_block_reduce(v, combine, identity);
+  if (threadIdx.x == 0) *slot = v;
+  fb_cluster_arrive();
+  fb_cluster_wait();
+  T total = *fb_cluster_map(slot, 0);
+#pragma unroll
+  for (int c = 1; c < C; ++c) total = combine(total, *fb_cluster_map(slot, c));
+  return total;
+}
+)";
+
+std::string Temp(int t) { return absl::StrCat("t", t); }
+
+// Block b of a row's cluster holds row elements [b * span, (b + 1) * span),
+// span = slots * threads; thread t of it elements t, t + threads, ...
+class ClusterPrinter : public CPrinter {
+ protected:
+  std::string Prelude() const override { return absl::StrCat(CudaPrelude(), kClusterPrelude); }
+  std::string Open(const Kernel&) const override { return ""; }  // reductions only
+  std::string Close() const override { return ""; }
+  const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
+
+  std::string OpenRow(const Kernel& k) const override {
+    const ClusterLayout& c = k.cluster;
+    const char* idx = k.index64 ? "long long" : "int";
+    std::string out = absl::StrCat("// each row over a cluster of ", c.blocks, " blocks of ", c.threads, " threads, ",
+                                   c.slots, " elements per thread and cached load\n",
+                                   "extern \"C\" __global__ void __cluster_dims__(", c.blocks, ", 1, 1) __launch_bounds__(",
+                                   c.threads, ") ", k.name, "(", ParamList(k, /*restrict_qualified=*/true), ") {\n",
+                                   "  const ", idx, " r = blockIdx.x / ", c.blocks, ";\n", "  const ", idx,
+                                   " fb_begin = (", idx, ")(blockIdx.x % ", c.blocks, ") * ",
+                                   int64_t{c.slots} * c.threads, ";\n");
+    for (const Pass& pass : k.passes) {
+      for (const Accumulator& a : pass.accumulators) {
+        absl::StrAppend(&out, "  __shared__ ", ComputeCType(a.dtype), " fb_slot_", Temp(a.temp), ";\n");
+      }
+    }
+    return absl::StrCat(out, "  {\n");
+  }
+  // Every block waits at the end until the whole cluster has read its slots.
+  std::string CloseRow() const override { return "  }\n  fb_cluster_wait();\n}\n"; }
+
+  bool ReadsCachedLoads(const Kernel&) const override { return true; }
+  std::string Preload(const Kernel& k) const override {
+    std::string out;
+    for (size_t c = 0; c < k.cached_loads.size(); ++c) {
+      absl::StrAppend(&out, "    ", ComputeCType(k.cached_loads[c].dtype), " c", c, "[", k.cluster.slots, "];\n");
+    }
+    absl::StrAppend(&out, OpenRowLoop(k));
+    for (size_t c = 0; c < k.cached_loads.size(); ++c) {
+      absl::StrAppend(&out, "        c", c, "[k] = ", LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index),
+                      ";\n");
+    }
+    return absl::StrCat(out, CloseRowLoop(k));
+  }
+  std::string OpenRowLoop(const Kernel& k) const override {
+    const char* idx = k.index64 ? "long long" : "int";
+    return absl::StrCat("#pragma unroll\n    for (int k = 0; k < ", k.cluster.slots, "; ++k) {\n      const ", idx,
+                        " j = fb_begin + threadIdx.x + k * ", k.cluster.threads, ";\n      if (j < ", k.row_length,
+                        k.index64 ? "LL" : "", ") {\n");
+  }
+  std::string CloseRowLoop(const Kernel&) const override { return "    }}\n"; }
+
+  std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
+    std::string out = absl::StrCat("    ", Temp(a.temp), " = fb_cluster_reduce<", k.cluster.blocks, ">(", Temp(a.temp),
+                                   ", ", lambda, ", ", IdentityLiteral(a), ", &fb_slot_", Temp(a.temp), ");\n");
+    // After the last read of other blocks' slots: the kernel's final barrier
+    // opens here and closes at its end, past the stores.
+    if (&a == &k.passes.back().accumulators.back()) absl::StrAppend(&out, "    fb_cluster_arrive();\n");
+    return out;
+  }
+  // Per-row values are stored by the row's first block.
+  std::string OpenRowStores(const Kernel& k) const override {
+    return absl::StrCat("    if (blockIdx.x % ", k.cluster.blocks, " == 0 && threadIdx.x == 0) {\n");
+  }
+};
+
+}  // namespace
+
+ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
+  // Cached loads are recorded only for rows ending in the innermost dim.
+  if (arch < kMinClusterArch || k.kind != fusion::KernelKind::kReduction || k.strategy != RowStrategy::kBlockPerRow ||
+      k.split > 1 || k.dynamic_extent || k.cached_loads.empty() || k.passes.empty()) {
+    return {};
+  }
+  for (const Pass& pass : k.passes) {
+    for (const Accumulator& a : pass.accumulators) {
+      if (a.index_temp >= 0) return {};  // argmax/argmin keep their (value, index) combine
+    }
+  }
+  int words = 0;  // registers per row element, over all cached loads
+  for (const CachedLoad& c : k.cached_loads) words += DTypeSize(ComputeDType(c.dtype)) > 4 ? 2 : 1;
+  auto slots = [&](int blocks) { return (k.row_length + int64_t{blocks} * kClusterThreads - 1) / (int64_t{blocks} * kClusterThreads); };
+  for (int blocks = 2; blocks <= kMaxClusterBlocks; ++blocks) {
+    if (slots(blocks) * words <= kTargetWords) return {blocks, kClusterThreads, static_cast<int>(slots(blocks))};
+  }
+  if (slots(kMaxClusterBlocks) * words <= kMaxWords) {
+    return {kMaxClusterBlocks, kClusterThreads, static_cast<int>(slots(kMaxClusterBlocks))};
+  }
+  return {};
+}
+
+std::string PrintCudaCluster(const Kernel& kernel) { return ClusterPrinter().Print(kernel); }
+
+}  // namespace fusebox::backend

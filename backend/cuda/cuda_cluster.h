@@ -1,0 +1,25 @@
+// Rows too long for one block's registers (over fusion::kPersistentRowLimit)
+// but not for a thread-block cluster's (sm_90+): each of the cluster's blocks
+// keeps its part of the row in registers, reduces it (fb_block_reduce), and
+// the blocks combine their partial results through distributed shared
+// memory, so a multi-pass kernel (softmax, layer_norm) reads HBM once.
+#pragma once
+
+#include <string>
+
+#include "backend/kernel_ir.h"
+
+namespace fusebox::backend {
+
+// Pure: how a device of compute capability `arch` (90 for sm_90) spreads each
+// row of `kernel` over a cluster, or {} (blocks 0) to keep the looped
+// kernel: below sm_90, for argmax/argmin, split or run-time row counts, rows
+// that do not end in the innermost dim, and rows whose values would not fit
+// 32 registers per thread in 8 blocks.
+ClusterLayout CudaClusterLayout(const Kernel& kernel, int arch);
+
+// The kernel's CUDA source for its `cluster` layout (blocks > 1); PrintCuda
+// calls it. One launch of num_rows * blocks blocks, `threads` each.
+std::string PrintCudaCluster(const Kernel& kernel);
+
+}  // namespace fusebox::backend

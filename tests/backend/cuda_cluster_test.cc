@@ -1,0 +1,128 @@
+// Rows too long for one block, held on chip by a thread-block cluster
+// (backend/cuda/cuda_cluster.h): the layout per kernel kind and arch, and the
+// generated source compiled by NVRTC for sm_90 without spills (no GPU needed).
+#include "backend/cuda/cuda_cluster.h"
+
+#include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/ptx_summary.h"
+#include "frontend/fusebox.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/backend/lower_only.h"
+#include "tests/workloads.h"
+
+namespace fusebox {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
+using test_util::LowerOnly;
+
+// The kernel with the layout an sm_90 device gets, printed and compiled.
+struct Compiled {
+  backend::Kernel kernel;
+  std::string source;
+  PtxSummary summary;
+  std::string ptx;
+};
+Compiled CompileForSm90(backend::Kernel k) {
+  k.cluster = backend::CudaClusterLayout(k, 90);
+  Compiled c{.kernel = k, .source = backend::PrintCuda(k)};
+  auto out = cuda::CompileWithNvrtc(c.source, k.name, 90);
+  EXPECT_TRUE(out.ok()) << out.status() << "\n" << c.source;
+  if (out.ok()) {
+    c.summary = backend::SummarizePtx(out->ptx, out->log);
+    c.ptx = out->ptx;
+  }
+  return c;
+}
+
+TEST(CudaClusterTest, SoftmaxOver65536SpreadsEachRowOverEightBlocksWithoutSpills) {
+  backend::Kernel k = LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 65536})});
+  EXPECT_EQ(k.kind, fusion::KernelKind::kReduction);
+  EXPECT_EQ(k.name.rfind("red_", 0), 0u) << k.name;  // the plan's name stays
+  const Compiled c = CompileForSm90(k);
+  EXPECT_EQ(c.kernel.cluster.blocks, 8);
+  EXPECT_EQ(c.kernel.cluster.threads, 512);
+  EXPECT_EQ(c.kernel.cluster.slots, 16);
+  EXPECT_EQ(backend::CudaGridSize(c.kernel, 3), 24);
+  EXPECT_EQ(backend::CudaBlockSize(c.kernel), 512);
+  EXPECT_THAT(c.source, HasSubstr("__cluster_dims__(8, 1, 1) __launch_bounds__(512)"));
+  // Two reductions (max, sum): each combines across the cluster once.
+  EXPECT_THAT(c.ptx, HasSubstr("barrier.cluster.wait"));
+  EXPECT_THAT(c.ptx, HasSubstr("mapa.u64"));
+  EXPECT_THAT(c.ptx, HasSubstr(".reqnctapercluster 8, 1, 1"));
+  // The row is read from global memory once: one load per register slot.
+  EXPECT_EQ(c.summary.global_loads.at(4), 16) << c.summary.ToString();
+  EXPECT_EQ(c.summary.spill_store_bytes + c.summary.spill_load_bytes, 0) << c.summary.ToString();
+  EXPECT_EQ(c.summary.stack_frame_bytes, 0) << c.summary.ToString();
+  // 512 threads: at most 128 registers for one block per SM; 64 allows two.
+  EXPECT_LE(c.summary.registers, 64) << c.summary.ToString();
+}
+
+TEST(CudaClusterTest, LayerNormAndSumsPickTheFewestBlocksThatHoldTheRow) {
+  // Rows of 8192: two blocks of 512 threads, 8 values each.
+  const Compiled sum8k = CompileForSm90(LowerOnly([](auto& in) { return sum(in[0] * in[0], -1); }, {randn({64, 8192})}));
+  EXPECT_EQ(sum8k.kernel.cluster.blocks, 2);
+  EXPECT_EQ(sum8k.kernel.cluster.slots, 8);
+  EXPECT_EQ(sum8k.summary.spill_store_bytes + sum8k.summary.spill_load_bytes, 0) << sum8k.summary.ToString();
+  // layer_norm with weight and bias caches three loads per element: 12289
+  // (odd) over 5 blocks keeps 3 x 5 values per thread.
+  Tensor w = randn({12289}), b = randn({12289});
+  const Compiled ln = CompileForSm90(
+      LowerOnly([&](auto& in) { return layer_norm(in[0], {12289}, w, b, 1e-5); }, {randn({3, 12289})}));
+  EXPECT_EQ(ln.kernel.cached_loads.size(), 3u);
+  EXPECT_EQ(ln.kernel.cluster.blocks, 5);
+  EXPECT_EQ(ln.kernel.cluster.slots, 5);
+  EXPECT_EQ(ln.summary.spill_store_bytes + ln.summary.spill_load_bytes, 0) << ln.summary.ToString();
+  // Two reductions of one pass (two slots, one combine each), and an
+  // integer sum accumulating in int64.
+  const Compiled two = CompileForSm90(
+      LowerOnly([](auto& in) { return sum(in[0], -1) + max(in[0], -1); }, {randn({3, 20000})}));
+  EXPECT_EQ(two.kernel.passes.size(), 1u);
+  EXPECT_EQ(two.kernel.cluster.blocks, 3);
+  EXPECT_THAT(two.source, HasSubstr("blockIdx.x % 3 == 0 && threadIdx.x == 0"));  // the row's store
+  const Compiled ints = CompileForSm90(
+      LowerOnly([](auto& in) { return sum(in[0].to(DType::kInt32), -1); }, {randn({3, 20000})}));
+  EXPECT_EQ(ints.kernel.cluster.blocks, 3);
+  EXPECT_THAT(ints.source, HasSubstr("fb_cluster_reduce<3>(t"));
+  // bf16 rows are held as floats, converted once.
+  const Compiled bf16 = CompileForSm90(
+      LowerOnly([](auto& in) { return softmax(in[0], -1); }, {randn({3, 65536}).to(DType::kBFloat16)}));
+  EXPECT_EQ(bf16.kernel.cluster.blocks, 8);
+  EXPECT_THAT(bf16.source, HasSubstr("float c0[16]"));
+  EXPECT_EQ(bf16.summary.spill_store_bytes + bf16.summary.spill_load_bytes, 0) << bf16.summary.ToString();
+  // Rows of 100000 take all 8 blocks at 25 values per thread.
+  const Compiled big = CompileForSm90(LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({2, 100000})}));
+  EXPECT_EQ(big.kernel.cluster.blocks, 8);
+  EXPECT_EQ(big.kernel.cluster.slots, 25);
+  EXPECT_EQ(big.summary.spill_store_bytes + big.summary.spill_load_bytes, 0) << big.summary.ToString();
+}
+
+TEST(CudaClusterTest, OtherKernelsAndOlderArchsKeepTheLoopedPath) {
+  backend::Kernel softmax = LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 65536})});
+  // Before sm_90 there are no clusters: the looped kernel, 256 threads.
+  EXPECT_EQ(backend::CudaClusterLayout(softmax, 80).blocks, 0);
+  EXPECT_EQ(softmax.cluster.blocks, 0);
+  const std::string looped = backend::PrintCuda(softmax);
+  EXPECT_THAT(looped, Not(HasSubstr("__cluster_dims__")));
+  EXPECT_EQ(backend::CudaBlockSize(softmax), backend::kCudaBlockSize);
+  EXPECT_EQ(backend::CudaGridSize(softmax, 3), 3);
+  EXPECT_TRUE(cuda::CompileWithNvrtc(looped, softmax.name, 80).ok());
+  // argmax keeps its (value, index) combine.
+  EXPECT_EQ(backend::CudaClusterLayout(LowerOnly([](auto& in) { return argmax(in[0], -1); }, {randn({3, 65536})}), 90).blocks, 0);
+  // Few long single-pass rows are split over ~1000 blocks instead.
+  backend::Kernel split = LowerOnly([](auto& in) { return sum(in[0], -1); }, {randn({2, 1 << 17})});
+  EXPECT_GT(split.split, 1);
+  EXPECT_EQ(backend::CudaClusterLayout(split, 90).blocks, 0);
+  // Rows that do not end in the innermost dim, and rows too long for 8 blocks.
+  EXPECT_EQ(backend::CudaClusterLayout(LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({65536, 4})}), 90).blocks, 0);
+  EXPECT_EQ(backend::CudaClusterLayout(LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({2, 1 << 18})}), 90).blocks, 0);
+  // Rows a block holds alone stay persistent.
+  EXPECT_EQ(backend::CudaClusterLayout(LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 4096})}), 90).blocks, 0);
+}
+
+}  // namespace
+}  // namespace fusebox
