@@ -20,6 +20,8 @@ namespace fusebox::bench {
 inline constexpr double kGpuL2Bytes = 60.0 * 1024 * 1024;
 // Rotate input sets until the sets together are this many times the cache.
 inline constexpr double kRotationFactor = 2.0;
+// Zeroed on the GPU before each timed trial (TimeTrialsMs), as do_bench's cache clear.
+inline constexpr int64_t kFlushBytes = int64_t{256} << 20;
 inline constexpr int kMaxInputSets = 1024;
 
 struct Timing {
