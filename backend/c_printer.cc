@@ -197,22 +197,21 @@ std::string CPrinter::Print(const Kernel& kernel) const {
     absl::StrAppend(&out, "\n// ", kernel.name, ": ", kernel.numel, " elements, ", kernel.num_rows, " rows of ",
                     kernel.row_length);
   }
-  absl::StrAppend(&out, "\n", OpenRow(kernel), Preload(kernel));
-  const bool cached = ReadsCachedLoads(kernel);
+  absl::StrAppend(&out, "\n", OpenRow(kernel));
   for (const Pass& pass : kernel.passes) {
     for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
-    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, pass.body, op_template, "      ", cached));
+    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, pass.body, op_template, "      "));
     for (const Accumulator& a : pass.accumulators) {
       absl::StrAppend(&out, AccumulateStep(a, OpTemplate(a.op), Temp(a.value), "(long long)j", "      "));
     }
-    absl::StrAppend(&out, CloseRowLoop(kernel));
+    absl::StrAppend(&out, "    }\n");
     for (const Accumulator& a : pass.accumulators) {
       absl::StrAppend(&out, AfterPass(kernel, a, CombineLambda(a, OpTemplate(a.op))));
     }
   }
   if (!kernel.elementwise.empty()) {
-    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, kernel.elementwise, op_template, "      ", cached),
-                    CloseRowLoop(kernel));
+    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, kernel.elementwise, op_template, "      "),
+                    "    }\n");
   }
   if (!kernel.row_body.empty()) {
     absl::StrAppend(&out, OpenRowStores(kernel), Statements(kernel, kernel.row_body, op_template, "      "), "    }\n");

@@ -223,7 +223,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       if (k->ir.dynamic_extent) params.push_back(&fb_n);
       cuda::LaunchDims dims;
       dims.grid_x = static_cast<unsigned>(CudaGridSize(k->ir, iterations));
-      dims.block_x = kCudaBlockSize;
+      dims.block_x = static_cast<unsigned>(CudaBlockSize(k->ir));
       if (k->ir.split > 1) {
         absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_partial_fn, dims, params.data());
         if (!s.ok()) return s;

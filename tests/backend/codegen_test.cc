@@ -14,6 +14,7 @@
 #include "fusion/pipeline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/backend/lower_for_test.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
@@ -25,11 +26,9 @@ using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 // Captures fn(inputs) without running it and lowers its single kernel.
 template <typename Fn>
 backend::Kernel LowerOnly(Fn fn, const std::vector<Tensor>& inputs) {
-  frontend::CaptureSession session(/*eager=*/false);
-  Tensor out = fn(inputs);
-  fusion::Plan plan = fusion::BuildPlan(session.Snapshot({out}));
-  EXPECT_EQ(plan.kernels.size(), 1u);
-  return backend::LowerKernel(plan, plan.kernels.at(0));
+  std::vector<backend::Kernel> kernels = testing_backend::LowerAll(fn, inputs);
+  EXPECT_EQ(kernels.size(), 1u);
+  return kernels.at(0);
 }
 
 std::string ReadFile(const std::string& path) {

@@ -92,7 +92,7 @@ TEST(PtxSummaryTest, ManualGeluMovesSixteenBytesPerThreadWithAScalarTail) {
 }
 
 TEST(PtxSummaryTest, BlockReductionShufflesAndUsesSharedMemory) {
-  // Rows of 8192: too long for a warp or for registers, so a block per row
+  // Rows of 8192: too long for a warp, so a block per row
   // combines with shuffles, then through shared memory.
   auto compiled = compile([](const Tensor& x) { return sum(x, -1); });
   compiled(randn({64, 8192}, Device::cpu(), FreshSeed()));

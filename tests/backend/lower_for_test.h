@@ -1,0 +1,25 @@
+// Backend tests: a function's kernels as lowered IR, captured without running
+// anything (no device, no compiler), for printers and layouts to be checked.
+#pragma once
+
+#include <vector>
+
+#include "backend/lower.h"
+#include "frontend/capture.h"
+#include "frontend/fusebox.h"
+#include "fusion/pipeline.h"
+
+namespace fusebox::testing_backend {
+
+// Captures fn(inputs) and lowers every kernel of its plan, in order.
+template <typename Fn>
+std::vector<backend::Kernel> LowerAll(Fn fn, const std::vector<Tensor>& inputs) {
+  frontend::CaptureSession session(/*eager=*/false);
+  Tensor out = fn(inputs);
+  fusion::Plan plan = fusion::BuildPlan(session.Snapshot({out}));
+  std::vector<backend::Kernel> kernels;
+  for (const fusion::KernelGroup& group : plan.kernels) kernels.push_back(backend::LowerKernel(plan, group));
+  return kernels;
+}
+
+}  // namespace fusebox::testing_backend
