@@ -36,11 +36,15 @@ class CPrinter {
                                 const std::string& combine_lambda) const = 0;
   virtual std::string OpenRowStores(const Kernel& kernel) const = 0;
   virtual std::string CloseRowLoop(const Kernel& kernel) const { return "    }\n"; }
-  // Persistent reductions: loads each cached value of the row into registers
-  // (CUDA); "" where loads stay loads (the CPU's rows sit in its caches).
+  // Rows held in registers (the CUDA cluster printer): loads each cached
+  // value of the row before the passes; "" where loads stay loads (the CPU's
+  // rows sit in its caches).
   virtual std::string Preload(const Kernel& kernel) const { return ""; }
   virtual bool ReadsCachedLoads(const Kernel& kernel) const { return false; }
 
+  // Text helpers, also used by printers that are not CPrinters (the CUDA row
+  // printer, backend/cuda/row_printer.h).
+ public:
   static std::string Statements(const Kernel& kernel, const std::vector<Stmt>& block,
                                 const std::function<const char*(graph::Op)>& op_template, const std::string& indent,
                                 bool cached_loads = false);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -91,6 +93,50 @@ std::string IndexExpr::ToString() const {
     case Kind::kMod: return absl::StrCat(Operand(rep_->a), " % ", literal(rep_->value));
   }
   return "?";
+}
+
+bool IndexExpr::DependsOn(const char* var) const {
+  switch (rep_->kind) {
+    case Kind::kVar: return std::strcmp(rep_->name, var) == 0;
+    case Kind::kConst: return false;
+    case Kind::kAdd: return rep_->a.DependsOn(var) || rep_->b.DependsOn(var);
+    case Kind::kMul:
+    case Kind::kDiv:
+    case Kind::kMod: return rep_->a.DependsOn(var);
+  }
+  return true;
+}
+
+bool IndexExpr::IsVarPlusMultipleOf(const char* var, int64_t m) const {
+  // Terms of the top-level sum.
+  std::vector<const IndexExpr*> terms, stack = {this};
+  while (!stack.empty()) {
+    const IndexExpr* e = stack.back();
+    stack.pop_back();
+    if (e->rep_->kind == Kind::kAdd) {
+      stack.push_back(&e->rep_->a);
+      stack.push_back(&e->rep_->b);
+    } else {
+      terms.push_back(e);
+    }
+  }
+  auto multiple = [m](auto& self, const IndexExpr& e) -> bool {
+    switch (e.rep_->kind) {
+      case Kind::kConst: return e.rep_->value % m == 0;
+      case Kind::kMul: return e.rep_->value % m == 0 || self(self, e.rep_->a);
+      case Kind::kAdd: return self(self, e.rep_->a) && self(self, e.rep_->b);
+      default: return false;
+    }
+  };
+  int vars = 0;
+  for (const IndexExpr* t : terms) {
+    if (t->rep_->kind == Kind::kVar && std::strcmp(t->rep_->name, var) == 0) {
+      ++vars;
+    } else if (t->DependsOn(var) || !multiple(multiple, *t)) {
+      return false;
+    }
+  }
+  return vars == 1;
 }
 
 }  // namespace fusebox::backend

@@ -30,6 +30,13 @@ class IndexExpr {
   int64_t const_value() const;
   int64_t bound() const;        // exclusive upper bound of the value
   std::string ToString() const; // C syntax, e.g. "((i / 64) % 8) * 3 + 5"
+  // Whether the loop index `var` occurs in the expression.
+  bool DependsOn(const char* var) const;
+  // Whether the expression is `var + rest`, `rest` free of `var` and a
+  // multiple of m for every value of the other indices (proved from the
+  // terms: constants and products by multiples of m). The CUDA row printer
+  // asks this of `j` to move m consecutive elements in one vector access.
+  bool IsVarPlusMultipleOf(const char* var, int64_t m) const;
 
  private:
   enum class Kind { kVar, kConst, kAdd, kMul, kDiv, kMod };

@@ -51,10 +51,11 @@ Shape RowShape(const KernelGroup& group);
 
 // Whether a reduction over `axes` of `shape` keeps its row on chip (per_):
 // the reduced dims include the innermost one (rows are contiguous runs) and a
-// row is at most kPersistentRowLimit elements, so each thread of the row's
-// block or warp holds at most 16 values per input in registers (at 32, the
-// H200 ran softmax over 8192-element rows slower than the looped kernel).
-inline constexpr int64_t kPersistentRowLimit = 4096;
+// row is at most kPersistentRowLimit elements. The CUDA printer spreads such a
+// row over up to 1024 threads so each holds at most 16 values per cached
+// input (backend/cuda/row_printer.h; with 256 threads and 32 values, the H200
+// ran softmax over 8192-element rows slower than the looped kernel).
+inline constexpr int64_t kPersistentRowLimit = 16384;
 bool KeepsRowOnChip(const Shape& shape, const std::vector<int64_t>& axes);
 
 // The kernel-name prefix of a kind: "poi".

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cuda_cluster.h"
+#include "backend/cuda/row_printer.h"
 
 namespace fusebox::backend {
 namespace {
@@ -105,35 +106,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
                         "  if (r < ", Extent(k), ") {\n");
   }
   std::string CloseRow() const override { return "  }\n}\n"; }
-  static bool Persistent(const Kernel& k) { return k.kind == fusion::KernelKind::kPersistent; }
-  // Persistent rows: thread t holds elements t, t + stride, ... in registers.
-  static int Stride(const Kernel& k) { return k.strategy == RowStrategy::kWarpPerRow ? 32 : kCudaBlockSize; }
-  static int64_t Slots(const Kernel& k) { return (k.row_length + Stride(k) - 1) / Stride(k); }
-  static std::string RegisterLoop(const Kernel& k) {
-    const char* idx = k.index64 ? "long long" : "int";
-    const char* lane = k.strategy == RowStrategy::kWarpPerRow ? "(threadIdx.x & 31)" : "threadIdx.x";
-    return absl::StrCat("#pragma unroll\n    for (int k = 0; k < ", Slots(k), "; ++k) {\n      const ", idx, " j = ",
-                        lane, " + k * ", Stride(k), ";\n      if (j < ", k.row_length, k.index64 ? "LL" : "", ") {\n");
-  }
-
-  bool ReadsCachedLoads(const Kernel& k) const override { return Persistent(k) && !k.cached_loads.empty(); }
-  std::string Preload(const Kernel& k) const override {
-    if (!ReadsCachedLoads(k)) return "";
-    std::string out;
-    for (size_t c = 0; c < k.cached_loads.size(); ++c) {
-      absl::StrAppend(&out, "    ", ComputeCType(k.cached_loads[c].dtype), " c", c, "[", Slots(k), "];\n");
-    }
-    absl::StrAppend(&out, RegisterLoop(k));
-    for (size_t c = 0; c < k.cached_loads.size(); ++c) {
-      absl::StrAppend(&out, "        c", c, "[k] = ",
-                      LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index), ";\n");
-    }
-    return absl::StrCat(out, "    }}\n");
-  }
-  std::string CloseRowLoop(const Kernel& k) const override { return ReadsCachedLoads(k) ? "    }}\n" : "    }\n"; }
-
   std::string OpenRowLoop(const Kernel& k) const override {
-    if (ReadsCachedLoads(k)) return RegisterLoop(k);
     const char* idx = k.index64 ? "long long" : "int";
     const std::string n = absl::StrCat(k.row_length, k.index64 ? "LL" : "");
     switch (k.strategy) {
@@ -156,6 +129,13 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     return absl::StrCat("    t", a.temp, " = ", fn, "(t", a.temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");\n");
   }
  public:
+  // Rows along the innermost dims, a warp or a block each (row_printer.h).
+  std::string PrintRows(const Kernel& k) const {
+    return PrintCudaRows(k, {.prelude = Prelude(),
+                             .after_pass = [&](const Accumulator& a, const std::string& lambda) { return AfterPass(k, a, lambda); },
+                             .open_row_stores = OpenRowStores(k)});
+  }
+
   // Split rows (Kernel::split): a partial kernel folds each (row, chunk) into
   // one partial result per accumulator in scratch; the final kernel folds
   // each row's partials and runs the per-row stores.
@@ -326,7 +306,13 @@ std::string PrintCuda(const Kernel& kernel) {
   if (kernel.cluster.blocks > 1) return PrintCudaCluster(kernel);
   if (kernel.split > 1) return CudaPrinter().PrintSplit(kernel);
   if (const int v = CudaVectorWidth(kernel); v > 1) return CudaPrinter().PrintVectorized(kernel, v);
+  if (UsesCudaRowLayout(kernel)) return CudaPrinter().PrintRows(kernel);
   return CudaPrinter().Print(kernel);
+}
+
+int CudaBlockSize(const Kernel& k) {
+  if (k.cluster.blocks > 1) return k.cluster.threads;
+  return UsesCudaRowLayout(k) ? CudaRowBlockSize(k) : kCudaBlockSize;
 }
 
 int64_t CudaGridSize(const Kernel& k, int64_t iterations) {
@@ -353,7 +339,5 @@ int64_t CudaSplitChunk(const Kernel& k) {
   if (k.strategy != RowStrategy::kThreadPerRow) return chunk;
   return (chunk + kCudaColumnUnroll - 1) / kCudaColumnUnroll * kCudaColumnUnroll;
 }
-
-int CudaBlockSize(const Kernel& k) { return k.cluster.blocks > 1 ? k.cluster.threads : kCudaBlockSize; }
 
 }  // namespace fusebox::backend

@@ -27,7 +27,8 @@ std::string PrintCuda(const Kernel& kernel);
 int CudaVectorWidth(const Kernel& kernel);
 
 // Launch geometry of a kernel printed by PrintCuda, for `iterations`
-// (Kernel::Iterations: elements, or rows for reductions).
+// (Kernel::Iterations: elements, or rows for reductions): blocks, and threads
+// per block (kCudaBlockSize, or a persistent long row's 256 to 1024).
 int64_t CudaGridSize(const Kernel& kernel, int64_t iterations);
 // Threads per block of that launch.
 int CudaBlockSize(const Kernel& kernel);

@@ -15,7 +15,7 @@
 #include "fusion/pipeline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/backend/lower_only.h"
+#include "tests/backend/lower_for_test.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
@@ -23,7 +23,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
-using test_util::LowerOnly;
+using testing_backend::LowerOnly;
 
 std::string ReadFile(const std::string& path) {
   std::stringstream ss;

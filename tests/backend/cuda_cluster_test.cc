@@ -9,7 +9,7 @@
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/backend/lower_only.h"
+#include "tests/backend/lower_for_test.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
@@ -18,7 +18,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
-using test_util::LowerOnly;
+using testing_backend::LowerOnly;
 
 // The kernel with the layout an sm_90 device gets, printed and compiled.
 struct Compiled {
@@ -63,18 +63,19 @@ TEST(CudaClusterTest, SoftmaxOver65536SpreadsEachRowOverEightBlocksWithoutSpills
 }
 
 TEST(CudaClusterTest, LayerNormAndSumsPickTheFewestBlocksThatHoldTheRow) {
-  // Rows of 8192: two blocks of 512 threads, 8 values each.
-  const Compiled sum8k = CompileForSm90(LowerOnly([](auto& in) { return sum(in[0] * in[0], -1); }, {randn({64, 8192})}));
-  EXPECT_EQ(sum8k.kernel.cluster.blocks, 2);
-  EXPECT_EQ(sum8k.kernel.cluster.slots, 8);
-  EXPECT_EQ(sum8k.summary.spill_store_bytes + sum8k.summary.spill_load_bytes, 0) << sum8k.summary.ToString();
-  // layer_norm with weight and bias caches three loads per element: 12289
-  // (odd) over 5 blocks keeps 3 x 5 values per thread.
-  Tensor w = randn({12289}), b = randn({12289});
+  // Rows of 24576 (past kPersistentRowLimit): three blocks of 512 threads,
+  // 16 values each.
+  const Compiled sum24k = CompileForSm90(LowerOnly([](auto& in) { return sum(in[0] * in[0], -1); }, {randn({64, 24576})}));
+  EXPECT_EQ(sum24k.kernel.cluster.blocks, 3);
+  EXPECT_EQ(sum24k.kernel.cluster.slots, 16);
+  EXPECT_EQ(sum24k.summary.spill_store_bytes + sum24k.summary.spill_load_bytes, 0) << sum24k.summary.ToString();
+  // layer_norm with weight and bias caches three loads per element: 20001
+  // (odd) over 8 blocks keeps 3 x 5 values per thread.
+  Tensor w = randn({20001}), b = randn({20001});
   const Compiled ln = CompileForSm90(
-      LowerOnly([&](auto& in) { return layer_norm(in[0], {12289}, w, b, 1e-5); }, {randn({3, 12289})}));
+      LowerOnly([&](auto& in) { return layer_norm(in[0], {20001}, w, b, 1e-5); }, {randn({3, 20001})}));
   EXPECT_EQ(ln.kernel.cached_loads.size(), 3u);
-  EXPECT_EQ(ln.kernel.cluster.blocks, 5);
+  EXPECT_EQ(ln.kernel.cluster.blocks, 8);
   EXPECT_EQ(ln.kernel.cluster.slots, 5);
   EXPECT_EQ(ln.summary.spill_store_bytes + ln.summary.spill_load_bytes, 0) << ln.summary.ToString();
   // Two reductions of one pass (two slots, one combine each), and an

@@ -92,9 +92,8 @@ TEST(PtxSummaryTest, ManualGeluMovesSixteenBytesPerThreadWithAScalarTail) {
 }
 
 TEST(PtxSummaryTest, BlockReductionShufflesAndUsesSharedMemory) {
-  // Rows of 8192: too long for a warp or one block's registers, so (sm_90)
-  // a cluster of blocks per row combines with shuffles, then through shared
-  // memory (cuda_cluster_test.cc has the cluster's part).
+  // Rows of 8192: too long for a warp, so a block per row
+  // combines with shuffles, then through shared memory.
   auto compiled = compile([](const Tensor& x) { return sum(x, -1); });
   compiled(randn({64, 8192}, Device::cpu(), FreshSeed()));
   ASSERT_EQ(compiled.kernels().size(), 1u);

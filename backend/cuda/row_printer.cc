@@ -1,0 +1,337 @@
+#include "backend/cuda/row_printer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend/c_printer.h"
+
+namespace fusebox::backend {
+namespace {
+
+int TunedRowValues() {
+  static const int values = [] {
+    const char* s = std::getenv("FUSEBOX_TUNE_ROW_VALUES");
+    const int v = s != nullptr ? std::atoi(s) : 0;
+    return v > 0 ? v : kCudaRowValuesPerThread;
+  }();
+  return values;
+}
+
+bool Persistent(const Kernel& k) { return k.kind == fusion::KernelKind::kPersistent; }
+
+// Cache slots the passes read (the values held in registers through them).
+std::set<int> PreloadedSlots(const Kernel& k) {
+  std::set<int> slots;
+  for (const Pass& p : k.passes) {
+    for (const Stmt& s : p.body) {
+      if (s.kind == StmtKind::kLoad && s.cache_slot >= 0) slots.insert(s.cache_slot);
+    }
+  }
+  return slots;
+}
+bool IsAccess(const Stmt& s) { return s.kind == StmtKind::kLoad || s.kind == StmtKind::kStore; }
+
+// Element size of a dtype whose accesses may be vectorized (2 or 4 bytes), else 0.
+int VectorElementSize(DType dtype) {
+  const int size = DTypeSize(dtype);
+  return size == 2 || size == 4 ? size : 0;
+}
+
+// Whether an access at `index` may move a group of v elements at once: the v
+// elements are consecutive in memory (stride 1 in j, which starts groups at
+// multiples of v, and rows hold whole groups), and every group starts at a
+// multiple of its access size, or of 16 bytes, from the buffer's pointer.
+bool Vectorizable(DType dtype, const IndexExpr& index, int v) {
+  const int size = VectorElementSize(dtype);
+  return v > 1 && size != 0 && index.IsVarPlusMultipleOf("j", std::min(v, 16 / size));
+}
+
+// V: 16 bytes of the narrowest access that is contiguous in j, halved until
+// it divides the row; 1 when no access qualifies.
+int ChooseVectorWidth(const Kernel& k) {
+  int size = 0;
+  auto visit = [&](const std::vector<Stmt>& block) {
+    for (const Stmt& s : block) {
+      const int bytes = IsAccess(s) ? VectorElementSize(k.buffers[s.buffer].dtype) : 0;
+      if (bytes != 0 && s.index.IsVarPlusMultipleOf("j", 16 / bytes)) size = size == 0 ? bytes : std::min(size, bytes);
+    }
+  };
+  for (const Pass& p : k.passes) visit(p.body);
+  visit(k.elementwise);
+  if (size == 0) return 1;
+  int v = 16 / size;
+  while (v > 1 && k.row_length % v != 0) v /= 2;
+  return v;
+}
+
+// `bytes` (4, 8, or a multiple of 16) from `src` to `dst`, both pointers, in
+// accesses of up to 16 bytes.
+std::string VectorCopy(const std::string& dst, const std::string& src, int bytes, const std::string& indent) {
+  const int chunk = std::min(bytes, 16);
+  const char* type = chunk == 16 ? "uint4" : chunk == 8 ? "uint2" : "unsigned int";
+  std::string out;
+  for (int c = 0; c < bytes / chunk; ++c) {
+    absl::StrAppend(&out, indent, "reinterpret_cast<", type, "*>(", dst, ")[", c, "] = reinterpret_cast<const ", type,
+                    "*>(", src, ")[", c, "];\n");
+  }
+  return out;
+}
+
+// One row access staged through registers: a load into array c<array>, or a
+// store from array s<array> (one group).
+struct Access {
+  int buffer;
+  IndexExpr index;
+  int array;
+  bool vector;
+};
+
+// One loop over the row: its body with staged loads reading c<array>[k] and
+// staged stores writing s<array>[e], and what to stage.
+struct LoopPlan {
+  Kernel lanes;  // the kernel's buffers, then the store staging arrays
+  std::vector<Stmt> body;
+  std::vector<Access> loads, stores;
+};
+
+class RowPrinter {
+ public:
+  RowPrinter(const Kernel& k, const CudaRowHooks& hooks)
+      : k_(k), hooks_(hooks), layout_(ChooseCudaRowLayout(k)), v_(layout_.vector_width),
+        idx_(k.index64 ? "long long" : "int"), n_(absl::StrCat(k.row_length, k.index64 ? "LL" : "")) {}
+
+  std::string Print() const {
+    const bool warp = k_.strategy == RowStrategy::kWarpPerRow;
+    const std::string extent = k_.dynamic_extent ? "fb_n" : absl::StrCat(k_.num_rows, k_.index64 ? "LL" : "");
+    std::string out = absl::StrCat(hooks_.prelude, "\n// ", k_.name, ": ");
+    if (k_.dynamic_extent) {
+      absl::StrAppend(&out, "fb_n (run-time) rows of ", k_.row_length);
+    } else {
+      absl::StrAppend(&out, k_.numel, " elements, ", k_.num_rows, " rows of ", k_.row_length);
+    }
+    absl::StrAppend(&out, "; ", layout_.threads_per_row, " threads per row, groups of ", v_,
+                    Persistent(k_) && !layout_.on_chip ? ", looped (over the register budget)" : "", "\n");
+    const std::string row = warp ? absl::StrCat("(", idx_, ")blockIdx.x * ", layout_.rows_per_block, " + (threadIdx.x >> 5)")
+                                 : absl::StrCat("(", idx_, ")blockIdx.x");
+    absl::StrAppend(&out, "extern \"C\" __global__ void __launch_bounds__(", layout_.block_size, ") ", k_.name, "(",
+                    CPrinter::ParamList(k_, /*restrict_qualified=*/true), k_.dynamic_extent ? ", long long fb_n" : "",
+                    ") {\n  const ", idx_, " r = ", row, ";\n  if (r < ", extent, ") {\n    const int fb_lane = ",
+                    warp ? "threadIdx.x & 31" : "threadIdx.x", ";\n", AlignmentCheck());
+
+    std::set<int> preloaded;
+    if (layout_.on_chip) {
+      preloaded = PreloadedSlots(k_);
+      for (size_t c = 0; c < k_.cached_loads.size(); ++c) {
+        absl::StrAppend(&out, "    ", ComputeCType(k_.cached_loads[c].dtype), " c", c, "[", layout_.groups * v_, "];\n");
+      }
+      LoopPlan plan{.lanes = k_};
+      for (int slot : preloaded) plan.loads.push_back(CachedAccess(slot));
+      if (!plan.loads.empty()) absl::StrAppend(&out, Loop(plan, nullptr, /*preload=*/true));
+    }
+    for (const Pass& pass : k_.passes) {
+      for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, CPrinter::AccumulatorDecl(a, "    "));
+      absl::StrAppend(&out, Loop(Plan(pass.body, preloaded), &pass.accumulators));
+      for (const Accumulator& a : pass.accumulators) {
+        absl::StrAppend(&out, hooks_.after_pass(a, CPrinter::CombineLambda(a, OpTemplate(a.op))));
+      }
+    }
+    if (!k_.elementwise.empty()) absl::StrAppend(&out, Loop(Plan(k_.elementwise, preloaded), nullptr));
+    if (!k_.row_body.empty()) {
+      absl::StrAppend(&out, hooks_.open_row_stores, CPrinter::Statements(k_, k_.row_body, OpTemplate, "      "),
+                      "    }\n");
+    }
+    return absl::StrCat(out, "  }\n}\n");
+  }
+
+ private:
+  static const char* OpTemplate(graph::Op op) { return graph::Info(op).cuda_expr; }
+
+  Access CachedAccess(int slot) const {
+    const CachedLoad& c = k_.cached_loads[slot];
+    return {c.buffer, c.index, slot, Vectorizable(c.dtype, c.index, v_)};
+  }
+
+  // `fb_vec`: whether every buffer with a vectorized access is aligned for it.
+  std::string AlignmentCheck() const {
+    std::set<int> buffers;
+    auto visit = [&](const std::vector<Stmt>& block) {
+      for (const Stmt& s : block) {
+        if (IsAccess(s) && Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_)) buffers.insert(s.buffer);
+      }
+    };
+    for (const Pass& p : k_.passes) visit(p.body);
+    visit(k_.elementwise);
+    if (buffers.empty()) return "";
+    std::string mask;
+    for (int b : buffers) {
+      const int align = std::min(16, v_ * DTypeSize(k_.buffers[b].dtype));
+      absl::StrAppend(&mask, mask.empty() ? "" : " | ", "((unsigned long long)", k_.buffers[b].name, " & ", align - 1, ")");
+    }
+    return absl::StrCat("    const bool fb_vec = (", mask, ") == 0;\n");
+  }
+
+  // Which loads of `block` are staged (looped rows: every per-element load;
+  // persistent rows: cached values the passes did not preload) and which
+  // stores are (the vectorizable ones).
+  LoopPlan Plan(const std::vector<Stmt>& block, const std::set<int>& preloaded) const {
+    LoopPlan plan{.lanes = k_, .body = block};
+    std::set<int> staged;
+    for (Stmt& s : plan.body) {
+      if (s.kind == StmtKind::kLoad && layout_.on_chip && s.cache_slot >= 0) {
+        if (!preloaded.contains(s.cache_slot) && staged.insert(s.cache_slot).second) {
+          plan.loads.push_back(CachedAccess(s.cache_slot));
+        }
+      } else if (s.kind == StmtKind::kLoad) {
+        s.cache_slot = -1;  // a plain load, unless staged below
+        if (!s.index.DependsOn("j")) continue;
+        s.cache_slot = static_cast<int>(plan.loads.size());
+        plan.loads.push_back({s.buffer, s.index, s.cache_slot, Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_)});
+      } else if (s.kind == StmtKind::kStore && Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_)) {
+        const int array = static_cast<int>(plan.stores.size());
+        plan.stores.push_back({s.buffer, s.index, array, true});
+        plan.lanes.buffers.push_back({absl::StrCat("s", array), k_.buffers[s.buffer].dtype, true});
+        s.buffer = static_cast<int>(plan.lanes.buffers.size()) - 1;
+        s.index = IndexExpr::Var("e", v_);
+      }
+    }
+    return plan;
+  }
+
+  // The loop over the row's groups. Persistent rows: one unrolled step of
+  // `groups` per thread over the registers c<slot> (`preload`: only filling
+  // them). Looped rows: steps of kCudaLoopGroups groups, each step loading all
+  // its groups into c<array> before using any, so the loads are in flight
+  // together.
+  std::string Loop(const LoopPlan& plan, const std::vector<Accumulator>* accumulators, bool preload = false) const {
+    const int64_t width = int64_t{layout_.threads_per_row} * v_;  // elements per group of all the row's threads
+    const bool persistent = layout_.on_chip;
+    std::string out, in = "    ";
+    if (!persistent) {
+      absl::StrAppend(&out, in, "for (", idx_, " jc = (", idx_, ")fb_lane * ", v_, "; jc < ", n_, "; jc += ",
+                      width * layout_.groups, ") {\n");
+      in += "  ";
+      for (const Access& a : plan.loads) {
+        absl::StrAppend(&out, in, ComputeCType(k_.buffers[a.buffer].dtype), " c", a.array, "[", layout_.groups * v_, "];\n");
+      }
+    }
+    const bool guard = !persistent || k_.row_length % width != 0;
+    const std::string body_in = in + (guard ? "    " : "  ");
+    const std::string open_groups = absl::StrCat(
+        in, "#pragma unroll\n", in, "for (int q = 0; q < ", layout_.groups, "; ++q) {\n", in, "  const ", idx_, " jv = ",
+        persistent ? absl::StrCat("((", idx_, ")fb_lane + q * ", layout_.threads_per_row, ") * ", v_)
+                   : absl::StrCat("jc + q * ", width),
+        ";\n", guard ? absl::StrCat(in, "  if (jv < ", n_, ") {\n") : "");
+    const std::string close_groups = absl::StrCat(guard ? absl::StrCat(in, "  }\n") : "", in, "}\n");
+    if (preload) return absl::StrCat(out, open_groups, LoadGroup(plan, body_in), close_groups);
+    if (!persistent && !plan.loads.empty()) absl::StrAppend(&out, open_groups, LoadGroup(plan, body_in), close_groups);
+    absl::StrAppend(&out, open_groups);
+    if (persistent) absl::StrAppend(&out, LoadGroup(plan, body_in));
+    for (const Access& a : plan.stores) {
+      absl::StrAppend(&out, body_in, StorageCType(k_.buffers[a.buffer].dtype), " s", a.array, "[", v_, "];\n");
+    }
+    const std::string e_in = body_in + "  ";
+    if (v_ > 1) {
+      absl::StrAppend(&out, body_in, "#pragma unroll\n", body_in, "for (int e = 0; e < ", v_, "; ++e) {\n", e_in,
+                      "const int k = q * ", v_, " + e;\n", e_in, "const ", idx_, " j = jv + e;\n");
+    } else {
+      absl::StrAppend(&out, body_in, "{\n", e_in, "const int k = q;\n", e_in, "const ", idx_, " j = jv;\n");
+    }
+    absl::StrAppend(&out, CPrinter::Statements(plan.lanes, plan.body, OpTemplate, e_in, /*cached_loads=*/true));
+    if (accumulators != nullptr) {
+      for (const Accumulator& a : *accumulators) {
+        absl::StrAppend(&out, CPrinter::AccumulateStep(a, OpTemplate(a.op), absl::StrCat("t", a.value), "(long long)j", e_in));
+      }
+    }
+    absl::StrAppend(&out, body_in, "}\n", StoreGroup(plan, body_in), close_groups);
+    if (!persistent) absl::StrAppend(&out, "    }\n");
+    return out;
+  }
+
+  // Loads one group (jv, q in scope) of each staged load into c<array>[q * V + e].
+  std::string LoadGroup(const LoopPlan& plan, const std::string& in) const {
+    std::string out, vector, scalar, convert;
+    for (const Access& a : plan.loads) {
+      const BufferParam& b = k_.buffers[a.buffer];
+      const std::string load = CPrinter::LoadExpression(k_, a.buffer, a.index);
+      if (v_ == 1) {
+        absl::StrAppend(&out, in, "{\n", in, "  const ", idx_, " j = jv;\n", in, "  c", a.array, "[q] = ", load, ";\n", in,
+                        "}\n");
+        continue;
+      }
+      if (!a.vector) {
+        absl::StrAppend(&out, in, "#pragma unroll\n", in, "for (int e = 0; e < ", v_, "; ++e) {\n", in, "  const ", idx_,
+                        " j = jv + e;\n", in, "  c", a.array, "[q * ", v_, " + e] = ", load, ";\n", in, "}\n");
+        continue;
+      }
+      const std::string t = absl::StrCat("fb_t", a.array);
+      absl::StrAppend(&out, in, StorageCType(b.dtype), " ", t, "[", v_, "];\n");
+      absl::StrAppend(&vector, VectorCopy(t, absl::StrCat(b.name, " + (", a.index.ToString(), ")"),
+                                          v_ * DTypeSize(b.dtype), in + "  "));
+      absl::StrAppend(&scalar, in, "  #pragma unroll\n", in, "  for (int e = 0; e < ", v_, "; ++e) {\n", in, "    const ", idx_, " j = jv + e;\n",
+                      in, "    ", t, "[e] = ", b.name, "[", a.index.ToString(), "];\n", in, "  }\n");
+      Kernel staged;
+      staged.buffers.push_back({t, b.dtype});
+      absl::StrAppend(&convert, in, "#pragma unroll\n", in, "for (int e = 0; e < ", v_, "; ++e) c", a.array, "[q * ", v_,
+                      " + e] = ", CPrinter::LoadExpression(staged, 0, IndexExpr::Var("e", v_)), ";\n");
+    }
+    if (vector.empty()) return out;
+    return absl::StrCat(out, in, "if (fb_vec) {\n", in, "  const ", idx_, " j = jv;\n", vector, in, "} else {\n", scalar, in, "}\n", convert);
+  }
+
+  // Writes one group of each staged store from s<array>.
+  std::string StoreGroup(const LoopPlan& plan, const std::string& in) const {
+    if (plan.stores.empty()) return "";
+    std::string vector, scalar;
+    for (const Access& a : plan.stores) {
+      const BufferParam& b = k_.buffers[a.buffer];
+      const std::string s = absl::StrCat("s", a.array);
+      absl::StrAppend(&vector, VectorCopy(absl::StrCat(b.name, " + (", a.index.ToString(), ")"), s,
+                                          v_ * DTypeSize(b.dtype), in + "  "));
+      absl::StrAppend(&scalar, in, "  #pragma unroll\n", in, "  for (int e = 0; e < ", v_, "; ++e) {\n", in, "    const ", idx_, " j = jv + e;\n",
+                      in, "    ", b.name, "[", a.index.ToString(), "] = ", s, "[e];\n", in, "  }\n");
+    }
+    return absl::StrCat(in, "if (fb_vec) {\n", in, "  const ", idx_, " j = jv;\n", vector, in, "} else {\n", scalar, in, "}\n");
+  }
+
+  const Kernel& k_;
+  const CudaRowHooks& hooks_;
+  const CudaRowLayout layout_;
+  const int v_;
+  const char* idx_;
+  const std::string n_;
+};
+
+}  // namespace
+
+bool UsesCudaRowLayout(const Kernel& k) {
+  return k.is_reduction() && k.split <= 1 && k.strategy != RowStrategy::kThreadPerRow;
+}
+
+CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
+  CudaRowLayout layout;
+  const int v = layout.vector_width = ChooseVectorWidth(k);
+  const int64_t cached = static_cast<int64_t>(PreloadedSlots(k).size());
+  // Values each thread holds per cached input, with `threads` per row.
+  auto values = [&](int64_t threads) { return (k.row_length + threads * v - 1) / (threads * v) * v; };
+  if (k.strategy == RowStrategy::kBlockPerRow) {
+    int threads = 256;
+    while (Persistent(k) && threads < 1024 && values(threads) > TunedRowValues()) threads *= 2;
+    const int budget = threads >= 1024 ? kCudaRowRegisterBudget / 2 : kCudaRowRegisterBudget;
+    layout.on_chip = Persistent(k) && values(threads) * cached <= budget;
+    layout.threads_per_row = layout.block_size = layout.on_chip ? threads : 256;
+    layout.rows_per_block = 1;
+  } else {
+    layout.on_chip = Persistent(k) && values(32) * cached <= kCudaRowRegisterBudget;
+  }
+  layout.groups = layout.on_chip ? values(layout.threads_per_row) / v : kCudaLoopGroups;
+  return layout;
+}
+
+int CudaRowBlockSize(const Kernel& k) { return ChooseCudaRowLayout(k).block_size; }
+
+std::string PrintCudaRows(const Kernel& kernel, const CudaRowHooks& hooks) { return RowPrinter(kernel, hooks).Print(); }
+
+}  // namespace fusebox::backend

@@ -1,0 +1,58 @@
+// CUDA reductions along contiguous rows (a warp or a block per row, not
+// split): how many threads share a row and how many consecutive elements each
+// moves at once, and the printer for that layout. Thread `lane` of a row takes
+// groups of V consecutive elements, j = (lane + q * threads) * V + e, and every
+// access contiguous in j moves a group as one 16-byte access when the
+// pointers are aligned (checked at run time), else as V scalar ones in the
+// same layout. Persistent rows keep their groups in registers between passes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "backend/kernel_ir.h"
+
+namespace fusebox::backend {
+
+struct CudaRowLayout {
+  int threads_per_row = 32;  // one warp (kWarpPerRow) or the whole block
+  int block_size = 256;
+  int rows_per_block = 8;
+  int vector_width = 1;  // V: elements per group (1: no access is vectorized)
+  // Persistent kernels whose cached values fit the register budget
+  // (kCudaRowRegisterBudget); the others are printed looped.
+  bool on_chip = false;
+  // Persistent rows: groups each thread holds (the row is done in one step).
+  // Looped rows: groups each thread loads before using any, per step.
+  int64_t groups = 0;
+};
+
+// Persistent block-per-row kernels: block threads grow from 256 (to 1024)
+// until each holds at most this many elements per cached input
+// (FUSEBOX_TUNE_ROW_VALUES overrides it, read once).
+inline constexpr int kCudaRowValuesPerThread = 16;
+// Registers a thread may spend on a persistent row's cached values (all
+// inputs the passes read): 32 in blocks of 1024 threads (64 registers each at
+// most), 64 otherwise. Rows over it loop instead of spilling, 256 threads
+// per row.
+inline constexpr int kCudaRowRegisterBudget = 64;
+// Looped rows: groups loaded per thread before the first is folded in.
+inline constexpr int kCudaLoopGroups = 4;
+
+// Whether PrintCuda prints `kernel` through PrintCudaRows.
+bool UsesCudaRowLayout(const Kernel& kernel);
+CudaRowLayout ChooseCudaRowLayout(const Kernel& kernel);
+// Its block_size (launches ask for it).
+int CudaRowBlockSize(const Kernel& kernel);
+
+// What the row printer takes from the CUDA printer: its prelude, the
+// combine after a pass (warp or block), and the scope of the per-row stores.
+struct CudaRowHooks {
+  std::string prelude;
+  std::function<std::string(const Accumulator&, const std::string& combine_lambda)> after_pass;
+  std::string open_row_stores;
+};
+std::string PrintCudaRows(const Kernel& kernel, const CudaRowHooks& hooks);
+
+}  // namespace fusebox::backend

@@ -1,0 +1,155 @@
+// The CUDA row layout (backend/cuda/row_printer.h) without a GPU: for the
+// bench's row reductions, NVRTC compiles the kernel, its PTX moves rows in
+// 16-byte loads (and stores, where the kernel writes rows) and ptxas reports
+// no spills; layouts that cannot vectorize keep scalar accesses.
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/cuda/row_printer.h"
+#include "backend/ptx_summary.h"
+#include "frontend/fusebox.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/backend/lower_for_test.h"
+#include "tests/workloads.h"
+
+namespace fusebox {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
+
+// The last kernel of fn(inputs), lowered.
+template <typename Fn>
+backend::Kernel LowerLast(Fn fn, const std::vector<Tensor>& inputs) {
+  return testing_backend::LowerAll(fn, inputs).back();
+}
+
+struct Compiled {
+  std::string source;
+  PtxSummary summary;
+};
+
+Compiled CompileCuda(const backend::Kernel& k) {
+  Compiled c{backend::PrintCuda(k), {}};
+  auto out = cuda::CompileWithNvrtc(c.source, k.name, 90);
+  EXPECT_TRUE(out.ok()) << out.status() << "\n" << c.source;
+  if (out.ok()) c.summary = backend::SummarizePtx(out->ptx, out->log);
+  if (std::getenv("FUSEBOX_TEST_PRINT_PTX")) std::cout << k.name << " " << k.row_length << ": " << c.summary.ToString() << "\n";
+  if (const char* dir = std::getenv("FUSEBOX_TEST_SOURCE_DIR")) std::ofstream(absl::StrCat(dir, "/", k.name, "_", k.row_length, ".cu")) << c.source;
+  return c;
+}
+
+int64_t Count(const std::map<int, int64_t>& by_width, int width) {
+  auto it = by_width.find(width);
+  return it == by_width.end() ? 0 : it->second;
+}
+
+Tensor LayerNorm(const std::vector<Tensor>& in) {
+  Tensor centered = in[0] - mean(in[0], -1, /*keepdim=*/true);
+  Tensor var = mean(centered * centered, -1, /*keepdim=*/true);
+  return centered * rsqrt(var + 1e-5) * in[1] + in[2];
+}
+Tensor RmsNorm(const std::vector<Tensor>& in) { return in[0] * rsqrt(mean(in[0] * in[0], -1, true) + 1e-6) * in[1]; }
+
+void ExpectVectorizedWithoutSpills(const Compiled& c, bool stores_rows) {
+  EXPECT_GT(Count(c.summary.global_loads, 16), 0) << c.summary.ToString();
+  if (stores_rows) EXPECT_GT(Count(c.summary.global_stores, 16), 0) << c.summary.ToString();
+  EXPECT_EQ(c.summary.spill_store_bytes + c.summary.spill_load_bytes, 0) << c.summary.ToString();
+  EXPECT_EQ(c.summary.stack_frame_bytes, 0) << c.summary.ToString();
+  EXPECT_GT(c.summary.registers, 0);
+}
+
+Tensor Softmax(const std::vector<Tensor>& in) { return ManualSoftmax(in[0]); }
+
+TEST(RowCodegenTest, SoftmaxRowsMoveSixteenBytesWithoutSpills) {
+  for (int64_t cols : {1024, 4096, 8192, 12288, 16384}) {
+    SCOPED_TRACE(cols);
+    backend::Kernel k = LowerLast(Softmax, {randn({64, cols})});
+    EXPECT_EQ(k.kind, fusion::KernelKind::kPersistent);
+    const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k);
+    EXPECT_EQ(layout.vector_width, 4);
+    EXPECT_LE(layout.groups * layout.vector_width, 32);  // registers per cached input
+    EXPECT_EQ(backend::CudaBlockSize(k), cols <= 1024 ? 256 : cols <= 8192 ? cols / 16 : 1024);
+    const Compiled c = CompileCuda(k);
+    EXPECT_THAT(c.source, HasSubstr("if (fb_vec)"));
+    ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
+  }
+}
+
+TEST(RowCodegenTest, NormsLoadRowsAndWeightsInSixteenBytes) {
+  for (int64_t cols : {4096, 8192, 16384}) {
+    SCOPED_TRACE(cols);
+    Tensor x = randn({64, cols}), w = randn({cols}), b = randn({cols});
+    for (const backend::Kernel& k : {LowerLast(LayerNorm, {x, w, b}), LowerLast(RmsNorm, {x, w})}) {
+      SCOPED_TRACE(k.name);
+      EXPECT_EQ(k.kind, fusion::KernelKind::kPersistent);
+      EXPECT_EQ(backend::ChooseCudaRowLayout(k).vector_width, 4);
+      const Compiled c = CompileCuda(k);
+      ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
+      // The weight is read where it is used, not held across the passes.
+      EXPECT_THAT(c.source, HasSubstr("reinterpret_cast<const uint4*>(in1 + (j))"));
+    }
+  }
+}
+
+TEST(RowCodegenTest, LoopedRowsLoadSeveralGroupsAhead) {
+  backend::Kernel k = LowerLast([](auto& in) { return sum(in[0], -1); }, {randn({64, 16384 + 4})});
+  EXPECT_EQ(k.kind, fusion::KernelKind::kReduction);
+  EXPECT_EQ(backend::ChooseCudaRowLayout(k).groups, backend::kCudaLoopGroups);
+  const Compiled c = CompileCuda(k);
+  ExpectVectorizedWithoutSpills(c, /*stores_rows=*/false);
+  EXPECT_GE(Count(c.summary.global_loads, 16), backend::kCudaLoopGroups) << c.summary.ToString();
+}
+
+TEST(RowCodegenTest, RowsOverTheRegisterBudgetLoopInsteadOfSpilling) {
+  // Three inputs held through a pass of 16384: 48 values per thread of 1024.
+  Tensor a = randn({8, 16384}), b = randn({8, 16384}), c = randn({8, 16384});
+  backend::Kernel k = LowerLast([](auto& in) { return softmax(in[0] * in[1] + in[2], -1); }, {a, b, c});
+  EXPECT_EQ(k.kind, fusion::KernelKind::kPersistent);
+  EXPECT_FALSE(backend::ChooseCudaRowLayout(k).on_chip);
+  const Compiled looped = CompileCuda(k);
+  EXPECT_THAT(looped.source, HasSubstr("looped (over the register budget)"));
+  ExpectVectorizedWithoutSpills(looped, /*stores_rows=*/true);
+  // Half as long: 24 values per thread of 512 stay on chip.
+  backend::Kernel half = LowerLast([](auto& in) { return softmax(in[0] * in[1] + in[2], -1); },
+                                   {randn({8, 8192}), randn({8, 8192}), randn({8, 8192})});
+  EXPECT_TRUE(backend::ChooseCudaRowLayout(half).on_chip);
+  ExpectVectorizedWithoutSpills(CompileCuda(half), /*stores_rows=*/true);
+}
+
+TEST(RowCodegenTest, RowsThatCannotVectorizeStayScalar) {
+  // Odd rows: groups would straddle rows, so elements move one at a time.
+  for (int64_t cols : {1023, 4097 + 2, 33}) {
+    SCOPED_TRACE(cols);
+    backend::Kernel k = LowerLast(Softmax, {randn({8, cols})});
+    EXPECT_EQ(backend::ChooseCudaRowLayout(k).vector_width, cols % 2 == 0 ? 2 : 1);
+    const Compiled c = CompileCuda(k);
+    EXPECT_EQ(Count(c.summary.global_loads, 16), 0) << c.summary.ToString();
+  }
+  // A view whose rows start 1 element apart from a multiple of 4.
+  Tensor base = randn({8, 1025});
+  backend::Kernel k = LowerLast([](auto& in) { return sum(in[0].narrow(1, 1, 1024), -1); }, {base});
+  const Compiled c = CompileCuda(k);
+  EXPECT_THAT(c.source, Not(HasSubstr("fb_vec")));
+  EXPECT_EQ(Count(c.summary.global_loads, 16), 0) << c.summary.ToString();
+}
+
+TEST(RowCodegenTest, ArgmaxHalfPrecisionAndRunTimeRowsCompile) {
+  Tensor x = randn({64, 4096});
+  for (const backend::Kernel& k : {LowerLast([](auto& in) { return argmax(in[0], -1); }, {x}),
+                                   LowerLast(Softmax, {x.to(DType::kBFloat16)}),
+                                   LowerLast([](auto& in) { return max(in[0], -1); }, {randn({64, 2048})})}) {
+    SCOPED_TRACE(k.name);
+    ExpectVectorizedWithoutSpills(CompileCuda(k), /*stores_rows=*/false);
+  }
+  EXPECT_EQ(backend::ChooseCudaRowLayout(LowerLast(Softmax, {x.to(DType::kBFloat16)})).vector_width, 8);
+}
+
+}  // namespace
+}  // namespace fusebox

@@ -1,0 +1,150 @@
+// Row reductions on the GPU (backend/cuda/row_printer.h) against float64
+// references: softmax, layer_norm, rms_norm, sum, max and argmax over row
+// lengths that take every layout (warp per row, 256 to 1024 threads per row,
+// looped rows; groups of 4 or 2 elements or none), and over a view whose
+// pointer is 4 bytes past 16-byte alignment, which takes the scalar path of
+// a vectorized kernel. Skips without a device.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "frontend/fusebox.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/workloads.h"
+
+namespace fusebox {
+namespace {
+
+using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
+
+using Row = std::vector<double>;
+
+// fn over each row of a rows x cols row-major matrix; each row gives `out`
+// values (cols for row-wise ops, 1 for reductions).
+std::vector<double> MapRows(const std::vector<double>& x, int64_t rows, int64_t cols,
+                            const std::function<Row(const Row&)>& fn) {
+  std::vector<double> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    const Row got = fn(Row(x.begin() + r * cols, x.begin() + (r + 1) * cols));
+    out.insert(out.end(), got.begin(), got.end());
+  }
+  return out;
+}
+
+double Mean(const Row& r) {
+  double s = 0;
+  for (double v : r) s += v;
+  return s / static_cast<double>(r.size());
+}
+
+const std::vector<int64_t> kCols = {1, 7, 33, 1000, 1023, 1024, 1026, 2048, 4096, 4100, 8192, 12288, 16384, 20000};
+
+// Each op compiled for cuda on x (and, for norms, weight and bias), against
+// its float64 reference.
+void CheckRowOps(const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows, int64_t cols) {
+  const std::vector<double> xv = x.to_double_vector(), wv = w.to_double_vector(), bv = b.to_double_vector();
+  const double tol = 2e-6 * std::sqrt(static_cast<double>(cols)) + 1e-6;
+  auto softmax_fn = compile([](const Tensor& t) { return ManualSoftmax(t); });
+  ExpectClose(softmax_fn(x).to_vector(), SoftmaxRef(xv, rows, cols), tol);
+
+  auto layer_norm_fn = compile([](const Tensor& t, const Tensor& w, const Tensor& b) {
+    return layer_norm(t, {t.shape().back()}, w, b, 1e-5);
+  });
+  ExpectClose(layer_norm_fn(x, w, b).to_vector(), MapRows(xv, rows, cols, [&](const Row& r) {
+                const double m = Mean(r);
+                double var = 0;
+                for (double v : r) var += (v - m) * (v - m);
+                const double inv = 1.0 / std::sqrt(var / static_cast<double>(r.size()) + 1e-5);
+                Row out;
+                for (size_t j = 0; j < r.size(); ++j) out.push_back((r[j] - m) * inv * wv[j] + bv[j]);
+                return out;
+              }),
+              10 * tol);
+
+  auto rms_norm_fn = compile([](const Tensor& t, const Tensor& w) { return rms_norm(t, {t.shape().back()}, w, 1e-6); });
+  ExpectClose(rms_norm_fn(x, w).to_vector(), MapRows(xv, rows, cols, [&](const Row& r) {
+                double ms = 0;
+                for (double v : r) ms += v * v;
+                const double inv = 1.0 / std::sqrt(ms / static_cast<double>(r.size()) + 1e-6);
+                Row out;
+                for (size_t j = 0; j < r.size(); ++j) out.push_back(r[j] * inv * wv[j]);
+                return out;
+              }),
+              10 * tol);
+
+  auto sum_fn = compile([](const Tensor& t) { return sum(t, -1); });
+  ExpectClose(sum_fn(x).to_vector(), MapRows(xv, rows, cols, [](const Row& r) { return Row{Mean(r) * r.size()}; }),
+              10 * tol);
+  auto max_fn = compile([](const Tensor& t) { return max(t, -1); });
+  ExpectClose(max_fn(x).to_vector(),
+              MapRows(xv, rows, cols, [](const Row& r) { return Row{*std::max_element(r.begin(), r.end())}; }), 0);
+  auto argmax_fn = compile([](const Tensor& t) { return argmax(t, -1); });
+  EXPECT_EQ(argmax_fn(x).to_double_vector(), MapRows(xv, rows, cols, [](const Row& r) {
+              return Row{static_cast<double>(std::max_element(r.begin(), r.end()) - r.begin())};
+            }));
+}
+
+void CheckRowLengths(Device device, int64_t rows, const std::vector<int64_t>& lengths) {
+  for (int64_t cols : lengths) {
+    SCOPED_TRACE(cols);
+    const uint64_t seed = FreshSeed();
+    Tensor x = randn({rows, cols}, Device::cpu(), seed).to(device);
+    Tensor w = randn({cols}, Device::cpu(), seed + 1).to(device);
+    Tensor b = randn({cols}, Device::cpu(), seed + 2).to(device);
+    CheckRowOps(x, w, b, rows, cols);
+  }
+}
+
+// Offsets of one float: contiguous rows whose pointer is 4 bytes off
+// 16-byte alignment (x and w), beside an aligned b.
+void CheckMisalignedViews(Device device, const std::vector<int64_t>& lengths) {
+  const int64_t rows = 19;
+  for (int64_t cols : lengths) {
+    SCOPED_TRACE(cols);
+    const uint64_t seed = FreshSeed();
+    Tensor flat = randn({rows * cols + 1}, Device::cpu(), seed).to(device);
+    Tensor x = flat.slice(0, 1, rows * cols + 1).view({rows, cols});
+    Tensor w = randn({cols + 1}, Device::cpu(), seed + 1).to(device).slice(0, 1, cols + 1);
+    Tensor b = randn({cols}, Device::cpu(), seed + 2).to(device);
+    CheckRowOps(x, w, b, rows, cols);
+  }
+}
+
+TEST(RowReductionsGpuTest, MatchFloat64OverRowLengths) {
+  SKIP_WITHOUT_CUDA();
+  CheckRowLengths(Device::cuda(), /*rows=*/37, kCols);  // not a multiple of a block's 8 warps
+}
+
+TEST(RowReductionsGpuTest, MisalignedViewTakesTheScalarPath) {
+  SKIP_WITHOUT_CUDA();
+  CheckMisalignedViews(Device::cuda(), {1024, 4096, 8192, 20000});
+}
+
+// The same checks on the CPU (whose kernels the tests also print as CUDA and
+// compile with NVRTC): the references and tolerances hold without a GPU.
+TEST(RowReductionsGpuTest, SameChecksOnTheCpu) {
+  CheckRowLengths(Device::cpu(), /*rows=*/5, {1, 33, 1026, 12288});
+  CheckMisalignedViews(Device::cpu(), {4096});
+}
+
+TEST(RowReductionsGpuTest, HalfPrecisionAndRunTimeRows) {
+  SKIP_WITHOUT_CUDA();
+  for (int64_t cols : {1024, 4096, 8192}) {
+    SCOPED_TRACE(cols);
+    Tensor host = randn({24, cols}, Device::cpu(), FreshSeed()).to(DType::kBFloat16);
+    auto fn = compile([](const Tensor& t) { return ManualSoftmax(t); });
+    const std::vector<double> want = SoftmaxRef(host.to_double_vector(), 24, cols);
+    ExpectClose(fn(host.to(Device::cuda())).to(DType::kFloat32).to_vector(), want, 1e-2);
+  }
+  // The row count as a kernel argument: one kernel serves 5 and 300 rows.
+  auto fn = compile([](const Tensor& t) { return ManualSoftmax(t); }, CompileOptions{.dynamic = true});
+  for (int64_t rows : {5, 300}) {
+    Tensor host = randn({rows, 4096}, Device::cpu(), FreshSeed());
+    ExpectClose(fn(host.to(Device::cuda())).to_vector(), SoftmaxRef(host.to_double_vector(), rows, 4096), 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace fusebox
