@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -108,6 +109,8 @@ struct CompileCache::Impl {
   mutable absl::Mutex mu;
   absl::flat_hash_map<std::string, std::shared_ptr<const CompiledBinary>> memory ABSL_GUARDED_BY(mu);
   CompileCacheStats stats ABSL_GUARDED_BY(mu);
+  int running ABSL_GUARDED_BY(mu) = 0;  // compilers now; busy_ms grows while it is above 0
+  std::chrono::steady_clock::time_point busy_since ABSL_GUARDED_BY(mu);
 };
 
 CompileCache& CompileCache::Get() {
@@ -150,8 +153,22 @@ absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCache::GetOrCompile
     from_disk = Deserialize(bytes, key, binary.get(), &why);
     if (!from_disk) spdlog::warn("compile cache entry {} is unusable ({}); recompiling", entry_path, why);
   }
+  double compile_ms = 0;
   if (!from_disk) {
+    const auto start = std::chrono::steady_clock::now();
+    {
+      absl::MutexLock lock(&impl_->mu);
+      if (impl_->running++ == 0) impl_->busy_since = start;
+    }
     absl::StatusOr<CompiledBinary> compiled = compile(dir_, stem);
+    const auto end = std::chrono::steady_clock::now();
+    compile_ms = std::chrono::duration<double, std::milli>(end - start).count();
+    {
+      absl::MutexLock lock(&impl_->mu);
+      if (--impl_->running == 0) {
+        impl_->stats.busy_ms += std::chrono::duration<double, std::milli>(end - impl_->busy_since).count();
+      }
+    }
     if (!compiled.ok()) return compiled.status();
     *binary = *std::move(compiled);
     std::string so_hash;
@@ -168,6 +185,7 @@ absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCache::GetOrCompile
   }
   absl::MutexLock lock(&impl_->mu);
   ++(from_disk ? impl_->stats.disk_hits : impl_->stats.compiles);
+  impl_->stats.compile_ms += compile_ms;
   auto [it, inserted] = impl_->memory.emplace(key, std::move(binary));
   return it->second;
 }

@@ -24,6 +24,8 @@ struct CompileCacheStats {
   int64_t memory_hits = 0;
   int64_t disk_hits = 0;
   int64_t compiles = 0;  // cache misses: a compiler ran
+  double compile_ms = 0;  // time inside the compilers, summed over threads
+  double busy_ms = 0;     // wall time with at least one compiler running (parallel compiles overlap)
 };
 
 class CompileCache {

@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "backend/compile_ahead.h"
 #include "backend/compile_cache.h"
 #include "backend/cpu/cpp_printer.h"
 #include "backend/cpu/host_compiler.h"
-#include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/driver.h"
 #include "backend/cuda/nvrtc.h"
@@ -97,37 +97,45 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
   std::shared_ptr<Executable> exe(new Executable());
   exe->plan_ = std::move(plan);
   const Device device = exe->plan_.graph.device();
-  for (const fusion::KernelGroup& group : exe->plan_.kernels) {
+  int arch = kNoDeviceArch;
+  if (device.is_cuda()) {
+    absl::StatusOr<int> capability = cuda::Driver::Get().ComputeCapability(device.index);
+    if (!capability.ok()) return capability.status();
+    arch = *capability;
+  }
+  // Lowered, printed and compiled up front, the compiles in parallel: the loop
+  // below loads them (compile-cache hits) and reports a failed compile.
+  const int64_t misses_ahead = CompileCache::Get().stats().compiles;
+  std::vector<PreparedKernel> prepared = CompileAhead(exe->plan_, arch, device.is_cpu() && also_compile_cuda);
+  exe->compiled_kernels_ = static_cast<int>(CompileCache::Get().stats().compiles - misses_ahead);
+  for (size_t k = 0; k < prepared.size(); ++k) {
+    const fusion::KernelGroup& group = exe->plan_.kernels[k];
     auto compiled = std::make_unique<CompiledKernel>();
-    compiled->ir = LowerKernel(exe->plan_, group);
+    compiled->ir = std::move(prepared[k].ir);
     KernelInfo info{.name = group.name, .device = device.str(), .numel = compiled->ir.numel};
     if (DebugDump("ir")) std::fprintf(stderr, "[fusebox ir]\n%s", compiled->ir.ToString().c_str());
     const int64_t misses_before = CompileCache::Get().stats().compiles;
     if (device.is_cpu()) {
-      info.source = RewriteSource(group.name, cpu::PrintCpp(compiled->ir));
+      info.source = std::move(prepared[k].source);
       if (DebugDump("cpp")) std::fprintf(stderr, "[fusebox cpp]\n%s", info.source.c_str());
       DumpKernelSource(group.name, ".cc", info.source);
       absl::StatusOr<cpu::LoadedCpuKernel> loaded = cpu::CompileCpuKernel(info.source, group.name);
       if (!loaded.ok()) return loaded.status();
       compiled->cpu_fn = loaded->fn;
       if (also_compile_cuda) {
-        compiled->ir.cluster = CudaClusterLayout(compiled->ir, kNoDeviceArch);
-        const std::string cuda_source = RewriteSource(group.name, PrintCuda(compiled->ir));
+        const std::string& cuda_source = prepared[k].cuda_source;
         DumpKernelSource(group.name, ".cu", cuda_source);
-        auto cuda_binary = CompileCudaSource(cuda_source, group.name, kNoDeviceArch);
+        auto cuda_binary = CompileCudaSource(cuda_source, group.name, arch);
         if (!cuda_binary.ok()) return cuda_binary.status();
         // What the kernel would look like on a GPU (sm_90): CI checks it too.
         info.ptx_summary = SummarizePtx((*cuda_binary)->ptx, (*cuda_binary)->log);
       }
     } else {
       cuda::Driver& driver = cuda::Driver::Get();
-      absl::StatusOr<int> arch = driver.ComputeCapability(device.index);
-      if (!arch.ok()) return arch.status();
-      compiled->ir.cluster = CudaClusterLayout(compiled->ir, *arch);
-      info.source = RewriteSource(group.name, PrintCuda(compiled->ir));
+      info.source = std::move(prepared[k].source);
       if (DebugDump("cuda")) std::fprintf(stderr, "[fusebox cuda]\n%s", info.source.c_str());
       DumpKernelSource(group.name, ".cu", info.source);
-      auto binary = CompileCudaSource(info.source, group.name, *arch);
+      auto binary = CompileCudaSource(info.source, group.name, arch);
       if (!binary.ok()) return binary.status();
       info.ptx = (*binary)->ptx;
       info.compile_log = (*binary)->log;

@@ -2,7 +2,8 @@
 // manual_gelu f32/bf16, an add-mul-tanh chain, manual_softmax on short, square
 // and long rows, layer_norm and rms_norm written out, row and column sums, a
 // tiny gelu for the call overhead and a gelu size sweep) eagerly (one kernel
-// per op) and compiled, on Device::default_device(). Each case is checked
+// per op) and compiled, on Device::default_device(); then the compile latency
+// and warm start of a few graphs in fresh processes (compile_latency.h). Each case is checked
 // (eager vs compiled, both vs float64) and timed; the tables come last, the
 // JSON (--json) is what bench/compare_torch.py merges with PyTorch's numbers.
 // On a GPU it also measures the device-to-device copy ceiling.
@@ -20,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/driver.h"
+#include "bench/compile_latency.h"
 #include "bench/harness.h"
 #include "bench/report.h"
 #include "bench/suite.h"
@@ -33,6 +35,8 @@ struct Options {
   std::string json_path;
   std::string filter;
   std::optional<Device> device;
+  std::string compile_child;  // hidden: "cold" or "warm", see compile_latency.h
+  bool cuda_twin = true;      // hidden: --no-cuda-twin (the children's CPU kernels skip NVRTC)
 };
 
 TimingPlan PlanFor(Device device, bool quick) {
@@ -47,7 +51,7 @@ int Usage(const char* argv0) {
                "  --full    the issue's sizes (the default on a GPU)\n"
                "  --filter  run only the cases whose name contains one of the words; names:\n"
                "            manual_gelu add_mul_tanh manual_softmax manual_layer_norm manual_rms_norm\n"
-               "            row_sum col_sum tiny_gelu gelu_sweep\n",
+               "            row_sum col_sum tiny_gelu gelu_sweep compile_latency\n",
                argv0);
   return 2;
 }
@@ -66,6 +70,10 @@ int Main(int argc, char** argv) {
       const std::string d = argv[++i];
       if (d != "cpu" && d != "cuda") return Usage(argv[0]);
       options.device = d == "cpu" ? Device::cpu() : Device::cuda(0);
+    } else if (arg == "--compile-child" && i + 1 < argc) {
+      options.compile_child = argv[++i];
+    } else if (arg == "--no-cuda-twin") {
+      options.cuda_twin = false;
     } else {
       return Usage(argv[0]);
     }
@@ -75,6 +83,9 @@ int Main(int argc, char** argv) {
   if (device.is_cuda() && !cuda_available()) {
     std::fprintf(stderr, "fusebox_bench: no usable GPU: %s\n", cuda::Driver::Get().unavailable_reason().c_str());
     return 1;
+  }
+  if (!options.compile_child.empty()) {
+    return RunCompileChild(options.compile_child, device, options.quick.value_or(device.is_cpu()), options.cuda_twin);
   }
   Report report;
   report.device = device;
@@ -96,7 +107,8 @@ int Main(int argc, char** argv) {
   for (const Case& c : SuiteCases(report.quick)) {
     if (Matches(options.filter, c.name)) cases.push_back(c);
   }
-  if (cases.empty()) {
+  const bool latency = Matches(options.filter, kCompileLatency);
+  if (cases.empty() && !latency) {
     std::fprintf(stderr, "fusebox_bench: --filter '%s' matches no case\n", options.filter.c_str());
     return 2;
   }
@@ -107,6 +119,15 @@ int Main(int argc, char** argv) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("[%2zu/%zu] %-17s %-8s %-15s %6.1f s  %s\n", i + 1, cases.size(), c.name.c_str(),
                 DTypeName(c.dtype), ShapeToString(c.shape).c_str(), s, report.results.back().ok() ? "ok" : "FAILED");
+    std::fflush(stdout);
+  }
+
+  if (latency) {
+    const auto start = std::chrono::steady_clock::now();
+    report.compile_latency = MeasureCompileLatency("", device, report.quick, options.cuda_twin);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("[compile] %-17s in fresh processes %18.1f s  %s\n", kCompileLatency, s,
+                report.compile_latency->ok() ? "ok" : "FAILED");
     std::fflush(stdout);
   }
 

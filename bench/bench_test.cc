@@ -1,9 +1,10 @@
 // The benchmark harness's pure helpers: how many input sets rotation uses,
-// what --filter matches, and that the suite's cases are the ones the README,
-// compare_torch.py and --filter name.
+// what --filter matches, that the suite's cases are the ones the README,
+// compare_torch.py and --filter name; and the compile-latency children.
 #include <set>
 #include <string>
 
+#include "bench/compile_latency.h"
 #include "bench/harness.h"
 #include "bench/suite.h"
 #include "gtest/gtest.h"
@@ -48,6 +49,7 @@ TEST(SuiteCases, QuickAndFullRunTheSameCases) {
     std::set<std::string> names;
     for (const Case& c : SuiteCases(quick)) names.insert(c.name);
     EXPECT_EQ(names, want) << (quick ? "quick" : "full");
+    EXPECT_FALSE(names.contains(kCompileLatency)) << "a case would share --filter's word for the latency rows";
   }
 }
 
@@ -59,6 +61,89 @@ TEST(SuiteCases, FullSweepIsEveryPowerOfTwoUpTo2To28) {
     ++sweep;
   }
   EXPECT_EQ(sweep, 19);
+}
+
+}  // namespace
+}  // namespace fusebox::bench
+
+// The compile-latency children (compile_latency.h): their JSON line, the
+// checks on a pair of them, and a real pair of fusebox_bench processes.
+namespace fusebox::bench {
+namespace {
+
+ChildReport SampleChild(const std::string& mode) {
+  ChildReport r{.mode = mode, .device = "cpu", .cuda_twin = true, .first_nvrtc_ms = 120.5, .trivial_nvrtc_ms = 15.25};
+  r.graphs.push_back({.workload = "manual_gelu", .shape = {256, 256}, .kernels = 1, .compiles = mode == "cold" ? 2 : 0,
+                      .disk_hits = mode == "cold" ? 0 : 2, .first_call_ms = 30.5, .compiler_ms = 28, .nvrtc_ms = 20,
+                      .compiler_wall_ms = 21, .nvrtc_programs = mode == "cold" ? 1 : 0});
+  r.nvrtc_programs = mode == "cold" ? 3 : 0;
+  r.compiles = mode == "cold" ? 2 : 0;
+  return r;
+}
+
+TEST(CompileLatency, ChildJsonRoundTripsAfterLogLines) {
+  const ChildReport r = SampleChild("cold");
+  const std::string json = ChildReportJson(r);
+  EXPECT_EQ(json.find('\n'), std::string::npos);
+  absl::StatusOr<ChildReport> back = ParseChildReport("[warn] a log line\n" + json + "\ntrailing text\n");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->mode, "cold");
+  EXPECT_DOUBLE_EQ(back->first_nvrtc_ms, 120.5);
+  ASSERT_EQ(back->graphs.size(), 1u);
+  EXPECT_EQ(back->graphs[0].workload, "manual_gelu");
+  EXPECT_EQ(back->graphs[0].shape, (std::vector<int64_t>{256, 256}));
+  EXPECT_DOUBLE_EQ(back->graphs[0].compiler_wall_ms, 21);
+  EXPECT_EQ(back->graphs[0].nvrtc_programs, 1);
+  EXPECT_EQ(ChildReportJson(*back), json);
+}
+
+TEST(CompileLatency, ParseErrorsSayWhat) {
+  EXPECT_FALSE(ParseChildReport("").ok());
+  EXPECT_FALSE(ParseChildReport("no json here\n").ok());
+  absl::StatusOr<ChildReport> missing = ParseChildReport("{\"mode\": \"cold\"}\n");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("lacks a field"), std::string::npos) << missing.status();
+}
+
+TEST(CompileLatency, ChecksFlagAWarmStartThatCompiles) {
+  EXPECT_TRUE(CheckLatency(SampleChild("cold"), SampleChild("warm")).empty());
+  ChildReport warm = SampleChild("warm");
+  warm.graphs[0].compiles = 1;
+  warm.nvrtc_programs = 1;
+  EXPECT_EQ(CheckLatency(SampleChild("cold"), warm).size(), 2u);
+  ChildReport cold = SampleChild("cold");
+  cold.graphs[0].compiles = 0;
+  EXPECT_EQ(CheckLatency(cold, SampleChild("warm")).size(), 1u);
+  cold.error = "boom";
+  ASSERT_EQ(CheckLatency(cold, SampleChild("warm")).size(), 1u);
+  EXPECT_EQ(CheckLatency(cold, SampleChild("warm"))[0], "cold child: boom");
+}
+
+TEST(CompileLatency, GraphsAreGeluSoftmaxLayerNormInFloat32) {
+  for (bool quick : {true, false}) {
+    std::vector<std::string> names;
+    for (const LatencyGraph& g : LatencyGraphs(quick)) names.push_back(g.workload);
+    EXPECT_EQ(names, (std::vector<std::string>{"manual_gelu", "manual_softmax", "manual_layer_norm"}));
+  }
+}
+
+// Two real fusebox_bench processes on the CPU: the cold one compiles (with
+// host C++ and NVRTC for the CUDA twins), the warm one runs no compiler.
+TEST(CompileLatency, FreshProcessesColdThenWarm) {
+  const CompileLatency c = MeasureCompileLatency(FUSEBOX_BENCH_BINARY, Device::cpu(), /*quick=*/true,
+                                                 /*cuda_twin=*/true);
+  for (const std::string& f : c.failures) ADD_FAILURE() << f;
+  ASSERT_EQ(c.cold.graphs.size(), 3u);
+  ASSERT_EQ(c.warm.graphs.size(), 3u);
+  EXPECT_GT(c.cold.first_nvrtc_ms, 0);
+  EXPECT_EQ(c.warm.nvrtc_programs, 0);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(c.cold.graphs[i].compiles, 2) << c.cold.graphs[i].workload;  // the kernel and its CUDA twin
+    EXPECT_GT(c.cold.graphs[i].nvrtc_ms, 0);
+    EXPECT_EQ(c.warm.graphs[i].compiles, 0);
+    EXPECT_EQ(c.warm.graphs[i].disk_hits, 2);
+    EXPECT_GT(c.warm.graphs[i].first_call_ms, 0);
+  }
 }
 
 }  // namespace

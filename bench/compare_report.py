@@ -112,9 +112,43 @@ def write_markdown(merged, path, png_name):
     out += [table(["workload", "shape", "dtype", "torch.compile first call ms", "fusebox compiled first call ms",
                    "fusebox warm start ms", "fusebox rel err eager / compiled", "torch rel err eager / built-in / compile",
                    "checks"], rows), ""]
+    out += latency_section(fb)
     if png_name:
         out += [f"![GB/s against size and per workload]({png_name})", ""]
     Path(path).write_text("\n".join(out))
+
+
+def latency_section(fb):
+    """Issue 6's compile rows: fusebox_bench's fresh-process cold compile and
+    warm start per kernel (its "compile_latency" section) beside the first
+    call of torch.compile on the same workload and shape."""
+    lat = fb.get("compile_latency")
+    if not lat:
+        return []
+    cold, warm = lat["cold"], lat["warm"]
+    out = ["## Compile latency and warm start (fresh processes)", ""]
+    out += ["fusebox_bench ran itself twice on a new, empty FUSEBOX_CACHE_DIR: cold (every kernel compiled) and "
+            "warm (a second process; every kernel from the disk cache, no compiler run). Per kernel, the whole "
+            "first call; NVRTC's share in brackets. torch.compile: its first call in this run (after "
+            "torch._dynamo.reset(), one graph). Issue 6: cold <= 50 ms, warm <= 2 ms per kernel.", ""]
+    if cold.get("first_nvrtc_ms"):
+        out += [f"- first NVRTC program in a process (a trivial kernel, before the graphs): "
+                f"{cold['first_nvrtc_ms']:.0f} ms; the same again {cold['trivial_nvrtc_ms']:.0f} ms", ""]
+    rows = []
+    for i, g in enumerate(cold.get("graphs", [])):
+        w = warm["graphs"][i] if i < len(warm.get("graphs", [])) else None
+        k = max(g["kernels"], 1)
+        twin = [r for r in fb["results"] if r["workload"] == g["workload"] and r["shape"] == g["shape"]
+                and r["dtype"] == "float32"]
+        tc = ((twin[0].get("torch") or {}).get("compiled") or {}) if twin else {}
+        rows.append([g["workload"], g["shape"], g["kernels"],
+                     f"{num(g['first_call_ms'] / k, '.1f')} ({num(g['nvrtc_ms'] / k, '.1f')})",
+                     num(w["first_call_ms"] / k, ".2f") if w else "—",
+                     f"{g['compiles']} / {w['compiles'] if w else '—'}", num(tc.get("cold_ms"), ".0f")])
+    out += [table(["graph", "shape", "kernels", "fusebox cold ms per kernel (NVRTC)", "fusebox warm start ms per kernel",
+                   "compiler runs cold / warm", "torch.compile first call ms"], rows), ""]
+    out += [f"- FAILED: {f}" for f in lat.get("failures", [])]
+    return out + ([""] if lat.get("failures") else [])
 
 
 def plot(merged, path):

@@ -352,7 +352,10 @@ def main():
     write_markdown(fb, out_dir / f"{stem}.md", png.name if plotted else None)
     print(f"wrote {out_dir / stem}.json, .md{', .png' if plotted else ''}")
     ok = fb["ok"] and all(merged_case_ok(r) for r in fb["results"])
-    print((out_dir / f"{stem}.md").read_text().split("## GB/s")[0])
+    md = (out_dir / f"{stem}.md").read_text()
+    print(md.split("## GB/s")[0])
+    if "## Compile latency" in md:
+        print("## Compile latency" + md.split("## Compile latency")[1].split("![")[0])
     print(f"result: {'OK' if ok else 'FAILED'}")
     return 0 if ok else 1
 

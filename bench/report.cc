@@ -1,5 +1,6 @@
 #include "bench/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -84,10 +85,40 @@ void PrintCallOverhead(const Report& report) {
   }
 }
 
+void PrintCompileLatency(const CompileLatency& c) {
+  std::printf("\n%s: the first compiled call of each graph in a fresh process on a new, empty FUSEBOX_CACHE_DIR"
+              " (cold), then in a second process on that directory (warm: kernels from the disk cache)%s\n",
+              kCompileLatency, c.cold.cuda_twin ? "; CPU kernels also compiled for sm_90 by NVRTC (their CUDA twins)" : "");
+  if (c.cold.first_nvrtc_ms > 0) {
+    std::printf("  first NVRTC program in a process (a trivial kernel, before the graphs): %.1f ms; the same again:"
+                " %.1f ms\n",
+                c.cold.first_nvrtc_ms, c.cold.trivial_nvrtc_ms);
+  }
+  std::printf("  %-17s %-13s %7s %12s %9s %9s %9s %12s %8s\n", "graph", "shape", "kernels", "cold ms/kern",
+              "NVRTC", "other cc", "rest", "warm ms/kern", "compiles");
+  for (size_t i = 0; i < c.cold.graphs.size(); ++i) {
+    const GraphLatency& g = c.cold.graphs[i];
+    const GraphLatency* w = i < c.warm.graphs.size() ? &c.warm.graphs[i] : nullptr;
+    const double k = static_cast<double>(std::max<int64_t>(g.kernels, 1));
+    const std::string compiles = absl::StrCat(g.compiles, "/", w ? absl::StrCat(w->compiles) : "-");
+    std::printf("  %-17s %-13s %7lld %12.1f %9.1f %9.1f %9.1f %12.2f %8s\n", g.workload.c_str(),
+                ShapeToString(Shape(g.shape.begin(), g.shape.end())).c_str(), static_cast<long long>(g.kernels),
+                g.first_call_ms / k, g.nvrtc_ms / k, (g.compiler_ms - g.nvrtc_ms) / k,
+                (g.first_call_ms - g.compiler_wall_ms) / k, w ? w->first_call_ms / k : 0.0,
+                compiles.c_str());
+  }
+  std::printf("  per kernel: cold = the whole first call; NVRTC and other compilers (host C++) inside it, summed"
+              " over threads; rest = the call outside compilers (trace, plan, print, cache, load, launch); warm = the whole first call with every kernel from"
+              " disk; compiles = compiler runs cold/warm (warm must be 0). Issue 6 on the H200: cold <= 50 ms,"
+              " warm <= 2 ms per kernel\n");
+  for (const std::string& f : c.failures) std::printf("  FAILED: %s\n", f.c_str());
+}
+
 }  // namespace
 
 bool Report::ok() const {
   if (copy && !copy->ok) return false;
+  if (compile_latency && !compile_latency->ok()) return false;
   for (const Result& r : results) {
     if (!r.ok()) return false;
   }
@@ -127,6 +158,7 @@ void PrintTables(const Report& report) {
   PrintMainTable(report, ceiling);
   PrintSweep(report, ceiling);
   PrintCallOverhead(report);
+  if (report.compile_latency) PrintCompileLatency(*report.compile_latency);
   std::printf("\nGB/s = minimal bytes (each input read once, the output written once) / median time%s;"
               " kernels = per call, eager->compiled\n",
               report.copy ? "; %ceil = compiled GB/s over the copy ceiling measured above"

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/compile_latency.h"
 #include "bench/harness.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -66,6 +67,7 @@ struct Report {
   std::vector<std::string> notes;
   std::optional<CopyResult> copy;  // GPU only
   std::vector<Result> results;
+  std::optional<CompileLatency> compile_latency;  // unless --filter leaves it out
   bool ok() const;
   // The ceiling GB/s figures are compared with: the copy measured in this
   // run, else DEVICE.md's (GPU) or none (0, CPU).

@@ -90,6 +90,12 @@ void WriteJson(const Report& report, const std::string& path) {
                     ", \"gbps\": ", JsonNumber(c.gbps()), ", \"ok\": ", JsonBool(c.ok),
                     ", \"trials_ms\": ", JsonNumbers(c.trials_ms), "}");
   }
+  if (report.compile_latency) {
+    const CompileLatency& c = *report.compile_latency;
+    absl::StrAppend(&json, ",\n  \"compile_latency\": {\"ok\": ", JsonBool(c.ok()),
+                    ", \"failures\": ", JsonStrings(c.failures), ",\n    \"cold\": ", ChildReportJson(c.cold),
+                    ",\n    \"warm\": ", ChildReportJson(c.warm), "}");
+  }
   absl::StrAppend(&json, ",\n  \"reference_ceiling_gbps\": ", JsonNumber(kH200CopyCeilingGBps),
                   ", \"ceiling_gbps\": ", JsonNumber(report.ceiling_gbps()), ",\n  \"results\": [");
   for (size_t i = 0; i < report.results.size(); ++i) {

@@ -85,6 +85,9 @@ class CompiledWorkload {
   std::vector<KernelInfo> kernels() const {
     return std::visit([](const auto& f) { return f.kernels(); }, fn_);
   }
+  CompileStats stats() const {
+    return std::visit([](const auto& f) { return f.stats(); }, fn_);
+  }
 
  private:
   using Variant = std::variant<CompiledFunction<Fn1>, CompiledFunction<Fn2>, CompiledFunction<Fn3>>;

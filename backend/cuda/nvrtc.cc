@@ -2,8 +2,11 @@
 
 #include <nvrtc.h>
 
+#include <chrono>
+
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace fusebox::cuda {
 namespace {
@@ -17,7 +20,22 @@ void DropTrailingNul(std::string& text) {
   while (!text.empty() && text.back() == '\0') text.pop_back();
 }
 
+absl::Mutex counters_mu;
+NvrtcCounters counters ABSL_GUARDED_BY(counters_mu);
+
+void Count(std::chrono::steady_clock::time_point start) {
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  absl::MutexLock lock(&counters_mu);
+  if (counters.programs++ == 0) counters.first_ms = ms;
+  counters.total_ms += ms;
+}
+
 }  // namespace
+
+NvrtcCounters GetNvrtcCounters() {
+  absl::MutexLock lock(&counters_mu);
+  return counters;
+}
 
 std::vector<std::string> NvrtcBaseOptions(int arch) {
   return {
@@ -44,6 +62,8 @@ std::string NvrtcVersion() {
 
 absl::StatusOr<NvrtcOutput> CompileWithNvrtc(const std::string& source, const std::string& name, int arch,
                                              const std::vector<std::string>& extra_options) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::Cleanup count = [start] { Count(start); };
   nvrtcProgram program = nullptr;
   std::string file_name = absl::StrCat(name, ".cu");  // how the log names the source
   if (nvrtcResult r = nvrtcCreateProgram(&program, source.c_str(), file_name.c_str(), 0, nullptr, nullptr);

@@ -2,6 +2,7 @@
 // generated kernel for sm_90 on a machine without one.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,15 @@ std::string NvrtcVersion();
 
 // The options every compile uses (also part of the cache key).
 std::vector<std::string> NvrtcBaseOptions(int arch);
+
+// NVRTC programs compiled by this process and the time they took (create to
+// cubin): the benchmark splits compile latency with it, and a warm start
+// (every kernel from the disk cache) must leave `programs` at 0.
+struct NvrtcCounters {
+  int64_t programs = 0;
+  double total_ms = 0;
+  double first_ms = 0;  // the process's first program: NVRTC's one-time start is in it
+};
+NvrtcCounters GetNvrtcCounters();
 
 }  // namespace fusebox::cuda

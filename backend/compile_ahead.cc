@@ -1,0 +1,61 @@
+#include "backend/compile_ahead.h"
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <thread>
+
+#include "backend/cpu/cpp_printer.h"
+#include "backend/cpu/host_compiler.h"
+#include "backend/cuda/cuda_cluster.h"
+#include "backend/cuda/cuda_printer.h"
+#include "backend/executable.h"
+#include "backend/lower.h"
+#include "backend/source_hooks.h"
+
+namespace fusebox::backend {
+namespace {
+
+// Runs every job, on up to one thread per core (the calling thread is one).
+void RunAll(const std::vector<std::function<void()>>& jobs) {
+  static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::min(cores, jobs.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t j = next++; j < jobs.size(); j = next++) jobs[j]();
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace
+
+std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch, bool cuda_twins) {
+  const bool cpu = plan.graph.device().is_cpu();
+  std::vector<PreparedKernel> kernels;
+  std::vector<std::function<void()>> jobs;
+  kernels.reserve(plan.kernels.size());  // the jobs keep pointers into it
+  for (const fusion::KernelGroup& group : plan.kernels) {
+    PreparedKernel& k = kernels.emplace_back();
+    k.ir = LowerKernel(plan, group);
+    // Long rows on sm_90+: a thread-block cluster per row (CUDA only; the
+    // C++ printer ignores it).
+    if (!cpu || cuda_twins) k.ir.cluster = CudaClusterLayout(k.ir, cuda_arch);
+    const std::string& name = group.name;
+    if (cpu) {
+      k.source = RewriteSource(name, cpu::PrintCpp(k.ir));
+      jobs.push_back([&k, &name] { (void)cpu::CompileCpuKernel(k.source, name); });
+    }
+    if (!cpu || cuda_twins) {
+      std::string& source = cpu ? k.cuda_source : k.source;
+      source = RewriteSource(name, PrintCuda(k.ir));
+      jobs.push_back([&source, &name, cuda_arch] { (void)CompileCudaSource(source, name, cuda_arch); });
+    }
+  }
+  RunAll(jobs);
+  return kernels;
+}
+
+}  // namespace fusebox::backend

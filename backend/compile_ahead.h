@@ -1,0 +1,30 @@
+// A plan's kernels lowered, printed and compiled before Executable::Compile
+// loads them one by one: the compiles (NVRTC, the host compiler) run on
+// several threads when a plan has more than one source, so a plan of n new
+// kernels costs about one compile instead of n. What they produce goes into
+// the compile cache, where the loader then finds it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/kernel_ir.h"
+#include "fusion/plan.h"
+#include "tensor/device.h"
+
+namespace fusebox::backend {
+
+struct PreparedKernel {
+  Kernel ir;
+  std::string source;       // for the plan's device, after RewriteSource
+  std::string cuda_source;  // CPU plans with CUDA twins (SetAlsoCompileCudaForCpu): the sm_90 twin
+};
+
+// Lowers and prints every kernel of `plan`; then compiles each source through
+// the compile cache (CUDA for sm_<cuda_arch>; CPU kernels also as CUDA twins
+// for sm_<cuda_arch> when `cuda_twins`), at most one thread per core. A
+// failed compile is not cached, so the caller's compile of the same source
+// reports it.
+std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch, bool cuda_twins);
+
+}  // namespace fusebox::backend
