@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/driver.h"
 #include "backend/cuda/nvrtc.h"
+#include "backend/cuda/row_printer.h"
 #include "backend/lower.h"
 #include "profiler/recorder.h"
 #include "backend/ptx_summary.h"
@@ -89,6 +90,7 @@ struct Executable::CompiledKernel {
   cpu::CpuKernelFn cpu_fn = nullptr;
   CUfunction cuda_fn = nullptr;
   CUfunction cuda_partial_fn = nullptr;  // split reductions: the first of two kernels
+  int64_t max_grid = 0;  // CUDA, grid-stride rows (CudaRowLayout::grid_stride): one block per SM
 };
 
 Executable::~Executable() = default;
@@ -149,6 +151,11 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       absl::StatusOr<CUfunction> fn = driver.GetFunction(*module, group.name);
       if (!fn.ok()) return fn.status();
       compiled->cuda_fn = *fn;
+      if (UsesCudaRowLayout(compiled->ir) && ChooseCudaRowLayout(compiled->ir).grid_stride) {
+        absl::StatusOr<int> sms = driver.MultiprocessorCount(device.index);
+        if (!sms.ok()) return sms.status();
+        compiled->max_grid = *sms;
+      }
       if (compiled->ir.split > 1) {
         absl::StatusOr<CUfunction> partial = driver.GetFunction(*module, group.name + "_partial");
         if (!partial.ok()) return partial.status();
@@ -233,7 +240,9 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       long long fb_n = iterations;
       if (k->ir.dynamic_extent) params.push_back(&fb_n);
       cuda::LaunchDims dims;
-      dims.grid_x = static_cast<unsigned>(CudaGridSize(k->ir, iterations));
+      int64_t grid = CudaGridSize(k->ir, iterations);
+      if (k->max_grid > 0) grid = std::min(grid, k->max_grid);
+      dims.grid_x = static_cast<unsigned>(grid);
       dims.block_x = static_cast<unsigned>(CudaBlockSize(k->ir));
       if (k->ir.split > 1) {
         absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_partial_fn, dims, params.data());

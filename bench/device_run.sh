@@ -83,6 +83,13 @@ run_remote() {
   local status=0
   echo "== fusebox_bench"
   "$dist/bin/fusebox_bench" --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || status=1
+  # An A/B of a tuning switch, appended to bench.log: FUSEBOX_AB="NAME=value ..."
+  # (docs/debugging.md) with FUSEBOX_AB_FILTER naming the cases.
+  if [[ -n ${FUSEBOX_AB:-} ]]; then
+    echo "== A/B: $FUSEBOX_AB (--filter ${FUSEBOX_AB_FILTER:-all})" | tee -a "$OUT/bench.log"
+    env $FUSEBOX_AB "$dist/bin/fusebox_bench" ${FUSEBOX_AB_FILTER:+--filter "$FUSEBOX_AB_FILTER"} 2>&1 |
+      tee -a "$OUT/bench.log" || status=1
+  fi
   [[ $1 == bench ]] && return $status
 
   echo "== tests (in parallel, one log each, gathered into tests.log)"

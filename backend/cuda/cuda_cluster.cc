@@ -1,5 +1,8 @@
 #include "backend/cuda/cuda_cluster.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cuda_printer.h"
@@ -113,6 +116,12 @@ class ClusterPrinter : public CPrinter {
 }  // namespace
 
 ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
+  // FUSEBOX_TUNE_CLUSTERS=0: long rows take the looped kernel (to compare).
+  static const bool off = [] {
+    const char* s = std::getenv("FUSEBOX_TUNE_CLUSTERS");
+    return s != nullptr && std::string_view(s) == "0";
+  }();
+  if (off) return {};
   // Cached loads are recorded only for rows ending in the innermost dim.
   if (arch < kMinClusterArch || k.kind != fusion::KernelKind::kReduction || k.strategy != RowStrategy::kBlockPerRow ||
       k.split > 1 || k.dynamic_extent || k.cached_loads.empty() || k.passes.empty()) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
+#include "fusion/plan.h"
 
 namespace fusebox::backend {
 namespace {
@@ -116,9 +117,13 @@ class RowPrinter {
                     Persistent(k_) && !layout_.on_chip ? ", looped (over the register budget)" : "", "\n");
     const std::string row = warp ? absl::StrCat("(", idx_, ")blockIdx.x * ", layout_.rows_per_block, " + (threadIdx.x >> 5)")
                                  : absl::StrCat("(", idx_, ")blockIdx.x");
+    // One block per SM walks the rows (CudaRowLayout::grid_stride), or one row per block / warp.
+    const std::string open_row = layout_.grid_stride
+        ? absl::StrCat("  for (", idx_, " r = blockIdx.x; r < ", extent, "; r += gridDim.x) {\n")
+        : absl::StrCat("  const ", idx_, " r = ", row, ";\n  if (r < ", extent, ") {\n");
     absl::StrAppend(&out, "extern \"C\" __global__ void __launch_bounds__(", layout_.block_size, ") ", k_.name, "(",
                     CPrinter::ParamList(k_, /*restrict_qualified=*/true), k_.dynamic_extent ? ", long long fb_n" : "",
-                    ") {\n  const ", idx_, " r = ", row, ";\n  if (r < ", extent, ") {\n    const int fb_lane = ",
+                    ") {\n", open_row, "    const int fb_lane = ",
                     warp ? "threadIdx.x & 31" : "threadIdx.x", ";\n", AlignmentCheck());
 
     std::set<int> preloaded;
@@ -321,12 +326,18 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
     while (Persistent(k) && threads < 1024 && values(threads) > TunedRowValues()) threads *= 2;
     const int budget = threads >= 1024 ? kCudaRowRegisterBudget / 2 : kCudaRowRegisterBudget;
     layout.on_chip = Persistent(k) && values(threads) * cached <= budget;
-    layout.threads_per_row = layout.block_size = layout.on_chip ? threads : 256;
+    const bool rereads = k.passes.size() > 1 || !k.elementwise.empty();
+    int64_t row_bytes = 0;
+    for (const BufferParam& b : k.buffers) row_bytes = std::max<int64_t>(row_bytes, k.row_length * DTypeSize(b.dtype));
+    layout.grid_stride = !layout.on_chip && rereads && !k.dynamic_extent && k.row_length > fusion::kPersistentRowLimit &&
+                         row_bytes <= kCudaL2RowBytes;
+    layout.threads_per_row = layout.block_size = layout.on_chip ? threads : layout.grid_stride ? 1024 : 256;
     layout.rows_per_block = 1;
   } else {
     layout.on_chip = Persistent(k) && values(32) * cached <= kCudaRowRegisterBudget;
   }
-  layout.groups = layout.on_chip ? values(layout.threads_per_row) / v : kCudaLoopGroups;
+  // 1024-thread blocks have 64 registers a thread: two groups ahead, not four.
+  layout.groups = layout.on_chip ? values(layout.threads_per_row) / v : layout.grid_stride ? 2 : kCudaLoopGroups;
   return layout;
 }
 

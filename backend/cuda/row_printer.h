@@ -26,7 +26,17 @@ struct CudaRowLayout {
   // Persistent rows: groups each thread holds (the row is done in one step).
   // Looped rows: groups each thread loads before using any, per step.
   int64_t groups = 0;
+  // Looped rows read more than once (several passes, or per-element stores)
+  // and too long for one block's registers: 1024 threads per block and a grid
+  // of one block per SM walking the rows (r += gridDim.x), so the rows in
+  // flight (one per SM, at most kCudaL2RowBytes each) stay in the L2 and only
+  // the first pass reads HBM.
+  bool grid_stride = false;
 };
+
+// Rows up to this many bytes per cached input may rely on the L2 between
+// passes with one row per SM in flight (132 x 256 KB = 33 MB of a 60 MB L2).
+inline constexpr int64_t kCudaL2RowBytes = int64_t{256} << 10;
 
 // Persistent block-per-row kernels: block threads grow from 256 (to 1024)
 // until each holds at most this many elements per cached input

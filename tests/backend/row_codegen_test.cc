@@ -153,3 +153,31 @@ TEST(RowCodegenTest, ArgmaxHalfPrecisionAndRunTimeRowsCompile) {
 
 }  // namespace
 }  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+// Rows past the persistent limit that are read more than once (softmax's
+// three passes) and fit the L2 with one row per SM in flight: 1024 threads
+// per block, one block per SM walking the rows, 16-byte loads, no spills;
+// a single-pass sum keeps one row per block.
+TEST(RowCodegenTest, LongReReadRowsWalkTheGridWithOneBlockPerSm) {
+  const backend::Kernel softmax = LowerLast([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 65536})});
+  ASSERT_TRUE(backend::UsesCudaRowLayout(softmax));
+  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(softmax);
+  EXPECT_TRUE(layout.grid_stride);
+  EXPECT_EQ(backend::CudaBlockSize(softmax), 1024);
+  const Compiled c = CompileCuda(softmax);
+  EXPECT_THAT(c.source, HasSubstr("r += gridDim.x"));
+  EXPECT_GT(Count(c.summary.global_loads, 16), 0) << c.summary.ToString();
+  EXPECT_EQ(c.summary.spill_store_bytes + c.summary.spill_load_bytes, 0) << c.summary.ToString();
+
+  const backend::Kernel total = LowerLast([](auto& in) { return sum(in[0], -1); }, {randn({3, 65536})});
+  EXPECT_FALSE(backend::ChooseCudaRowLayout(total).grid_stride);
+  // Rows over kCudaL2RowBytes would not stay in the L2 either.
+  const backend::Kernel huge = LowerLast([](auto& in) { return ManualSoftmax(in[0]); }, {randn({2, 1 << 17})});
+  EXPECT_FALSE(backend::ChooseCudaRowLayout(huge).grid_stride);
+}
+
+}  // namespace
+}  // namespace fusebox
