@@ -40,9 +40,9 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
   for (const fusion::KernelGroup& group : plan.kernels) {
     PreparedKernel& k = kernels.emplace_back();
     k.ir = LowerKernel(plan, group);
-    // Long rows on sm_90+: a thread-block cluster per row (CUDA only; the
-    // C++ printer ignores it).
-    if (!cpu || cuda_twins) k.ir.cluster = CudaClusterLayout(k.ir, cuda_arch);
+    // Long rows on sm_90+, opt-in: a thread-block cluster per row (CUDA only;
+    // the C++ printer ignores it).
+    if ((!cpu || cuda_twins) && CudaClustersEnabled()) k.ir.cluster = CudaClusterLayout(k.ir, cuda_arch);
     const std::string& name = group.name;
     if (cpu) {
       k.source = RewriteSource(name, cpu::PrintCpp(k.ir));

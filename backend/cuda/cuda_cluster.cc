@@ -116,12 +116,6 @@ class ClusterPrinter : public CPrinter {
 }  // namespace
 
 ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
-  // FUSEBOX_TUNE_CLUSTERS=0: long rows take the looped kernel (to compare).
-  static const bool off = [] {
-    const char* s = std::getenv("FUSEBOX_TUNE_CLUSTERS");
-    return s != nullptr && std::string_view(s) == "0";
-  }();
-  if (off) return {};
   // Cached loads are recorded only for rows ending in the innermost dim.
   if (arch < kMinClusterArch || k.kind != fusion::KernelKind::kReduction || k.strategy != RowStrategy::kBlockPerRow ||
       k.split > 1 || k.dynamic_extent || k.cached_loads.empty() || k.passes.empty()) {
@@ -142,6 +136,14 @@ ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
     return {kMaxClusterBlocks, kClusterThreads, static_cast<int>(slots(kMaxClusterBlocks))};
   }
   return {};
+}
+
+bool CudaClustersEnabled() {
+  static const bool on = [] {
+    const char* s = std::getenv("FUSEBOX_TUNE_CLUSTERS");
+    return s != nullptr && std::string_view(s) == "1";
+  }();
+  return on;
 }
 
 std::string PrintCudaCluster(const Kernel& kernel) { return ClusterPrinter().Print(kernel); }

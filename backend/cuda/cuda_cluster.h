@@ -18,6 +18,12 @@ namespace fusebox::backend {
 // 32 registers per thread in 8 blocks.
 ClusterLayout CudaClusterLayout(const Kernel& kernel, int arch);
 
+// Whether compiles use CudaClusterLayout: only with FUSEBOX_TUNE_CLUSTERS=1
+// (read once). On the H200 the cluster softmax over 1024 x 65536 ran at
+// 1544 GB/s, the looped kernel that walks the grid with one block per SM at
+// 2395 (bench/NOTES.md): the looped kernel is the default.
+bool CudaClustersEnabled();
+
 // The kernel's CUDA source for its `cluster` layout (blocks > 1); PrintCuda
 // calls it. One launch of num_rows * blocks blocks, `threads` each.
 std::string PrintCudaCluster(const Kernel& kernel);

@@ -312,7 +312,7 @@ class RowPrinter {
 }  // namespace
 
 bool UsesCudaRowLayout(const Kernel& k) {
-  return k.is_reduction() && k.split <= 1 && k.strategy != RowStrategy::kThreadPerRow;
+  return k.is_reduction() && k.split <= 1 && k.cluster.blocks <= 1 && k.strategy != RowStrategy::kThreadPerRow;
 }
 
 CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {

@@ -4,6 +4,7 @@
 // parts, one and two normalized dims, shape errors. A GPU variant reruns a
 // subset on Device::cuda(), and rows too long for one block (thread-block
 // clusters on sm_90+), and skips without a device.
+#include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/driver.h"
 #include "fusion/plan.h"
 #include "tests/frontend/reduction_test_util.h"
@@ -238,10 +239,11 @@ TEST(NormalizationCudaTest, SoftmaxAndLayerNorm) {
   Check("softmax(-1) with -inf", [](const Tensor& a) { return softmax(a, -1); }, inf, RefSoftmax(inf, -1));
 }
 
-// Rows longer than one block holds (4096): on sm_90+ each row is spread over
-// a thread-block cluster that keeps it in registers (backend/cuda/
-// cuda_cluster.h), reading HBM once. Odd lengths leave the last block part
-// empty; 1 and 3 rows make clusters of a few blocks on an idle GPU.
+// Long rows: persistent up to kPersistentRowLimit, then the looped kernel
+// walking the grid, or (FUSEBOX_TUNE_CLUSTERS=1, sm_90+) a thread-block
+// cluster per row that keeps it in registers (backend/cuda/cuda_cluster.h).
+// Odd lengths leave the last block part empty; 1 and 3 rows make a few
+// blocks on an idle GPU.
 TEST(NormalizationCudaTest, LongRowsOverThreadBlockClusters) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const Device gpu = Device::cuda();
@@ -265,7 +267,8 @@ TEST(NormalizationCudaTest, LongRowsOverThreadBlockClusters) {
         auto f = compile([](const Tensor& t) { return softmax(t, -1); });
         (void)f(x);
         ASSERT_EQ(f.kernels().size(), 1u);
-        if (*arch >= 90 && len > fusion::kPersistentRowLimit) {
+        // Clusters are opt-in (FUSEBOX_TUNE_CLUSTERS=1): with it on, long rows take them on sm_90+.
+        if (*arch >= 90 && len > fusion::kPersistentRowLimit && backend::CudaClustersEnabled()) {
           EXPECT_THAT(f.kernels()[0].source, HasSubstr("__cluster_dims__(")) << "sm_" << *arch;
         }
       }
