@@ -72,7 +72,8 @@ def write_markdown(merged, path, png_name):
             f"fusebox_bench's notes: {'; '.join(fb['notes']) or 'none'}",
             f"- method: {fb['warmup']} warm-up calls, then {fb['trials']} trials each timed with CUDA events "
             "after zeroing 256 MB on the GPU (as triton.testing.do_bench: the L2 is evicted and the host's launch "
-            "path is hidden; the call-overhead rows measure that); median. Inputs rotated over copies in fresh buffers while one set is under {fb['rotation_factor']:g}x "
+            "path is hidden; the call-overhead rows measure that); median. Inputs rotated over copies in fresh "
+            f"buffers while one set is under {fb['rotation_factor']:g}x "
             f"{fb['cache_bytes'] / 2**20:.0f} MiB (both sides use the same count); tiny_gelu: batches of calls on "
             "the host clock, per call",
             f"- GB/s = minimal bytes (each input read once, the output written once) / median time; % of the "
