@@ -12,6 +12,8 @@
 
 namespace fusebox::frontend {
 
+bool CapturingNow() { return CaptureSession::Current() != nullptr; }
+
 CallScope::CallScope(CompiledState* state) : state_(state) {
   if (state->runs_eagerly()) return;
   session_ = std::make_unique<CaptureSession>(/*eager=*/false);

@@ -70,6 +70,9 @@ namespace frontend {
 class CaptureSession;
 class CompiledState;
 
+// Whether a compiled function's capture is running on this thread.
+bool CapturingNow();
+
 // One call of a compiled function: installs the capture, and at Finish()
 // flushes it. Destroyed unfinished (the function threw), it drops the capture.
 // Past the recompile limit it captures nothing: the function runs eagerly.
@@ -161,7 +164,10 @@ class CompiledFunction {
   auto operator()(Args&&... args) {
     using Result = std::invoke_result_t<Fn&, Args...>;
     if constexpr (frontend::kReplayable<Result, Args...>) {
-      if (state_->options().replay) return CallWithReplay<Result>(std::forward<Args>(args)...);
+      // Inside another compiled function's capture its ops join that graph.
+      if (state_->options().replay && !frontend::CapturingNow()) {
+        return CallWithReplay<Result>(std::forward<Args>(args)...);
+      }
     }
     frontend::CallScope scope(state_.get());
     scope.NoteArguments(args...);

@@ -178,6 +178,19 @@ TEST(ReplayTest, ReplayedCallsAreProfiledAsGraphRuns) {
   EXPECT_EQ(kernels, 1);
 }
 
+TEST(ReplayTest, InsideAnotherCompiledFunctionItsOpsJoinThatGraph) {
+  auto inner = compile(ManualGelu, {.replay = true});
+  auto outer = compile([&inner](const Tensor& x) { return inner(x) * 2.0; });
+  for (int i = 0; i < 4; ++i) {
+    const Tensor x = randn({300}, Device::cpu(), FreshSeed());
+    std::vector<double> want = GeluOf(x);
+    for (double& v : want) v *= 2.0;
+    ExpectClose(outer(x).to_vector(), want, 1e-5);
+    EXPECT_EQ(outer.kernels().size(), 1u);  // gelu and the scaling fused
+  }
+  EXPECT_EQ(inner.stats().replays, 0);
+}
+
 TEST(ReplayTest, ReplaysOnTheGpu) {
   SKIP_WITHOUT_CUDA();
   auto f = compile(ManualGelu, {.replay = true});
