@@ -12,13 +12,14 @@
 namespace fusebox::backend {
 namespace {
 
-int TunedRowValues() {
-  static const int values = [] {
+// Values per thread a persistent block row aims at (kCudaRowValuesPerThread).
+int TunedRowValues(int64_t row_length) {
+  static const int tuned = [] {
     const char* s = std::getenv("FUSEBOX_TUNE_ROW_VALUES");
-    const int v = s != nullptr ? std::atoi(s) : 0;
-    return v > 0 ? v : kCudaRowValuesPerThread;
+    return s != nullptr ? std::max(0, std::atoi(s)) : 0;
   }();
-  return values;
+  if (tuned > 0) return tuned;
+  return row_length <= kCudaShortRowLength ? kCudaShortRowValuesPerThread : kCudaRowValuesPerThread;
 }
 
 bool Persistent(const Kernel& k) { return k.kind == fusion::KernelKind::kPersistent; }
@@ -323,7 +324,7 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   auto values = [&](int64_t threads) { return (k.row_length + threads * v - 1) / (threads * v) * v; };
   if (k.strategy == RowStrategy::kBlockPerRow) {
     int threads = 256;
-    while (Persistent(k) && threads < 1024 && values(threads) > TunedRowValues()) threads *= 2;
+    while (Persistent(k) && threads < 1024 && values(threads) > TunedRowValues(k.row_length)) threads *= 2;
     const int budget = threads >= 1024 ? kCudaRowRegisterBudget / 2 : kCudaRowRegisterBudget;
     layout.on_chip = Persistent(k) && values(threads) * cached <= budget;
     const bool rereads = k.passes.size() > 1 || !k.elementwise.empty();
