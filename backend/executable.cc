@@ -90,7 +90,11 @@ struct Executable::CompiledKernel {
   cpu::CpuKernelFn cpu_fn = nullptr;
   CUfunction cuda_fn = nullptr;
   CUfunction cuda_partial_fn = nullptr;  // split reductions: the first of two kernels
-  int64_t max_grid = 0;  // CUDA, grid-stride rows (CudaRowLayout::grid_stride): one block per SM
+  // CUDA launch geometry fixed at compile time (the row layout is not
+  // re-derived per launch): threads per block, and a cap on the grid
+  // (grid-stride rows, CudaRowLayout::grid_stride: one block per SM; 0: none).
+  unsigned block_size = 0;
+  int64_t max_grid = 0;
 };
 
 Executable::~Executable() = default;
@@ -151,6 +155,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       absl::StatusOr<CUfunction> fn = driver.GetFunction(*module, group.name);
       if (!fn.ok()) return fn.status();
       compiled->cuda_fn = *fn;
+      compiled->block_size = static_cast<unsigned>(CudaBlockSize(compiled->ir));
       if (UsesCudaRowLayout(compiled->ir) && ChooseCudaRowLayout(compiled->ir).grid_stride) {
         absl::StatusOr<int> sms = driver.MultiprocessorCount(device.index);
         if (!sms.ok()) return sms.status();
@@ -243,7 +248,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       int64_t grid = CudaGridSize(k->ir, iterations);
       if (k->max_grid > 0) grid = std::min(grid, k->max_grid);
       dims.grid_x = static_cast<unsigned>(grid);
-      dims.block_x = static_cast<unsigned>(CudaBlockSize(k->ir));
+      dims.block_x = k->block_size;
       if (k->ir.split > 1) {
         absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_partial_fn, dims, params.data());
         if (!s.ok()) return s;

@@ -170,8 +170,8 @@ class ReductionLowerer {
       const int64_t tiles = (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
       const int64_t split = std::min(512 / tiles, k.row_length / 64);
       if (split < 2) return 0;
-      // Chunks are whole unrolled steps (CudaSplitChunk): none left empty.
-      const int64_t chunk = ((k.row_length + split - 1) / split + kCudaColumnUnroll - 1) / kCudaColumnUnroll * kCudaColumnUnroll;
+      // Chunks are whole unrolled steps (CudaColumnChunk): none left empty.
+      const int64_t chunk = CudaColumnChunk(k.row_length, split);
       return (k.row_length + chunk - 1) / chunk;
     }
     return 0;

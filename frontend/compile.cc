@@ -14,11 +14,13 @@ namespace fusebox::frontend {
 
 bool CapturingNow() { return CaptureSession::Current() != nullptr; }
 
+bool CompiledState::checks_numerics() const { return options_.check_numerics || CheckNumericsFromEnv(); }
+
 CallScope::CallScope(CompiledState* state) : state_(state) {
   if (state->runs_eagerly()) return;
   session_ = std::make_unique<CaptureSession>(/*eager=*/false);
   session_->set_fullgraph(state->options().fullgraph);
-  session_->set_check_numerics(state->options().check_numerics || CheckNumericsFromEnv());
+  session_->set_check_numerics(state->checks_numerics());
   session_->set_keep_inputs(state->options().replay);
   session_->set_dynamic_dims(
       [state](size_t graph, const std::vector<Tensor>& inputs) { return state->DynamicDims(graph, inputs); });
@@ -148,7 +150,7 @@ void CompiledState::NoteReplayCandidate(std::vector<ArgGuard> guards, std::span<
   ReplayCandidate candidate;
   if (stats_.eager_calls > 0) {
     candidate.why_not = "the recompile limit was reached (calls run eagerly)";
-  } else if (options_.check_numerics || CheckNumericsFromEnv()) {
+  } else if (checks_numerics()) {
     candidate.why_not = "the numerics check traces every call";
   } else if (last_graphs_.size() != 1 || last_breaks_ != 0) {
     candidate.why_not = absl::StrCat("the call captured ", last_graphs_.size(), " graph(s) with ", last_breaks_,

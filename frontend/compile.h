@@ -100,6 +100,8 @@ class CompiledState {
  public:
   explicit CompiledState(CompileOptions options) : options_(std::move(options)) {}
   const CompileOptions& options() const { return options_; }
+  // check_numerics, from the options or FUSEBOX_CHECK_NUMERICS.
+  bool checks_numerics() const;
   // Past the recompile limit: calls run eagerly.
   bool runs_eagerly() const { return static_cast<int>(recompiles_.size()) >= options_.recompile_limit; }
   // The input dims of this call's `graph`-th graph to keep dynamic; notes

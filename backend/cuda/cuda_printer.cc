@@ -6,6 +6,7 @@
 #include "backend/c_printer.h"
 #include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/row_printer.h"
+#include "tensor/error.h"
 
 namespace fusebox::backend {
 namespace {
@@ -90,34 +91,21 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     return absl::StrCat(ParamList(k, /*restrict_qualified=*/true), k.dynamic_extent ? ", long long fb_n" : "");
   }
 
+  // Reductions reach Print only as unsplit thread-per-row (column) kernels:
+  // warp and block rows are printed by PrintRows, splits by PrintSplit.
   std::string OpenRow(const Kernel& k) const override {
+    FUSEBOX_CHECK(k.strategy == RowStrategy::kThreadPerRow, "kernel ", k.name, ": rows of a warp or block go to PrintRows");
     const char* idx = k.index64 ? "long long" : "int";
-    std::string row;
-    switch (k.strategy) {
-      case RowStrategy::kBlockPerRow: row = absl::StrCat("(", idx, ")blockIdx.x"); break;
-      case RowStrategy::kWarpPerRow:
-        row = absl::StrCat("(", idx, ")blockIdx.x * ", kCudaRowsPerWarpBlock, " + (threadIdx.x >> 5)");
-        break;
-      case RowStrategy::kThreadPerRow: row = absl::StrCat("(", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x"); break;
-    }
-    // A whole warp is in or out of the row test, as its shuffles require.
     return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(",
-                        Params(k), ") {\n", "  const ", idx, " r = ", row, ";\n",
-                        "  if (r < ", Extent(k), ") {\n");
+                        Params(k), ") {\n", "  const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize,
+                        " + threadIdx.x;\n", "  if (r < ", Extent(k), ") {\n");
   }
   std::string CloseRow() const override { return "  }\n}\n"; }
+  // Unrolled: several rows' loads in flight per thread.
   std::string OpenRowLoop(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
-    const std::string n = absl::StrCat(k.row_length, k.index64 ? "LL" : "");
-    switch (k.strategy) {
-      case RowStrategy::kBlockPerRow:
-        return absl::StrCat("    for (", idx, " j = threadIdx.x; j < ", n, "; j += ", kCudaBlockSize, ") {\n");
-      case RowStrategy::kWarpPerRow:
-        return absl::StrCat("    for (", idx, " j = threadIdx.x & 31; j < ", n, "; j += 32) {\n");
-      case RowStrategy::kThreadPerRow:  // unrolled: several rows' loads in flight per thread
-        return absl::StrCat("#pragma unroll ", kCudaColumnUnroll, "\n    for (", idx, " j = 0; j < ", n, "; ++j) {\n");
-    }
-    return "";
+    return absl::StrCat("#pragma unroll ", kCudaColumnUnroll, "\n    for (", idx, " j = 0; j < ", k.row_length,
+                        k.index64 ? "LL" : "", "; ++j) {\n");
   }
   std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
     const char* fn = k.strategy == RowStrategy::kBlockPerRow ? "fb_block_reduce" : "fb_warp_reduce";
@@ -334,10 +322,14 @@ int64_t CudaCombineGridSize(const Kernel& k) {
   return k.strategy == RowStrategy::kThreadPerRow ? (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize : k.num_rows;
 }
 
-int64_t CudaSplitChunk(const Kernel& k) {
-  const int64_t chunk = (k.row_length + k.split - 1) / k.split;
-  if (k.strategy != RowStrategy::kThreadPerRow) return chunk;
+int64_t CudaColumnChunk(int64_t rows, int64_t split) {
+  const int64_t chunk = (rows + split - 1) / split;
   return (chunk + kCudaColumnUnroll - 1) / kCudaColumnUnroll * kCudaColumnUnroll;
+}
+
+int64_t CudaSplitChunk(const Kernel& k) {
+  if (k.strategy == RowStrategy::kThreadPerRow) return CudaColumnChunk(k.row_length, k.split);
+  return (k.row_length + k.split - 1) / k.split;
 }
 
 }  // namespace fusebox::backend

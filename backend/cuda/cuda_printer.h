@@ -44,5 +44,7 @@ int64_t CudaCombineGridSize(const Kernel& kernel);
 // Split reductions: the elements of a row each partial result folds (the
 // last chunk may be shorter); column chunks are whole kCudaColumnUnroll steps.
 int64_t CudaSplitChunk(const Kernel& kernel);
+// A column of `rows` split `split` ways: chunks of whole kCudaColumnUnroll steps.
+int64_t CudaColumnChunk(int64_t rows, int64_t split);
 
 }  // namespace fusebox::backend
