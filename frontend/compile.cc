@@ -145,6 +145,10 @@ std::vector<Tensor> CompiledState::Replay(const ReplayEntry& entry, std::span<co
   return results;
 }
 
+void CompiledState::NoteNotReplayable(const char* why) {
+  if (replay_status_.empty()) replay_status_ = absl::StrCat("calls are traced and never replayed: ", why);  // once
+}
+
 void CompiledState::NoteReplayCandidate(std::vector<ArgGuard> guards, std::span<const Tensor> args,
                                         std::span<const Tensor* const> results) {
   ReplayCandidate candidate;

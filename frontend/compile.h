@@ -125,6 +125,8 @@ class CompiledState {
   // call confirms it, or notes why it is not.
   void NoteReplayCandidate(std::vector<ArgGuard> guards, std::span<const Tensor> args,
                            std::span<const Tensor* const> results);
+  // A call whose types a replay cannot guard or rebuild: explain() says why.
+  void NoteNotReplayable(const char* why);
 
   const std::vector<KernelInfo>& last_kernels() const { return last_kernels_; }
   const std::vector<KernelNumerics>& last_numerics() const { return last_numerics_; }
@@ -170,6 +172,9 @@ class CompiledFunction {
       if (state_->options().replay && !frontend::CapturingNow()) {
         return CallWithReplay<Result>(std::forward<Args>(args)...);
       }
+    } else if (state_->options().replay) {
+      state_->NoteNotReplayable(
+          "its arguments are not all tensors or numbers, or its result is not a Tensor or a vector, pair or tuple of them");
     }
     frontend::CallScope scope(state_.get());
     scope.NoteArguments(args...);

@@ -161,6 +161,21 @@ TEST(ReplayTest, GraphBreaksAreNeverReplayed) {
       << f.explain();
 }
 
+TEST(ReplayTest, TypesItCannotGuardAreTracedAndExplained) {
+  // A string argument: no guard can tell whether the function would differ.
+  auto f = compile([](const Tensor& x, const std::string& op) { return op == "exp" ? exp(x) : x + 1.0; },
+                   {.replay = true});
+  const Tensor x = randn({20}, Device::cpu(), FreshSeed());
+  for (int i = 0; i < 3; ++i) (void)f(x, std::string("exp"));
+  const std::vector<double> xs = x.to_double_vector();
+  std::vector<double> want;
+  for (double v : xs) want.push_back(v + 1.0);
+  ExpectClose(f(x, std::string("add")).to_vector(), want, 1e-6);
+  EXPECT_EQ(f.stats().replays, 0);
+  EXPECT_NE(f.explain().find("never replayed: its arguments are not all tensors or numbers"), std::string::npos)
+      << f.explain();
+}
+
 TEST(ReplayTest, ReplayedCallsAreProfiledAsGraphRuns) {
   auto f = compile(ManualGelu, {.replay = true});
   const Tensor x = randn({128}, Device::cpu(), FreshSeed());
