@@ -150,14 +150,20 @@ std::string CPrinter::LoadExpression(const Kernel& kernel, int buffer, const Ind
 
 std::string CPrinter::Statements(const Kernel& kernel, const std::vector<Stmt>& block,
                                  const std::function<const char*(graph::Op)>& op_template, const std::string& indent,
-                                 bool cached_loads) {
+                                 bool cached_loads, const std::function<std::string(const Stmt&)>& load_element) {
   std::string out;
   for (const Stmt& s : block) {
     const std::string type(ComputeCType(s.dtype));
     switch (s.kind) {
       case StmtKind::kLoad: {
-        const std::string value = cached_loads && s.cache_slot >= 0 ? absl::StrCat("c", s.cache_slot, "[k]")
-                                                                     : LoadExpression(kernel, s.buffer, s.index);
+        std::string value;
+        if (cached_loads && s.cache_slot >= 0) {
+          value = absl::StrCat("c", s.cache_slot, "[k]");
+        } else if (std::string element = load_element ? load_element(s) : ""; !element.empty()) {
+          value = LoadExpr(kernel.buffers[s.buffer].dtype, element);
+        } else {
+          value = LoadExpression(kernel, s.buffer, s.index);
+        }
         absl::StrAppend(&out, indent, type, " ", Temp(s.result), " = ", value, ";\n");
         break;
       }

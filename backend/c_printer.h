@@ -43,11 +43,14 @@ class CPrinter {
   virtual bool ReadsCachedLoads(const Kernel& kernel) const { return false; }
 
   // Text helpers, also used by printers that are not CPrinters (the CUDA row
-  // printer, backend/cuda/row_printer.h).
+  // printer, backend/cuda/row_printer.h). Statements' `load_element`, where
+  // it returns text, spells a load's element instead of `buffer[index]` (the
+  // CUDA printers' cache-hinted loads).
  public:
   static std::string Statements(const Kernel& kernel, const std::vector<Stmt>& block,
                                 const std::function<const char*(graph::Op)>& op_template, const std::string& indent,
-                                bool cached_loads = false);
+                                bool cached_loads = false,
+                                const std::function<std::string(const Stmt&)>& load_element = {});
   static std::string LoadExpression(const Kernel& kernel, int buffer, const IndexExpr& index);
   static std::string IdentityLiteral(const Accumulator& acc);
   // Accumulator text shared by every reduction layout: its declaration, one

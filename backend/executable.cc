@@ -92,7 +92,7 @@ struct Executable::CompiledKernel {
   CUfunction cuda_partial_fn = nullptr;  // split reductions: the first of two kernels
   // CUDA launch geometry fixed at compile time (the row layout is not
   // re-derived per launch): threads per block, and a cap on the grid
-  // (grid-stride rows, CudaRowLayout::grid_stride: one block per SM; 0: none).
+  // (grid-stride rows, CudaRowLayout::grid_stride: CudaLongRowBlocksPerSm per SM; 0: none).
   unsigned block_size = 0;
   int64_t max_grid = 0;
 };
@@ -159,7 +159,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       if (UsesCudaRowLayout(compiled->ir) && ChooseCudaRowLayout(compiled->ir).grid_stride) {
         absl::StatusOr<int> sms = driver.MultiprocessorCount(device.index);
         if (!sms.ok()) return sms.status();
-        compiled->max_grid = *sms;
+        compiled->max_grid = int64_t{*sms} * CudaLongRowBlocksPerSm();
       }
       if (compiled->ir.split > 1) {
         absl::StatusOr<CUfunction> partial = driver.GetFunction(*module, group.name + "_partial");

@@ -5,6 +5,7 @@
 // them; fusion (fuse_kernels.cc) only builds groups where that is legal.
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
@@ -16,6 +17,16 @@
 
 namespace fusebox::backend {
 namespace {
+
+// Rows up to this long take a warp each (kWarpPerRow), longer ones a block.
+// FUSEBOX_TUNE_WARP_ROW_LIMIT overrides it (read once), for A/B runs.
+int64_t WarpRowLimit() {
+  static const int64_t limit = [] {
+    const char* s = std::getenv("FUSEBOX_TUNE_WARP_ROW_LIMIT");
+    return s != nullptr && std::atoll(s) > 0 ? std::atoll(s) : int64_t{1024};
+  }();
+  return limit;
+}
 
 using graph::Graph;
 using graph::Node;
@@ -148,7 +159,7 @@ class ReductionLowerer {
   RowStrategy ChooseStrategy(const Shape& shape) const {
     // A run-time row count counts as many rows.
     if (!ReducesInnermost(shape) && (kernel_.dynamic_extent || kernel_.num_rows >= 32)) return RowStrategy::kThreadPerRow;
-    if (kernel_.row_length <= 1024) return RowStrategy::kWarpPerRow;
+    if (kernel_.row_length <= WarpRowLimit()) return RowStrategy::kWarpPerRow;
     return RowStrategy::kBlockPerRow;
   }
 

@@ -83,12 +83,20 @@ run_remote() {
   local status=0
   echo "== fusebox_bench"
   "$dist/bin/fusebox_bench" --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || status=1
-  # An A/B of a tuning switch, appended to bench.log: FUSEBOX_AB="NAME=value ..."
-  # (docs/debugging.md) with FUSEBOX_AB_FILTER naming the cases.
+  # A/B runs of tuning switches, appended to bench.log (docs/debugging.md):
+  # FUSEBOX_AB="NAME=value ...[@word,...];..." runs fusebox_bench once per
+  # `;`-separated setting, on the cases the words after `@` name (else those
+  # of FUSEBOX_AB_FILTER, else all).
   if [[ -n ${FUSEBOX_AB:-} ]]; then
-    echo "== A/B: $FUSEBOX_AB (--filter ${FUSEBOX_AB_FILTER:-all})" | tee -a "$OUT/bench.log"
-    env $FUSEBOX_AB "$dist/bin/fusebox_bench" ${FUSEBOX_AB_FILTER:+--filter "$FUSEBOX_AB_FILTER"} 2>&1 |
-      tee -a "$OUT/bench.log" || status=1
+    local setting vars filter
+    IFS=';' read -ra settings <<<"$FUSEBOX_AB"
+    for setting in "${settings[@]}"; do
+      vars="${setting%%@*}"
+      filter="${FUSEBOX_AB_FILTER:-}"
+      [[ $setting == *@* ]] && filter="${setting#*@}"
+      echo "== A/B: $vars (--filter ${filter:-all})" | tee -a "$OUT/bench.log"
+      env $vars "$dist/bin/fusebox_bench" ${filter:+--filter "$filter"} 2>&1 | tee -a "$OUT/bench.log" || status=1
+    done
   fi
   [[ $1 == bench ]] && return $status
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
+#include "backend/cuda/cache_hints.h"
 #include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/row_printer.h"
 #include "tensor/error.h"
@@ -68,7 +69,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   return v;
 }
 )",
-                        CommonPrelude());
+                        CommonPrelude(), CacheHintPrelude());
   }
 
   std::string Open(const Kernel& k) const override {
@@ -151,9 +152,14 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     const std::string params = ParamList(k, /*restrict_qualified=*/true) + partials;
     const std::string chunk = absl::StrCat(CudaSplitChunk(k), sfx);
     const int64_t tiles = CudaCombineGridSize(k);
+    // Each element of the partial kernel's rows is read once (StreamEverywhere).
+    auto streamed = [&](const Stmt& s) {
+      if (!TouchesEachElementOnce(s.index) || StreamEverywhere() == CacheHint::kNormal) return std::string();
+      return HintedLoad(CacheHint::kStream, absl::StrCat(k.buffers[s.buffer].name, " + (", s.index.ToString(), ")"));
+    };
     // One element of the chunk (at `j`) folded into the accumulators.
     auto fold = [&](const std::string& indent) {
-      std::string out = Statements(k, pass.body, op_template, indent);
+      std::string out = Statements(k, pass.body, op_template, indent, /*cached_loads=*/false, streamed);
       for (const Accumulator& a : pass.accumulators) {
         absl::StrAppend(&out, AccumulateStep(a, op_template(a.op), absl::StrCat("t", a.value), "(long long)j", indent));
       }
@@ -238,9 +244,13 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       const std::string type = StorageCType(b.dtype);
       absl::StrAppend(&aligned, aligned.empty() ? "" : " | ", "(unsigned long long)", b.name);
       absl::StrAppend(&loads, "    ", type, " ", b.name, "_v[", v, "];\n");
-      const std::string vec = absl::StrCat("*reinterpret_cast<", b.is_output ? "" : "const ", "uint4*>(");
-      if (!b.is_output) absl::StrAppend(&loads, "    *reinterpret_cast<uint4*>(", b.name, "_v) = ", vec, b.name, " + base);\n");
-      if (b.is_output) absl::StrAppend(&stores, "    ", vec, b.name, " + base) = *reinterpret_cast<const uint4*>(", b.name, "_v);\n");
+      // Every element is read or written once (StreamEverywhere).
+      const std::string vec = absl::StrCat("reinterpret_cast<", b.is_output ? "" : "const ", "uint4*>(", b.name, " + base)");
+      if (!b.is_output) {
+        absl::StrAppend(&loads, "    *reinterpret_cast<uint4*>(", b.name, "_v) = ", HintedLoad(StreamEverywhere(), vec), ";\n");
+      } else {
+        absl::StrAppend(&stores, "    ", HintedStore(StreamEverywhere(), vec, absl::StrCat("*reinterpret_cast<const uint4*>(", b.name, "_v)")), ";\n");
+      }
       b.name += "_v";
     }
     for (Stmt& st : lanes.body) {

@@ -7,17 +7,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
+#include "backend/cuda/cache_hints.h"
 #include "fusion/plan.h"
 
 namespace fusebox::backend {
 namespace {
 
+// A positive integer from the environment (FUSEBOX_TUNE_*), or `fallback`.
+int TunedEnv(const char* name, int fallback) {
+  const char* s = std::getenv(name);
+  return s != nullptr && std::atoi(s) > 0 ? std::atoi(s) : fallback;
+}
+
 // Values per thread a persistent block row aims at (kCudaRowValuesPerThread).
 int TunedRowValues(int64_t row_length) {
-  static const int tuned = [] {
-    const char* s = std::getenv("FUSEBOX_TUNE_ROW_VALUES");
-    return s != nullptr ? std::max(0, std::atoi(s)) : 0;
-  }();
+  static const int tuned = TunedEnv("FUSEBOX_TUNE_ROW_VALUES", 0);
   if (tuned > 0) return tuned;
   return row_length <= kCudaShortRowLength ? kCudaShortRowValuesPerThread : kCudaRowValuesPerThread;
 }
@@ -70,14 +74,23 @@ int ChooseVectorWidth(const Kernel& k) {
 }
 
 // `bytes` (4, 8, or a multiple of 16) from `src` to `dst`, both pointers, in
-// accesses of up to 16 bytes.
-std::string VectorCopy(const std::string& dst, const std::string& src, int bytes, const std::string& indent) {
+// accesses of up to 16 bytes; a load from global `src` with `load`, or a store
+// to global `dst` with `store`.
+std::string VectorCopy(const std::string& dst, const std::string& src, int bytes, const std::string& indent,
+                       CacheHint load, CacheHint store) {
   const int chunk = std::min(bytes, 16);
   const char* type = chunk == 16 ? "uint4" : chunk == 8 ? "uint2" : "unsigned int";
   std::string out;
   for (int c = 0; c < bytes / chunk; ++c) {
-    absl::StrAppend(&out, indent, "reinterpret_cast<", type, "*>(", dst, ")[", c, "] = reinterpret_cast<const ", type,
-                    "*>(", src, ")[", c, "];\n");
+    const std::string to = absl::StrCat("reinterpret_cast<", type, "*>(", dst, ")");
+    const std::string from = absl::StrCat("reinterpret_cast<const ", type, "*>(", src, ")");
+    if (load != CacheHint::kNormal) {
+      absl::StrAppend(&out, indent, to, "[", c, "] = ", HintedLoad(load, absl::StrCat(from, " + ", c)), ";\n");
+    } else if (store != CacheHint::kNormal) {
+      absl::StrAppend(&out, indent, HintedStore(store, absl::StrCat(to, " + ", c), absl::StrCat(from, "[", c, "]")), ";\n");
+    } else {
+      absl::StrAppend(&out, indent, to, "[", c, "] = ", from, "[", c, "];\n");
+    }
   }
   return out;
 }
@@ -89,6 +102,7 @@ struct Access {
   IndexExpr index;
   int array;
   bool vector;
+  CacheHint hint = CacheHint::kNormal;  // of its 16-byte accesses (cache_hints.h)
 };
 
 // One loop over the row: its body with staged loads reading c<array>[k] and
@@ -103,7 +117,9 @@ class RowPrinter {
  public:
   RowPrinter(const Kernel& k, const CudaRowHooks& hooks)
       : k_(k), hooks_(hooks), layout_(ChooseCudaRowLayout(k)), v_(layout_.vector_width),
-        idx_(k.index64 ? "long long" : "int"), n_(absl::StrCat(k.row_length, k.index64 ? "LL" : "")) {}
+        idx_(k.index64 ? "long long" : "int"), n_(absl::StrCat(k.row_length, k.index64 ? "LL" : "")),
+        preloaded_(layout_.on_chip ? PreloadedSlots(k) : std::set<int>{}),
+        rereads_rows_(CudaCacheHintLevel() >= 1 && RereadsRows()) {}
 
   std::string Print() const {
     const bool warp = k_.strategy == RowStrategy::kWarpPerRow;
@@ -127,24 +143,23 @@ class RowPrinter {
                     ") {\n", open_row, "    const int fb_lane = ",
                     warp ? "threadIdx.x & 31" : "threadIdx.x", ";\n", AlignmentCheck());
 
-    std::set<int> preloaded;
     if (layout_.on_chip) {
-      preloaded = PreloadedSlots(k_);
       for (size_t c = 0; c < k_.cached_loads.size(); ++c) {
         absl::StrAppend(&out, "    ", ComputeCType(k_.cached_loads[c].dtype), " c", c, "[", layout_.groups * v_, "];\n");
       }
       LoopPlan plan{.lanes = k_};
-      for (int slot : preloaded) plan.loads.push_back(CachedAccess(slot));
+      for (int slot : preloaded_) plan.loads.push_back(CachedAccess(slot, /*next_loop=*/0));
       if (!plan.loads.empty()) absl::StrAppend(&out, Loop(plan, nullptr, /*preload=*/true));
     }
-    for (const Pass& pass : k_.passes) {
+    for (size_t p = 0; p < k_.passes.size(); ++p) {
+      const Pass& pass = k_.passes[p];
       for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, CPrinter::AccumulatorDecl(a, "    "));
-      absl::StrAppend(&out, Loop(Plan(pass.body, preloaded), &pass.accumulators));
+      absl::StrAppend(&out, Loop(Plan(p), &pass.accumulators));
       for (const Accumulator& a : pass.accumulators) {
         absl::StrAppend(&out, hooks_.after_pass(a, CPrinter::CombineLambda(a, OpTemplate(a.op))));
       }
     }
-    if (!k_.elementwise.empty()) absl::StrAppend(&out, Loop(Plan(k_.elementwise, preloaded), nullptr));
+    if (!k_.elementwise.empty()) absl::StrAppend(&out, Loop(Plan(k_.passes.size()), nullptr));
     if (!k_.row_body.empty()) {
       absl::StrAppend(&out, hooks_.open_row_stores, CPrinter::Statements(k_, k_.row_body, OpTemplate, "      "),
                       "    }\n");
@@ -155,9 +170,49 @@ class RowPrinter {
  private:
   static const char* OpTemplate(graph::Op op) { return graph::Info(op).cuda_expr; }
 
-  Access CachedAccess(int slot) const {
+  // The loops over the row in order: the passes' bodies, then `elementwise`.
+  const std::vector<Stmt>& LoopBody(size_t loop) const {
+    return loop < k_.passes.size() ? k_.passes[loop].body : k_.elementwise;
+  }
+  size_t NumLoops() const { return k_.passes.size() + 1; }
+
+  // Whether a loop from `next_loop` on reads element (buffer, index) from
+  // memory again.
+  bool ReadAgain(int buffer, const IndexExpr& index, size_t next_loop) const {
+    const std::string at = index.ToString();
+    for (size_t l = next_loop; l < NumLoops(); ++l) {
+      for (const Stmt& s : LoopBody(l)) {
+        const bool from_registers = layout_.on_chip && s.cache_slot >= 0 && preloaded_.contains(s.cache_slot);
+        if (s.kind == StmtKind::kLoad && s.buffer == buffer && !from_registers && s.index.ToString() == at) return true;
+      }
+    }
+    return false;
+  }
+  // Whether the kernel re-reads rows: some per-element load is read again.
+  bool RereadsRows() const {
+    for (size_t l = 0; l < NumLoops(); ++l) {
+      for (const Stmt& s : LoopBody(l)) {
+        if (s.kind == StmtKind::kLoad && TouchesEachElementOnce(s.index) && ReadAgain(s.buffer, s.index, l + 1)) return true;
+      }
+    }
+    return false;
+  }
+  // The cache hint (cache_hints.h) of a load, in the loop before
+  // `next_loop`, of an element of `buffer` at `index` that a row touches
+  // once per pass: kept while a later loop reads it again, else streamed.
+  CacheHint LoadHint(int buffer, const IndexExpr& index, size_t next_loop) const {
+    if (!TouchesEachElementOnce(index)) return CacheHint::kNormal;
+    if (!rereads_rows_) return StreamEverywhere();
+    return ReadAgain(buffer, index, next_loop) ? CacheHint::kKeep : CacheHint::kStream;
+  }
+  CacheHint StoreHint(const IndexExpr& index) const {
+    if (!TouchesEachElementOnce(index)) return CacheHint::kNormal;
+    return rereads_rows_ ? CacheHint::kStream : StreamEverywhere();
+  }
+
+  Access CachedAccess(int slot, size_t next_loop) const {
     const CachedLoad& c = k_.cached_loads[slot];
-    return {c.buffer, c.index, slot, Vectorizable(c.dtype, c.index, v_)};
+    return {c.buffer, c.index, slot, Vectorizable(c.dtype, c.index, v_), LoadHint(c.buffer, c.index, next_loop)};
   }
 
   // `fb_vec`: whether every buffer with a vectorized access is aligned for it.
@@ -182,22 +237,23 @@ class RowPrinter {
   // Which loads of `block` are staged (looped rows: every per-element load;
   // persistent rows: cached values the passes did not preload) and which
   // stores are (the vectorizable ones).
-  LoopPlan Plan(const std::vector<Stmt>& block, const std::set<int>& preloaded) const {
-    LoopPlan plan{.lanes = k_, .body = block};
+  LoopPlan Plan(size_t loop) const {
+    LoopPlan plan{.lanes = k_, .body = LoopBody(loop)};
     std::set<int> staged;
     for (Stmt& s : plan.body) {
       if (s.kind == StmtKind::kLoad && layout_.on_chip && s.cache_slot >= 0) {
-        if (!preloaded.contains(s.cache_slot) && staged.insert(s.cache_slot).second) {
-          plan.loads.push_back(CachedAccess(s.cache_slot));
+        if (!preloaded_.contains(s.cache_slot) && staged.insert(s.cache_slot).second) {
+          plan.loads.push_back(CachedAccess(s.cache_slot, loop + 1));
         }
       } else if (s.kind == StmtKind::kLoad) {
         s.cache_slot = -1;  // a plain load, unless staged below
         if (!s.index.DependsOn("j")) continue;
         s.cache_slot = static_cast<int>(plan.loads.size());
-        plan.loads.push_back({s.buffer, s.index, s.cache_slot, Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_)});
+        plan.loads.push_back({s.buffer, s.index, s.cache_slot, Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_),
+                              LoadHint(s.buffer, s.index, loop + 1)});
       } else if (s.kind == StmtKind::kStore && Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_)) {
         const int array = static_cast<int>(plan.stores.size());
-        plan.stores.push_back({s.buffer, s.index, array, true});
+        plan.stores.push_back({s.buffer, s.index, array, true, StoreHint(s.index)});
         plan.lanes.buffers.push_back({absl::StrCat("s", array), k_.buffers[s.buffer].dtype, true});
         s.buffer = static_cast<int>(plan.lanes.buffers.size()) - 1;
         s.index = IndexExpr::Var("e", v_);
@@ -275,7 +331,7 @@ class RowPrinter {
       const std::string t = absl::StrCat("fb_t", a.array);
       absl::StrAppend(&out, in, StorageCType(b.dtype), " ", t, "[", v_, "];\n");
       absl::StrAppend(&vector, VectorCopy(t, absl::StrCat(b.name, " + (", a.index.ToString(), ")"),
-                                          v_ * DTypeSize(b.dtype), in + "  "));
+                                          v_ * DTypeSize(b.dtype), in + "  ", a.hint, CacheHint::kNormal));
       absl::StrAppend(&scalar, in, "  #pragma unroll\n", in, "  for (int e = 0; e < ", v_, "; ++e) {\n", in, "    const ", idx_, " j = jv + e;\n",
                       in, "    ", t, "[e] = ", b.name, "[", a.index.ToString(), "];\n", in, "  }\n");
       Kernel staged;
@@ -295,7 +351,7 @@ class RowPrinter {
       const BufferParam& b = k_.buffers[a.buffer];
       const std::string s = absl::StrCat("s", a.array);
       absl::StrAppend(&vector, VectorCopy(absl::StrCat(b.name, " + (", a.index.ToString(), ")"), s,
-                                          v_ * DTypeSize(b.dtype), in + "  "));
+                                          v_ * DTypeSize(b.dtype), in + "  ", CacheHint::kNormal, a.hint));
       absl::StrAppend(&scalar, in, "  #pragma unroll\n", in, "  for (int e = 0; e < ", v_, "; ++e) {\n", in, "    const ", idx_, " j = jv + e;\n",
                       in, "    ", b.name, "[", a.index.ToString(), "] = ", s, "[e];\n", in, "  }\n");
     }
@@ -308,6 +364,8 @@ class RowPrinter {
   const int v_;
   const char* idx_;
   const std::string n_;
+  const std::set<int> preloaded_;  // on-chip rows: the cache slots loaded before the passes
+  const bool rereads_rows_;        // hints on, and rows are read from memory more than once
 };
 
 }  // namespace
@@ -332,14 +390,21 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
     for (const BufferParam& b : k.buffers) row_bytes = std::max<int64_t>(row_bytes, k.row_length * DTypeSize(b.dtype));
     layout.grid_stride = !layout.on_chip && rereads && !k.dynamic_extent && k.row_length > fusion::kPersistentRowLimit &&
                          row_bytes <= kCudaL2RowBytes;
-    layout.threads_per_row = layout.block_size = layout.on_chip ? threads : layout.grid_stride ? 1024 : 256;
+    const int long_row_threads = 1024 / CudaLongRowBlocksPerSm();
+    layout.threads_per_row = layout.block_size = layout.on_chip ? threads : layout.grid_stride ? long_row_threads : 256;
     layout.rows_per_block = 1;
   } else {
     layout.on_chip = Persistent(k) && values(32) * cached <= kCudaRowRegisterBudget;
   }
-  // 1024-thread blocks have 64 registers a thread: two groups ahead, not four.
+  // An SM's 1024 grid-stride threads have 64 registers each: two groups
+  // ahead, not four.
   layout.groups = layout.on_chip ? values(layout.threads_per_row) / v : layout.grid_stride ? 2 : kCudaLoopGroups;
   return layout;
+}
+
+int CudaLongRowBlocksPerSm() {
+  static const int blocks = std::clamp(TunedEnv("FUSEBOX_TUNE_LONG_ROW_BLOCKS", kCudaLongRowBlocksPerSm), 1, 4);
+  return blocks;
 }
 
 int CudaRowBlockSize(const Kernel& k) { return ChooseCudaRowLayout(k).block_size; }

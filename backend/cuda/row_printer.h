@@ -54,6 +54,13 @@ inline constexpr int kCudaRowRegisterBudget = 64;
 // Looped rows: groups loaded per thread before the first is folded in.
 inline constexpr int kCudaLoopGroups = 4;
 
+// Grid-stride rows (CudaRowLayout::grid_stride): blocks per SM, sharing an
+// SM's 1024 threads (1: one 1024-thread block walks the rows; 2: two blocks of
+// 512 overlap one row's reduction with the other's loads, with twice the rows
+// in flight in the L2). FUSEBOX_TUNE_LONG_ROW_BLOCKS overrides it, read once.
+inline constexpr int kCudaLongRowBlocksPerSm = 1;
+int CudaLongRowBlocksPerSm();
+
 // Whether PrintCuda prints `kernel` through PrintCudaRows.
 bool UsesCudaRowLayout(const Kernel& kernel);
 CudaRowLayout ChooseCudaRowLayout(const Kernel& kernel);

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cuda/cache_hints.h"
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/row_printer.h"
@@ -33,13 +34,17 @@ backend::Kernel LowerLast(Fn fn, const std::vector<Tensor>& inputs) {
 struct Compiled {
   std::string source;
   PtxSummary summary;
+  std::string ptx;
 };
 
 Compiled CompileCuda(const backend::Kernel& k) {
-  Compiled c{backend::PrintCuda(k), {}};
+  Compiled c{backend::PrintCuda(k), {}, {}};
   auto out = cuda::CompileWithNvrtc(c.source, k.name, 90);
   EXPECT_TRUE(out.ok()) << out.status() << "\n" << c.source;
-  if (out.ok()) c.summary = backend::SummarizePtx(out->ptx, out->log);
+  if (out.ok()) {
+    c.summary = backend::SummarizePtx(out->ptx, out->log);
+    c.ptx = out->ptx;
+  }
   if (std::getenv("FUSEBOX_TEST_PRINT_PTX")) std::cout << k.name << " " << k.row_length << ": " << c.summary.ToString() << "\n";
   if (const char* dir = std::getenv("FUSEBOX_TEST_SOURCE_DIR")) std::ofstream(absl::StrCat(dir, "/", k.name, "_", k.row_length, ".cu")) << c.source;
   return c;
@@ -179,6 +184,30 @@ TEST(RowCodegenTest, LongReReadRowsWalkTheGridWithOneBlockPerSm) {
   // Rows over kCudaL2RowBytes would not stay in the L2 either.
   const backend::Kernel huge = LowerLast([](auto& in) { return ManualSoftmax(in[0]); }, {randn({2, 1 << 17})});
   EXPECT_FALSE(backend::ChooseCudaRowLayout(huge).grid_stride);
+}
+
+// L2 eviction hints (backend/cuda/cache_hints.h), in the PTX: a looped row
+// that later passes re-read is kept (createpolicy evict_last +
+// ld.global.L2::cache_hint) until its last pass, which streams it
+// (ld.global.cs), as it does the rows it writes (st.global.cs); a kernel
+// that reads its rows once (a persistent layer_norm) keeps the default
+// policy (level 1, the default), and so does the weight every row reads.
+TEST(RowCodegenTest, CacheHintsKeepReReadRowsUntilTheirLastPass) {
+  ASSERT_EQ(backend::CudaCacheHintLevel(), 1) << "FUSEBOX_TUNE_CACHE_HINTS is set";
+  const Compiled norm = CompileCuda(LowerLast(LayerNorm, {randn({64, 4096}), randn({4096}), randn({4096})}));
+  EXPECT_THAT(norm.ptx, Not(HasSubstr("ld.global.cs")));
+  EXPECT_THAT(norm.ptx, Not(HasSubstr("st.global.cs")));
+  EXPECT_THAT(norm.ptx, Not(HasSubstr("cache_hint")));
+  EXPECT_GT(Count(norm.summary.global_loads, 16), 0) << norm.summary.ToString();
+
+  const Compiled looped = CompileCuda(LowerLast([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 65536})}));
+  EXPECT_THAT(looped.ptx, HasSubstr("createpolicy.fractional.L2::evict_last"));
+  EXPECT_THAT(looped.ptx, HasSubstr("ld.global.L2::cache_hint.v4"));
+  EXPECT_THAT(looped.ptx, HasSubstr("ld.global.cs.v4"));  // the last of its three passes
+  EXPECT_THAT(looped.ptx, HasSubstr("st.global.cs.v4"));
+  EXPECT_EQ(looped.summary.spill_store_bytes + looped.summary.spill_load_bytes, 0) << looped.summary.ToString();
+  // The hinted loads are still counted as 16-byte loads (three passes, two groups each).
+  EXPECT_GE(Count(looped.summary.global_loads, 16), 6) << looped.summary.ToString();
 }
 
 }  // namespace

@@ -99,13 +99,37 @@ FB_INLINE float fb_pow(float base, float exp) {
   if (exp == 3.0f) return base * base * base;
   return fb_powf(base, exp);
 }
+template <typename T> FB_INLINE T fb_ld_stream(const T* p) { return __ldcs(p); }
+FB_INLINE bool fb_ld_stream(const bool* p) { return *p; }
+template <typename T> FB_INLINE void fb_st_stream(T* p, T v) { __stcs(p, v); }
+FB_INLINE void fb_st_stream(bool* p, bool v) { *p = v; }
+FB_INLINE unsigned long long fb_keep_policy() {
+  unsigned long long p;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+FB_INLINE uint4 fb_ld_keep(const uint4* a) {
+  uint4 v;
+  asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a), "l"(fb_keep_policy()));
+  return v;
+}
+FB_INLINE uint2 fb_ld_keep(const uint2* a) {
+  uint2 v;
+  asm("ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(v.x), "=r"(v.y) : "l"(a), "l"(fb_keep_policy()));
+  return v;
+}
+FB_INLINE unsigned int fb_ld_keep(const unsigned int* a) {
+  unsigned int v;
+  asm("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(a), "l"(fb_keep_policy()));
+  return v;
+}
 
 // poi_fused_add_mul_pow_tanh_0: 1048576 elements, 4 per thread in 16-byte accesses
 extern "C" __global__ void __launch_bounds__(256) poi_fused_add_mul_pow_tanh_0(const float* __restrict__ in0, float* __restrict__ out0) {
   const int base = ((int)blockIdx.x * 256 + threadIdx.x) * 4;
   if (base + 4 <= 1048576 && (((unsigned long long)in0 | (unsigned long long)out0) & 15) == 0) {
     float in0_v[4];
-    *reinterpret_cast<uint4*>(in0_v) = *reinterpret_cast<const uint4*>(in0 + base);
+    *reinterpret_cast<uint4*>(in0_v) = *(reinterpret_cast<const uint4*>(in0 + base));
     float out0_v[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -125,7 +149,7 @@ extern "C" __global__ void __launch_bounds__(256) poi_fused_add_mul_pow_tanh_0(c
       float t13 = (t2 * t12);
       out0_v[k] = t13;
     }
-    *reinterpret_cast<uint4*>(out0 + base) = *reinterpret_cast<const uint4*>(out0_v);
+    *(reinterpret_cast<uint4*>(out0 + base)) = *reinterpret_cast<const uint4*>(out0_v);
   } else {
     for (int k = 0; k < 4; ++k) {
       const int i = base + k;

@@ -1,0 +1,44 @@
+// L2 eviction priorities of the generated kernels' global accesses. A fused
+// kernel knows which of its accesses come back to an element: a looped row
+// (too long for registers) is read once per pass, the later passes from the
+// L2. Its loads before the last pass are kept (evict-last), so other rows'
+// traffic does not push the row out before it is re-read; its last read and
+// its full-size stores are streamed (evict-first), so they make room for the
+// rows still in flight. Read-once data elsewhere (pointwise operands,
+// persistent rows, column chunks) may be streamed too (level 2), which
+// measured no faster on the H200 (bench/NOTES.md), so it is off by default.
+#pragma once
+
+#include <string>
+
+#include "backend/index_expr.h"
+
+namespace fusebox::backend {
+
+enum class CacheHint { kNormal, kStream, kKeep };
+
+// FUSEBOX_TUNE_CACHE_HINTS (read once; docs/debugging.md): 0 no hints, 1
+// (default) hints in kernels that re-read rows from the L2, 2 also streams
+// read-once data in every kernel.
+int CudaCacheHintLevel();
+// kStream where read-once data of any kernel is streamed (level 2), else kNormal.
+CacheHint StreamEverywhere();
+
+// Device helpers the hinted accesses call: fb_ld_stream / fb_ld_keep (loads
+// of unsigned int, uint2, uint4 and the scalar storage types) and
+// fb_st_stream (stores); part of the CUDA prelude.
+const char* CacheHintPrelude();
+
+// A read-once access of a reduction: its index runs over both the row `r`
+// and the position in it `j`, so each element is touched by one row, once
+// per pass. Indices free of `r` (a weight broadcast over rows) are re-read
+// by every row, and indices free of `j` once per row.
+bool TouchesEachElementOnce(const IndexExpr& index);
+
+// `*ptr` with `hint` (ptr: an expression of pointer type): "*(ptr)" when the
+// hint is kNormal.
+std::string HintedLoad(CacheHint hint, const std::string& ptr);
+// The statement body `*ptr = value` with `hint`, without the semicolon.
+std::string HintedStore(CacheHint hint, const std::string& ptr, const std::string& value);
+
+}  // namespace fusebox::backend
