@@ -40,6 +40,7 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
   for (const fusion::KernelGroup& group : plan.kernels) {
     PreparedKernel& k = kernels.emplace_back();
     k.ir = LowerKernel(plan, group);
+    k.ir.cuda_arch = cuda_arch;
     // Long rows on sm_90+, opt-in: a thread-block cluster per row (CUDA only;
     // the C++ printer ignores it).
     if ((!cpu || cuda_twins) && CudaClustersEnabled()) k.ir.cluster = CudaClusterLayout(k.ir, cuda_arch);

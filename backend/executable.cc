@@ -95,6 +95,7 @@ struct Executable::CompiledKernel {
   // (grid-stride rows, CudaRowLayout::grid_stride: CudaLongRowBlocksPerSm per SM; 0: none).
   unsigned block_size = 0;
   int64_t max_grid = 0;
+  unsigned shared_bytes = 0;  // dynamic shared memory per block (CudaRowLayout::shared_bytes)
 };
 
 Executable::~Executable() = default;
@@ -156,10 +157,19 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       if (!fn.ok()) return fn.status();
       compiled->cuda_fn = *fn;
       compiled->block_size = static_cast<unsigned>(CudaBlockSize(compiled->ir));
-      if (UsesCudaRowLayout(compiled->ir) && ChooseCudaRowLayout(compiled->ir).grid_stride) {
-        absl::StatusOr<int> sms = driver.MultiprocessorCount(device.index);
-        if (!sms.ok()) return sms.status();
-        compiled->max_grid = int64_t{*sms} * CudaLongRowBlocksPerSm();
+      if (UsesCudaRowLayout(compiled->ir)) {
+        const CudaRowLayout layout = ChooseCudaRowLayout(compiled->ir);
+        if (layout.grid_stride) {
+          absl::StatusOr<int> sms = driver.MultiprocessorCount(device.index);
+          if (!sms.ok()) return sms.status();
+          compiled->max_grid = int64_t{*sms} * CudaLongRowBlocksPerSm();
+        }
+        if (layout.shared_bytes > 0) {
+          compiled->shared_bytes = static_cast<unsigned>(layout.shared_bytes);
+          if (absl::Status s = driver.SetMaxDynamicSharedBytes(*fn, static_cast<int>(layout.shared_bytes)); !s.ok()) {
+            return s;
+          }
+        }
       }
       if (compiled->ir.split > 1) {
         absl::StatusOr<CUfunction> partial = driver.GetFunction(*module, group.name + "_partial");
@@ -249,6 +259,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       if (k->max_grid > 0) grid = std::min(grid, k->max_grid);
       dims.grid_x = static_cast<unsigned>(grid);
       dims.block_x = k->block_size;
+      dims.shared_bytes = k->shared_bytes;
       if (k->ir.split > 1) {
         absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_partial_fn, dims, params.data());
         if (!s.ok()) return s;

@@ -94,6 +94,10 @@ struct Kernel {
   // (which a CUDA cluster may hold on chip: `cluster`).
   std::vector<CachedLoad> cached_loads;
   ClusterLayout cluster;
+  // CUDA: the target's compute capability (90 for sm_90), set where the
+  // kernel is compiled for a device; 0 (lowered alone, as in tests): sm_90.
+  // Layouts that depend on the device's limits (shared memory) read it.
+  int cuda_arch = 0;
   // CUDA, too few rows (or columns) to fill the GPU: each row is split into
   // `split` chunks whose partial results a first kernel (<name>_partial)
   // writes to scratch, then a second (<name>) combines each row's partials

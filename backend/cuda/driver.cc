@@ -46,6 +46,7 @@ struct Driver::Api : ErrorText {
   decltype(&::cuModuleLoadData) module_load_data = nullptr;
   decltype(&::cuModuleGetFunction) module_get_function = nullptr;
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
+  decltype(&::cuFuncSetAttribute) func_set_attribute = nullptr;
   decltype(&::cuEventCreate) event_create = nullptr;
   decltype(&::cuEventRecord) event_record = nullptr;
   decltype(&::cuEventSynchronize) event_synchronize = nullptr;
@@ -162,6 +163,7 @@ Driver::Driver() {
             Resolve(library, api->module_load_data, {"cuModuleLoadData"}, &missing) &&
             Resolve(library, api->module_get_function, {"cuModuleGetFunction"}, &missing) &&
             Resolve(library, api->launch_kernel, {"cuLaunchKernel"}, &missing) &&
+            Resolve(library, api->func_set_attribute, {"cuFuncSetAttribute"}, &missing) &&
             Resolve(library, api->event_create, {"cuEventCreate"}, &missing) &&
             Resolve(library, api->event_record, {"cuEventRecord"}, &missing) &&
             Resolve(library, api->event_synchronize, {"cuEventSynchronize"}, &missing) &&
@@ -334,6 +336,15 @@ absl::StatusOr<CUfunction> Driver::GetFunction(CUmodule module, const std::strin
     return CallError(api_, r, absl::StrCat("cuModuleGetFunction(\"", name, "\")"));
   }
   return function;
+}
+
+absl::Status Driver::SetMaxDynamicSharedBytes(CUfunction function, int bytes) {
+  if (absl::Status s = CheckAvailable(*this); !s.ok()) return s;
+  if (CUresult r = api_->func_set_attribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+      r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrCat("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, ", bytes, ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Driver::Launch(int device, CUfunction function, const LaunchDims& d, void** args) {

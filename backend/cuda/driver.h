@@ -47,6 +47,9 @@ class Driver {
 
   absl::StatusOr<CUmodule> LoadModule(int device, const std::string& cubin);
   absl::StatusOr<CUfunction> GetFunction(CUmodule module, const std::string& name);
+  // Lets launches of `function` ask for `bytes` of dynamic shared memory
+  // (over the default 48 KB; up to the device's opt-in limit).
+  absl::Status SetMaxDynamicSharedBytes(CUfunction function, int bytes);
   // `args` is the cuLaunchKernel parameter array (pointers to each argument).
   absl::Status Launch(int device, CUfunction function, const LaunchDims& dims, void** args);
 

@@ -3,6 +3,8 @@
 #include <nvrtc.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -38,7 +40,13 @@ NvrtcCounters GetNvrtcCounters() {
 }
 
 std::vector<std::string> NvrtcBaseOptions(int arch) {
-  return {
+  // FUSEBOX_TUNE_FAST_MATH=1 (read once; A/B runs only): approximate exp,
+  // division and square root, denormals flushed (docs/debugging.md).
+  static const bool fast_math = [] {
+    const char* s = std::getenv("FUSEBOX_TUNE_FAST_MATH");
+    return s != nullptr && std::string_view(s) == "1";
+  }();
+  std::vector<std::string> options = {
       // A real architecture: NVRTC then runs ptxas too, so one compile gives
       // both the PTX and the cubin (checked with NVRTC 13.0 for sm_90).
       absl::StrCat("--gpu-architecture=sm_", arch),
@@ -49,6 +57,8 @@ std::vector<std::string> NvrtcBaseOptions(int arch) {
       // launch, which generated kernels never use; ~20-35% faster compiles.
       "--minimal",
   };
+  if (fast_math) options.push_back("--use_fast_math");
+  return options;
 }
 
 std::string NvrtcVersion() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -95,6 +96,19 @@ std::string VectorCopy(const std::string& dst, const std::string& src, int bytes
   return out;
 }
 
+// Rows held in registers and shared memory (CudaRowLayout::shared_groups):
+// value k of a thread is register k below R, else shared memory at
+// s[(k - R) * T] (s: the thread's first, T: threads), so a warp's accesses
+// to one k are consecutive words. k is a constant once the loops over the
+// groups are unrolled, so the choice folds away and `r` stays in registers.
+constexpr char kRowCachePrelude[] = R"(template <typename V, int R, int T>
+struct fb_row_cache {
+  V r[R];
+  V* s;
+  FB_INLINE V& operator[](int k) { return k < R ? r[k] : s[(k - R) * T]; }
+};
+)";
+
 // One row access staged through registers: a load into array c<array>, or a
 // store from array s<array> (one group).
 struct Access {
@@ -124,14 +138,18 @@ class RowPrinter {
   std::string Print() const {
     const bool warp = k_.strategy == RowStrategy::kWarpPerRow;
     const std::string extent = k_.dynamic_extent ? "fb_n" : absl::StrCat(k_.num_rows, k_.index64 ? "LL" : "");
-    std::string out = absl::StrCat(hooks_.prelude, "\n// ", k_.name, ": ");
+    std::string out = absl::StrCat(hooks_.prelude, layout_.shared_groups > 0 ? kRowCachePrelude : "", "\n// ", k_.name, ": ");
     if (k_.dynamic_extent) {
       absl::StrAppend(&out, "fb_n (run-time) rows of ", k_.row_length);
     } else {
       absl::StrAppend(&out, k_.numel, " elements, ", k_.num_rows, " rows of ", k_.row_length);
     }
     absl::StrAppend(&out, "; ", layout_.threads_per_row, " threads per row, groups of ", v_,
-                    Persistent(k_) && !layout_.on_chip ? ", looped (over the register budget)" : "", "\n");
+                    Persistent(k_) && !layout_.on_chip ? ", looped (over the register budget)" : "",
+                    layout_.shared_groups > 0 ? absl::StrCat(", on chip: the last ", layout_.shared_groups,
+                                                             " groups of each thread in shared memory")
+                                              : "",
+                    "\n", layout_.shared_groups > 0 ? "extern __shared__ __align__(16) unsigned char fb_smem[];\n" : "");
     const std::string row = warp ? absl::StrCat("(", idx_, ")blockIdx.x * ", layout_.rows_per_block, " + (threadIdx.x >> 5)")
                                  : absl::StrCat("(", idx_, ")blockIdx.x");
     // One block per SM walks the rows (CudaRowLayout::grid_stride), or one row per block / warp.
@@ -144,8 +162,17 @@ class RowPrinter {
                     warp ? "threadIdx.x & 31" : "threadIdx.x", ";\n", AlignmentCheck());
 
     if (layout_.on_chip) {
+      int64_t shared_offset = 0;  // elements of fb_smem before this slot's
       for (size_t c = 0; c < k_.cached_loads.size(); ++c) {
-        absl::StrAppend(&out, "    ", ComputeCType(k_.cached_loads[c].dtype), " c", c, "[", layout_.groups * v_, "];\n");
+        const char* type = ComputeCType(k_.cached_loads[c].dtype);
+        if (layout_.shared_groups == 0 || !preloaded_.contains(static_cast<int>(c))) {
+          absl::StrAppend(&out, "    ", type, " c", c, "[", layout_.groups * v_, "];\n");
+          continue;
+        }
+        const int64_t registers = (layout_.groups - layout_.shared_groups) * v_;
+        absl::StrAppend(&out, "    fb_row_cache<", type, ", ", registers, ", ", layout_.block_size, "> c", c, ";\n    c", c,
+                        ".s = reinterpret_cast<", type, "*>(fb_smem) + ", shared_offset, " + threadIdx.x;\n");
+        shared_offset += layout_.shared_groups * v_ * layout_.block_size;
       }
       LoopPlan plan{.lanes = k_};
       for (int slot : preloaded_) plan.loads.push_back(CachedAccess(slot, /*next_loop=*/0));
@@ -340,6 +367,9 @@ class RowPrinter {
                       " + e] = ", CPrinter::LoadExpression(staged, 0, IndexExpr::Var("e", v_)), ";\n");
     }
     if (vector.empty()) return out;
+    // Rows in registers and shared memory: the scalar path's loads of all
+    // groups, hoisted ahead together, would spill; one group at a time.
+    if (layout_.shared_groups > 0) absl::StrAppend(&scalar, in, "  asm volatile(\"\" ::: \"memory\");\n");
     return absl::StrCat(out, in, "if (fb_vec) {\n", in, "  const ", idx_, " j = jv;\n", vector, in, "} else {\n", scalar, in, "}\n", convert);
   }
 
@@ -388,6 +418,22 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
     const bool rereads = k.passes.size() > 1 || !k.elementwise.empty();
     int64_t row_bytes = 0;
     for (const BufferParam& b : k.buffers) row_bytes = std::max<int64_t>(row_bytes, k.row_length * DTypeSize(b.dtype));
+    // Re-read rows past the register budget: registers and shared memory of
+    // a 1024-thread block, or else the grid-stride walk through the L2.
+    if (!layout.on_chip && rereads && !k.dynamic_extent && cached > 0 && CudaSharedRowsEnabled()) {
+      threads = 1024;
+      const int64_t groups = values(threads) / v;
+      const int64_t register_groups = std::min<int64_t>(groups, kCudaRowRegisterBudget / 2 / cached / v);
+      int64_t bytes = 0;
+      for (int slot : PreloadedSlots(k)) {
+        bytes += (groups - register_groups) * v * threads * DTypeSize(ComputeDType(k.cached_loads[slot].dtype));
+      }
+      if (register_groups > 0 && bytes <= CudaRowSharedBytes(k.cuda_arch)) {
+        layout.on_chip = true;
+        layout.shared_groups = groups - register_groups;
+        layout.shared_bytes = bytes;
+      }
+    }
     layout.grid_stride = !layout.on_chip && rereads && !k.dynamic_extent && k.row_length > fusion::kPersistentRowLimit &&
                          row_bytes <= kCudaL2RowBytes;
     const int long_row_threads = 1024 / CudaLongRowBlocksPerSm();
@@ -397,14 +443,30 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
     layout.on_chip = Persistent(k) && values(32) * cached <= kCudaRowRegisterBudget;
   }
   // An SM's 1024 grid-stride threads have 64 registers each: two groups
-  // ahead, not four.
-  layout.groups = layout.on_chip ? values(layout.threads_per_row) / v : layout.grid_stride ? 2 : kCudaLoopGroups;
+  // ahead, not four, and one where several inputs are loaded per element.
+  layout.groups = layout.on_chip ? values(layout.threads_per_row) / v : layout.grid_stride ? (cached > 1 ? 1 : 2) : kCudaLoopGroups;
   return layout;
 }
 
 int CudaLongRowBlocksPerSm() {
   static const int blocks = std::clamp(TunedEnv("FUSEBOX_TUNE_LONG_ROW_BLOCKS", kCudaLongRowBlocksPerSm), 1, 4);
   return blocks;
+}
+
+// Under each device's opt-in limit per block: sm_90 227 KB, sm_80 163 KB,
+// sm_86/89 99 KB; below sm_80, within the default 48 KB.
+int64_t CudaRowSharedBytes(int cuda_arch) {
+  if (cuda_arch == 0 || cuda_arch >= 90) return kCudaRowSharedBytes;
+  if (cuda_arch == 80) return int64_t{128} << 10;
+  return cuda_arch > 80 ? int64_t{64} << 10 : int64_t{32} << 10;
+}
+
+bool CudaSharedRowsEnabled() {
+  static const bool on = [] {
+    const char* s = std::getenv("FUSEBOX_TUNE_SHARED_ROWS");
+    return s == nullptr || std::string_view(s) != "0";
+  }();
+  return on;
 }
 
 int CudaRowBlockSize(const Kernel& k) { return ChooseCudaRowLayout(k).block_size; }

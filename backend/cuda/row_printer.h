@@ -32,7 +32,20 @@ struct CudaRowLayout {
   // flight (one per SM, at most kCudaL2RowBytes each) stay in the L2 and only
   // the first pass reads HBM.
   bool grid_stride = false;
+  // On-chip rows too long for registers alone (looped kernels that re-read
+  // their rows): 1024 threads hold each cached value's first groups in
+  // registers and the last `shared_groups` in shared memory, `shared_bytes`
+  // of dynamic shared memory per block (one block per SM), so the row is
+  // read from HBM once.
+  int64_t shared_groups = 0;
+  int64_t shared_bytes = 0;
 };
+
+// Dynamic shared memory a block may hold of a long row on sm_90 (of the
+// H200's 227 KB per block, leaving room for the reductions' static shared
+// memory); CudaRowSharedBytes gives it per compute capability.
+inline constexpr int64_t kCudaRowSharedBytes = int64_t{192} << 10;
+int64_t CudaRowSharedBytes(int cuda_arch);
 
 // Rows up to this many bytes per cached input may rely on the L2 between
 // passes with one row per SM in flight (132 x 256 KB = 33 MB of a 60 MB L2).
@@ -60,6 +73,11 @@ inline constexpr int kCudaLoopGroups = 4;
 // in flight in the L2). FUSEBOX_TUNE_LONG_ROW_BLOCKS overrides it, read once.
 inline constexpr int kCudaLongRowBlocksPerSm = 1;
 int CudaLongRowBlocksPerSm();
+
+// Whether long re-read rows may be held in registers and shared memory
+// (CudaRowLayout::shared_groups); FUSEBOX_TUNE_SHARED_ROWS=0 turns it off
+// (read once), for A/B runs against the grid-stride walk.
+bool CudaSharedRowsEnabled();
 
 // Whether PrintCuda prints `kernel` through PrintCudaRows.
 bool UsesCudaRowLayout(const Kernel& kernel);

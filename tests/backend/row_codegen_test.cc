@@ -115,19 +115,70 @@ TEST(RowCodegenTest, LoopedRowsLoadSeveralGroupsAhead) {
 }
 
 TEST(RowCodegenTest, RowsOverTheRegisterBudgetLoopInsteadOfSpilling) {
-  // Three inputs held through a pass of 16384: 48 values per thread of 1024.
-  Tensor a = randn({8, 16384}), b = randn({8, 16384}), c = randn({8, 16384});
-  backend::Kernel k = LowerLast([](auto& in) { return softmax(in[0] * in[1] + in[2], -1); }, {a, b, c});
+  // Five inputs held through a pass of 16384: 80 values per thread of 1024,
+  // past the registers and the shared memory a block may hold.
+  auto fn = [](auto& in) { return softmax(in[0] * in[1] + in[2] * in[3] + in[4], -1); };
+  std::vector<Tensor> five;
+  for (int i = 0; i < 5; ++i) five.push_back(randn({8, 16384}));
+  backend::Kernel k = LowerLast(fn, five);
   EXPECT_EQ(k.kind, fusion::KernelKind::kPersistent);
   EXPECT_FALSE(backend::ChooseCudaRowLayout(k).on_chip);
   const Compiled looped = CompileCuda(k);
   EXPECT_THAT(looped.source, HasSubstr("looped (over the register budget)"));
   ExpectVectorizedWithoutSpills(looped, /*stores_rows=*/true);
-  // Half as long: 24 values per thread of 512 stay on chip.
-  backend::Kernel half = LowerLast([](auto& in) { return softmax(in[0] * in[1] + in[2], -1); },
-                                   {randn({8, 8192}), randn({8, 8192}), randn({8, 8192})});
-  EXPECT_TRUE(backend::ChooseCudaRowLayout(half).on_chip);
-  ExpectVectorizedWithoutSpills(CompileCuda(half), /*stores_rows=*/true);
+  // A quarter as long: 20 values per thread of 1024 stay in registers.
+  std::vector<Tensor> short_rows;
+  for (int i = 0; i < 5; ++i) short_rows.push_back(randn({8, 4096}));
+  backend::Kernel quarter = LowerLast(fn, short_rows);
+  EXPECT_TRUE(backend::ChooseCudaRowLayout(quarter).on_chip);
+  EXPECT_EQ(backend::ChooseCudaRowLayout(quarter).shared_groups, 0);
+  ExpectVectorizedWithoutSpills(CompileCuda(quarter), /*stores_rows=*/true);
+}
+
+// Re-read rows past the registers of a block of 1024 (softmax over 65536:
+// 64 values per thread) keep the first 32 values of each thread in
+// registers and the rest in dynamic shared memory (128 KB a block), so the
+// row is read from HBM once; consecutive threads touch consecutive words.
+// Where even that is too much (three inputs held) the persistent kernel
+// still loops; before sm_90 the limit is lower.
+TEST(RowCodegenTest, LongReReadRowsStayOnChipInRegistersAndSharedMemory) {
+  ASSERT_TRUE(backend::CudaSharedRowsEnabled()) << "FUSEBOX_TUNE_SHARED_ROWS is set";
+  const backend::Kernel softmax = LowerLast([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 65536})});
+  EXPECT_EQ(softmax.kind, fusion::KernelKind::kReduction);
+  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(softmax);
+  EXPECT_TRUE(layout.on_chip);
+  EXPECT_FALSE(layout.grid_stride);
+  EXPECT_EQ(layout.block_size, 1024);
+  EXPECT_EQ(layout.groups, 16);
+  EXPECT_EQ(layout.shared_groups, 8);
+  EXPECT_EQ(layout.shared_bytes, 8 * 4 * 1024 * 4);
+  const Compiled c = CompileCuda(softmax);
+  EXPECT_THAT(c.source, HasSubstr("fb_row_cache<float, 32, 1024> c0;"));
+  EXPECT_THAT(c.source, HasSubstr("extern __shared__"));
+  ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
+  EXPECT_EQ(c.summary.stack_frame_bytes, 0) << c.summary.ToString();
+  EXPECT_GT(Count(c.summary.shared_loads, 4), 0) << c.summary.ToString();
+  // One HBM read: 16 groups loaded once, no L2 keep hints needed.
+  EXPECT_EQ(Count(c.summary.global_loads, 16), 16) << c.summary.ToString();
+  EXPECT_THAT(c.ptx, Not(HasSubstr("cache_hint")));
+
+  for (const backend::Kernel& k : {LowerLast(LayerNorm, {randn({4, 65536}), randn({65536}), randn({65536})}),
+                                   LowerLast([](auto& in) { return ManualSoftmax(in[0]); },
+                                             {randn({4, 40000}).to(DType::kBFloat16)})}) {
+    SCOPED_TRACE(k.name);
+    EXPECT_GT(backend::ChooseCudaRowLayout(k).shared_groups, 0);
+    const Compiled other = CompileCuda(k);
+    EXPECT_EQ(other.summary.spill_store_bytes + other.summary.spill_load_bytes, 0) << other.summary.ToString();
+    EXPECT_EQ(other.summary.stack_frame_bytes, 0) << other.summary.ToString();
+  }
+
+  backend::Kernel on_a100 = softmax;
+  on_a100.cuda_arch = 80;  // 128 KB: still fits
+  EXPECT_EQ(backend::ChooseCudaRowLayout(on_a100).shared_groups, 8);
+  backend::Kernel on_ada = softmax;
+  on_ada.cuda_arch = 89;  // 64 KB: does not; walks the grid through the L2
+  EXPECT_EQ(backend::ChooseCudaRowLayout(on_ada).shared_groups, 0);
+  EXPECT_TRUE(backend::ChooseCudaRowLayout(on_ada).grid_stride);
 }
 
 TEST(RowCodegenTest, RowsThatCannotVectorizeStayScalar) {
@@ -169,10 +220,13 @@ namespace {
 // per block, one block per SM walking the rows, 16-byte loads, no spills;
 // a single-pass sum keeps one row per block.
 TEST(RowCodegenTest, LongReReadRowsWalkTheGridWithOneBlockPerSm) {
-  const backend::Kernel softmax = LowerLast([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 65536})});
+  // Two inputs held over 65536: past registers and shared memory.
+  const backend::Kernel softmax = LowerLast([](auto& in) { return ManualSoftmax(in[0] * in[1]); },
+                                            {randn({3, 65536}), randn({3, 65536})});
   ASSERT_TRUE(backend::UsesCudaRowLayout(softmax));
   const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(softmax);
   EXPECT_TRUE(layout.grid_stride);
+  EXPECT_FALSE(layout.on_chip);
   EXPECT_EQ(backend::CudaBlockSize(softmax), 1024);
   const Compiled c = CompileCuda(softmax);
   EXPECT_THAT(c.source, HasSubstr("r += gridDim.x"));
@@ -200,13 +254,14 @@ TEST(RowCodegenTest, CacheHintsKeepReReadRowsUntilTheirLastPass) {
   EXPECT_THAT(norm.ptx, Not(HasSubstr("cache_hint")));
   EXPECT_GT(Count(norm.summary.global_loads, 16), 0) << norm.summary.ToString();
 
-  const Compiled looped = CompileCuda(LowerLast([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 65536})}));
+  const Compiled looped = CompileCuda(LowerLast([](auto& in) { return ManualSoftmax(in[0] * in[1]); },
+                                                {randn({3, 65536}), randn({3, 65536})}));
   EXPECT_THAT(looped.ptx, HasSubstr("createpolicy.fractional.L2::evict_last"));
   EXPECT_THAT(looped.ptx, HasSubstr("ld.global.L2::cache_hint.v4"));
   EXPECT_THAT(looped.ptx, HasSubstr("ld.global.cs.v4"));  // the last of its three passes
   EXPECT_THAT(looped.ptx, HasSubstr("st.global.cs.v4"));
   EXPECT_EQ(looped.summary.spill_store_bytes + looped.summary.spill_load_bytes, 0) << looped.summary.ToString();
-  // The hinted loads are still counted as 16-byte loads (three passes, two groups each).
+  // The hinted loads are still counted as 16-byte loads (two inputs, three passes, two groups each).
   EXPECT_GE(Count(looped.summary.global_loads, 16), 6) << looped.summary.ToString();
 }
 

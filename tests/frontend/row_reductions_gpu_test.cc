@@ -39,7 +39,10 @@ double Mean(const Row& r) {
   return s / static_cast<double>(r.size());
 }
 
-const std::vector<int64_t> kCols = {1, 7, 33, 1000, 1023, 1024, 1026, 2048, 4096, 4100, 8192, 12288, 16384, 20000};
+// Past 16384 the re-read rows are held in registers (20000) and shared
+// memory (40000, 65536) of a 1024-thread block.
+const std::vector<int64_t> kCols = {1, 7, 33, 1000, 1023, 1024, 1026, 2048, 4096, 4100, 8192, 12288, 16384, 20000,
+                                    40000, 65536};
 
 // Each op compiled for cuda on x (and, for norms, weight and bias), against
 // its float64 reference.
@@ -119,7 +122,7 @@ TEST(RowReductionsGpuTest, MatchFloat64OverRowLengths) {
 
 TEST(RowReductionsGpuTest, MisalignedViewTakesTheScalarPath) {
   SKIP_WITHOUT_CUDA();
-  CheckMisalignedViews(Device::cuda(), {1024, 4096, 8192, 20000});
+  CheckMisalignedViews(Device::cuda(), {1024, 4096, 8192, 20000, 65536});
 }
 
 // The same checks on the CPU (whose kernels the tests also print as CUDA and
@@ -131,7 +134,7 @@ TEST(RowReductionsGpuTest, SameChecksOnTheCpu) {
 
 TEST(RowReductionsGpuTest, HalfPrecisionAndRunTimeRows) {
   SKIP_WITHOUT_CUDA();
-  for (int64_t cols : {1024, 4096, 8192}) {
+  for (int64_t cols : {1024, 4096, 8192, 40000}) {
     SCOPED_TRACE(cols);
     Tensor host = randn({24, cols}, Device::cpu(), FreshSeed()).to(DType::kBFloat16);
     auto fn = compile([](const Tensor& t) { return ManualSoftmax(t); });
