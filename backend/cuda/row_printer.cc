@@ -145,7 +145,9 @@ class RowPrinter {
       absl::StrAppend(&out, k_.numel, " elements, ", k_.num_rows, " rows of ", k_.row_length);
     }
     absl::StrAppend(&out, "; ", layout_.threads_per_row, " threads per row, groups of ", v_,
-                    Persistent(k_) && !layout_.on_chip ? ", looped (over the register budget)" : "",
+                    !Persistent(k_) || layout_.on_chip ? ""
+                    : LoopsReadingTwice(k_)            ? ", looped (read twice, the second time from the L2)"
+                                                       : ", looped (over the register budget)",
                     layout_.shared_groups > 0 ? absl::StrCat(", on chip: the last ", layout_.shared_groups,
                                                              " groups of each thread in shared memory")
                                               : "",
@@ -404,6 +406,12 @@ bool UsesCudaRowLayout(const Kernel& k) {
   return k.is_reduction() && k.split <= 1 && k.cluster.blocks <= 1 && k.strategy != RowStrategy::kThreadPerRow;
 }
 
+bool LoopsReadingTwice(const Kernel& k) {
+  const size_t reads = k.passes.size() + (k.elementwise.empty() ? 0 : 1);
+  return k.strategy == RowStrategy::kBlockPerRow && reads == 2 && k.row_length <= kCudaTwoReadLoopLimit &&
+         !k.dynamic_extent;
+}
+
 CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   CudaRowLayout layout;
   const int v = layout.vector_width = ChooseVectorWidth(k);
@@ -412,15 +420,18 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   auto values = [&](int64_t threads) { return (k.row_length + threads * v - 1) / (threads * v) * v; };
   if (k.strategy == RowStrategy::kBlockPerRow) {
     int threads = 256;
+    // FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT (A/B runs): longer block rows loop.
+    static const int64_t on_chip_limit = TunedEnv("FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT", 0);
+    const bool may_hold = (on_chip_limit == 0 || k.row_length <= on_chip_limit) && !LoopsReadingTwice(k);
     while (Persistent(k) && threads < 1024 && values(threads) > TunedRowValues(k.row_length)) threads *= 2;
     const int budget = threads >= 1024 ? kCudaRowRegisterBudget / 2 : kCudaRowRegisterBudget;
-    layout.on_chip = Persistent(k) && values(threads) * cached <= budget;
+    layout.on_chip = may_hold && Persistent(k) && values(threads) * cached <= budget;
     const bool rereads = k.passes.size() > 1 || !k.elementwise.empty();
     int64_t row_bytes = 0;
     for (const BufferParam& b : k.buffers) row_bytes = std::max<int64_t>(row_bytes, k.row_length * DTypeSize(b.dtype));
     // Re-read rows past the register budget: registers and shared memory of
     // a 1024-thread block, or else the grid-stride walk through the L2.
-    if (!layout.on_chip && rereads && !k.dynamic_extent && cached > 0 && CudaSharedRowsEnabled()) {
+    if (may_hold && !layout.on_chip && rereads && !k.dynamic_extent && cached > 0 && CudaSharedRowsEnabled()) {
       threads = 1024;
       const int64_t groups = values(threads) / v;
       const int64_t register_groups = std::min<int64_t>(groups, kCudaRowRegisterBudget / 2 / cached / v);

@@ -74,6 +74,15 @@ inline constexpr int kCudaLoopGroups = 4;
 inline constexpr int kCudaLongRowBlocksPerSm = 1;
 int CudaLongRowBlocksPerSm();
 
+// Block rows read twice (one pass, then the stores; rms_norm) up to this
+// long loop instead of being held on chip: 256 threads a row and many rows in
+// flight per SM, the second read from the L2 (kept there by cache hints).
+// Measured on the H200 (bench/NOTES.md): rms_norm 16384 x 4096 4010 GB/s on
+// chip, 4190 looped; rows read three times (softmax, layer_norm) lost ~11%
+// looped, so they stay on chip.
+inline constexpr int64_t kCudaTwoReadLoopLimit = 4096;
+bool LoopsReadingTwice(const Kernel& kernel);
+
 // Whether long re-read rows may be held in registers and shared memory
 // (CudaRowLayout::shared_groups); FUSEBOX_TUNE_SHARED_ROWS=0 turns it off
 // (read once), for A/B runs against the grid-stride walk.

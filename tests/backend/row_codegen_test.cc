@@ -265,5 +265,24 @@ TEST(RowCodegenTest, CacheHintsKeepReReadRowsUntilTheirLastPass) {
   EXPECT_GE(Count(looped.summary.global_loads, 16), 6) << looped.summary.ToString();
 }
 
+// Rows read twice (rms_norm: one pass, then the stores) up to
+// kCudaTwoReadLoopLimit loop with 256 threads, the pass keeping the row in
+// the L2 for the stores' read; rows read three times stay on chip.
+TEST(RowCodegenTest, RowsReadTwiceLoopThroughTheL2) {
+  const backend::Kernel rms = LowerLast(RmsNorm, {randn({64, 4096}), randn({4096})});
+  EXPECT_TRUE(backend::LoopsReadingTwice(rms));
+  EXPECT_FALSE(backend::ChooseCudaRowLayout(rms).on_chip);
+  EXPECT_EQ(backend::CudaBlockSize(rms), 256);
+  const Compiled c = CompileCuda(rms);
+  EXPECT_THAT(c.source, HasSubstr("looped (read twice, the second time from the L2)"));
+  EXPECT_THAT(c.ptx, HasSubstr("ld.global.L2::cache_hint.v4"));
+  ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
+
+  EXPECT_FALSE(backend::LoopsReadingTwice(LowerLast(RmsNorm, {randn({64, 8192}), randn({8192})})));
+  const backend::Kernel norm = LowerLast(LayerNorm, {randn({64, 4096}), randn({4096}), randn({4096})});
+  EXPECT_FALSE(backend::LoopsReadingTwice(norm));
+  EXPECT_TRUE(backend::ChooseCudaRowLayout(norm).on_chip);
+}
+
 }  // namespace
 }  // namespace fusebox
