@@ -35,15 +35,17 @@ struct Compiled {
   std::string source;
   PtxSummary summary;
   std::string ptx;
+  std::string log;  // NVRTC's, with ptxas -v
 };
 
 Compiled CompileCuda(const backend::Kernel& k) {
-  Compiled c{backend::PrintCuda(k), {}, {}};
+  Compiled c{backend::PrintCuda(k), {}, {}, {}};
   auto out = cuda::CompileWithNvrtc(c.source, k.name, 90);
   EXPECT_TRUE(out.ok()) << out.status() << "\n" << c.source;
   if (out.ok()) {
     c.summary = backend::SummarizePtx(out->ptx, out->log);
     c.ptx = out->ptx;
+    c.log = out->log;
   }
   if (std::getenv("FUSEBOX_TEST_PRINT_PTX")) std::cout << k.name << " " << k.row_length << ": " << c.summary.ToString() << "\n";
   if (const char* dir = std::getenv("FUSEBOX_TEST_SOURCE_DIR")) std::ofstream(absl::StrCat(dir, "/", k.name, "_", k.row_length, ".cu")) << c.source;
@@ -67,7 +69,7 @@ void ExpectVectorizedWithoutSpills(const Compiled& c, bool stores_rows) {
   if (stores_rows) EXPECT_GT(Count(c.summary.global_stores, 16), 0) << c.summary.ToString();
   EXPECT_EQ(c.summary.spill_store_bytes + c.summary.spill_load_bytes, 0) << c.summary.ToString();
   EXPECT_EQ(c.summary.stack_frame_bytes, 0) << c.summary.ToString();
-  EXPECT_GT(c.summary.registers, 0);
+  EXPECT_GT(c.summary.registers, 0) << "NVRTC log:\n" << c.log;
 }
 
 Tensor Softmax(const std::vector<Tensor>& in) { return ManualSoftmax(in[0]); }
@@ -261,6 +263,7 @@ TEST(RowCodegenTest, CacheHintsKeepReReadRowsUntilTheirLastPass) {
   EXPECT_THAT(looped.ptx, HasSubstr("ld.global.cs.v4"));  // the last of its three passes
   EXPECT_THAT(looped.ptx, HasSubstr("st.global.cs.v4"));
   EXPECT_EQ(looped.summary.spill_store_bytes + looped.summary.spill_load_bytes, 0) << looped.summary.ToString();
+  EXPECT_GT(looped.summary.registers, 0) << "NVRTC log:\n" << looped.log;
   // The hinted loads are still counted as 16-byte loads (two inputs, three passes, two groups each).
   EXPECT_GE(Count(looped.summary.global_loads, 16), 6) << looped.summary.ToString();
 }
