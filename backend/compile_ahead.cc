@@ -39,6 +39,11 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
   kernels.reserve(plan.kernels.size());  // the jobs keep pointers into it
   for (const fusion::KernelGroup& group : plan.kernels) {
     PreparedKernel& k = kernels.emplace_back();
+    if (group.kind == fusion::KernelKind::kExtern) {  // a library call: nothing to print or compile
+      k.ir.name = group.name;
+      k.ir.kind = group.kind;
+      continue;
+    }
     k.ir = LowerKernel(plan, group);
     k.ir.cuda_arch = cuda_arch;
     // Long rows on sm_90+, opt-in: a thread-block cluster per row (CUDA only;

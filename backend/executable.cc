@@ -14,6 +14,7 @@
 #include "backend/cuda/driver.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/row_printer.h"
+#include "backend/extern_kernels.h"
 #include "backend/lower.h"
 #include "profiler/recorder.h"
 #include "backend/ptx_summary.h"
@@ -96,6 +97,7 @@ struct Executable::CompiledKernel {
   unsigned block_size = 0;
   int64_t max_grid = 0;
   unsigned shared_bytes = 0;  // dynamic shared memory per block (CudaRowLayout::shared_bytes)
+  graph::NodeId extern_node = -1;  // extern kernels: the matmul node (backend/extern_kernels.h)
 };
 
 Executable::~Executable() = default;
@@ -120,6 +122,14 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
     auto compiled = std::make_unique<CompiledKernel>();
     compiled->ir = std::move(prepared[k].ir);
     KernelInfo info{.name = group.name, .device = device.str(), .numel = compiled->ir.numel};
+    if (group.kind == fusion::KernelKind::kExtern) {
+      compiled->extern_node = group.outputs.at(0);
+      info.numel = Numel(exe->plan_.graph.node(compiled->extern_node).shape);
+      info.source = DescribeExternKernel(exe->plan_.graph, compiled->extern_node, group.name);
+      exe->infos_.push_back(std::move(info));
+      exe->kernels_.push_back(std::move(compiled));
+      continue;
+    }
     if (DebugDump("ir")) std::fprintf(stderr, "[fusebox ir]\n%s", compiled->ir.ToString().c_str());
     const int64_t misses_before = CompileCache::Get().stats().compiles;
     if (device.is_cpu()) {
@@ -187,6 +197,10 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
 std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan) {
   std::vector<std::string> sources;
   for (const fusion::KernelGroup& group : plan.kernels) {
+    if (group.kind == fusion::KernelKind::kExtern) {
+      sources.push_back(DescribeExternKernel(plan.graph, group.outputs.at(0), group.name));
+      continue;
+    }
     const Kernel ir = LowerKernel(plan, group);
     sources.push_back(absl::StrCat(PrintCuda(ir), cpu::PrintCpp(ir)));
   }
@@ -209,6 +223,19 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
   absl::flat_hash_map<graph::NodeId, Tensor> stored;
   std::vector<void*> args;
   for (const auto& k : kernels_) {
+    if (k->extern_node >= 0) {
+      if (g.StoreTarget(k->extern_node) >= 0) {
+        return absl::UnimplementedError("a matmul's result stored in place into an input (e.g. x.copy_(a @ b)) is "
+                                        "not supported; assign the result instead");
+      }
+      profiler::KernelRecord record(device);
+      std::vector<Shape> operand_shapes;
+      absl::StatusOr<Tensor> value = RunMatmul(g, k->extern_node, inputs, stored, &operand_shapes);
+      if (!value.ok()) return value.status();
+      stored.emplace(k->extern_node, *std::move(value));
+      if (record.active()) record.Finish(k->ir.name, operand_shapes, 1);
+      continue;
+    }
     args.clear();
     for (const BufferParam& b : k->ir.buffers) {
       const graph::Node& node = g.node(b.node);

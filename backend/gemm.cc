@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "fusion/plan.h"
 
 namespace fusebox::backend {
 
@@ -23,8 +24,7 @@ bool GemmEpilogueHasBias(GemmEpilogue e) {
 }
 
 bool GemmOperandOk(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  if (rows <= 1 || cols <= 1) return true;
-  return (col_stride == 1 && row_stride >= cols) || (row_stride == 1 && col_stride >= rows);
+  return fusion::DenseMatrixStrides(rows, cols, row_stride, col_stride);
 }
 
 std::string GemmProblem::ToString() const {

@@ -21,7 +21,7 @@ bool GemmEpilogueHasBias(GemmEpilogue e);
 
 struct GemmProblem {
   int64_t batch = 1, m = 0, n = 0, k = 0;
-  DType dtype = DType::kFloat32;  // of A, B, C and the bias: f32, bf16, f16 (f64 on the CPU)
+  DType dtype = DType::kFloat32;  // of A, B, C and the bias: f32, bf16, f16
   // Element strides of each operand's logical [batch, rows, cols] view.
   // Rows or columns of A and B may be the unit-stride dim (a transposed view
   // is a GEMM flag, never a copy); C is written row-major with c_row >= n.

@@ -131,6 +131,10 @@ DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
       }
     } else {
       for (int64_t d = 0; d < rank; ++d) slots.Pin(slots.At(id, d));
+      // A matmul's GEMM is planned for its operands' sizes too.
+      for (NodeId in : n.inputs) {
+        for (int64_t d = 0; d < static_cast<int64_t>(g.node(in).shape.size()); ++d) slots.Pin(slots.At(in, d));
+      }
     }
   }
 

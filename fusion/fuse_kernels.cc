@@ -17,6 +17,10 @@ using graph::Op;
 using graph::OpKind;
 
 bool IsReduction(const Node& n) { return graph::Info(n.op).kind == OpKind::kReduction; }
+bool IsExtern(const Node& n) { return graph::Info(n.op).kind == OpKind::kExtern; }
+// Values a kernel never computes inline: its own reductions aside, they are
+// stored by the kernel that computes them and loaded by the others.
+bool IsStoredOp(const Node& n) { return IsReduction(n) || IsExtern(n); }
 
 // Where, inside a reduction kernel, a value is evaluated: at one element of
 // the reduced shape (kFull), once per row (kRow), or at an arbitrary position
@@ -32,11 +36,14 @@ Shape SqueezedRowShape(const Shape& shape, const std::vector<int64_t>& axes) {
   return out;
 }
 
+// A reduction group, or (kind set) a matmul's extern kernel or a pointwise
+// kernel that stores a matmul operand before it.
 struct Group {
   Shape shape;                 // the reduced input shape
   std::vector<int64_t> axes;
   std::vector<NodeId> reductions;
   std::vector<NodeId> outputs;
+  std::optional<KernelKind> kind;  // kExtern or kPointwise; unset: a reduction group
 };
 
 class Fuser {
@@ -46,14 +53,17 @@ class Fuser {
   Plan Run() {
     // Reductions join the latest group over the same rows when their use of
     // that group's values is legal there; otherwise they open a new group.
+    // Matmuls (extern kernels) take their place in the same order, after
+    // the kernels that store their operands.
     for (NodeId id = 0; id < g_.size(); ++id) {
       if (IsReduction(g_.node(id))) AssignReduction(id);
+      if (IsExtern(g_.node(id))) AssignExtern(id);
     }
     std::vector<NodeId> pointwise_roots;
     absl::flat_hash_set<NodeId> stored;
     for (NodeId out : g_.outputs()) {
       const Node& n = g_.node(out);
-      if (n.op == Op::kInput || !stored.insert(out).second) continue;
+      if (n.op == Op::kInput || !stored.insert(out).second || IsExtern(n) || operand_stored_.contains(out)) continue;
       if (IsReduction(n)) {
         materialized_.insert(out);
         continue;
@@ -67,6 +77,12 @@ class Fuser {
     Plan plan{.graph = g_, .notes = notes_};
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       Group& grp = groups_[gi];
+      if (grp.kind.has_value()) {
+        KernelGroup k{.kind = *grp.kind, .iteration_shape = grp.shape, .outputs = grp.outputs};
+        Collect(grp.outputs, static_cast<int>(gi), &k);
+        plan.kernels.push_back(std::move(k));
+        continue;
+      }
       for (NodeId r : grp.reductions) {
         if (materialized_.contains(r)) grp.outputs.insert(grp.outputs.begin(), r);
       }
@@ -104,7 +120,7 @@ class Fuser {
       const NodeId x = stack.back();
       stack.pop_back();
       if (!seen.insert(x).second) continue;
-      if (x != id && IsReduction(g_.node(x))) {
+      if (x != id && IsStoredOp(g_.node(x))) {
         deps->insert(x);
         continue;
       }
@@ -114,7 +130,7 @@ class Fuser {
 
   // Whether `id` depends on a reduction of group `gi` (without crossing other reductions).
   bool DependsOnGroup(NodeId id, int gi) {
-    if (IsReduction(g_.node(id))) return group_of_.contains(id) && group_of_[id] == gi;
+    if (IsStoredOp(g_.node(id))) return group_of_.contains(id) && group_of_[id] == gi;
     absl::flat_hash_set<NodeId> deps;
     ReductionDeps(id, &deps);
     for (NodeId d : deps) {
@@ -150,6 +166,7 @@ class Fuser {
   // Can `id` be evaluated in context `ctx` inside group `gi`'s kernel?
   bool Legal(NodeId id, Ctx ctx, int gi) {
     const Node& n = g_.node(id);
+    if (IsExtern(n)) return true;  // stored by its own kernel, loaded
     if (IsReduction(n)) {
       if (group_of_[id] != gi) return true;  // stored by an earlier kernel, loaded
       const bool row_is_full = groups_[gi].shape == n.shape;
@@ -211,6 +228,30 @@ class Fuser {
     }
   }
 
+  // A matmul: its own extern kernel, after a pointwise kernel storing the
+  // operands the GEMM cannot read where they are (computed values, views
+  // that are not a dense matrix layout: MatmulOperandReady).
+  void AssignExtern(NodeId id) {
+    std::vector<NodeId> to_store;
+    for (NodeId in : g_.node(id).inputs) {
+      const bool ready = MatmulOperandReady(g_, in);
+      const NodeId value = ready ? MatmulOperandBase(g_, in) : in;
+      const OpKind kind = graph::Info(g_.node(value).op).kind;
+      if (IsReduction(g_.node(value))) materialized_.insert(value);
+      if (kind == OpKind::kSource || IsStoredOp(g_.node(value)) || operand_stored_.contains(value)) continue;
+      if (std::find(to_store.begin(), to_store.end(), value) == to_store.end()) to_store.push_back(value);
+    }
+    for (NodeId value : to_store) {
+      absl::flat_hash_set<NodeId> deps;
+      ReductionDeps(value, &deps);
+      for (NodeId d : deps) materialized_.insert(d);
+      operand_stored_.insert(value);
+      groups_.push_back(Group{.shape = g_.node(value).shape, .outputs = {value}, .kind = KernelKind::kPointwise});
+    }
+    group_of_[id] = static_cast<int>(groups_.size());
+    groups_.push_back(Group{.shape = g_.node(id).shape, .outputs = {id}, .kind = KernelKind::kExtern});
+  }
+
   // The reduction group a stored value can join, if any: the latest group it
   // depends on, when its shape is that group's reduced or row shape and it
   // reads that group's values legally there.
@@ -220,6 +261,10 @@ class Fuser {
     if (deps.empty()) return std::nullopt;
     int gi = -1;
     for (NodeId d : deps) gi = std::max(gi, group_of_[d]);
+    if (groups_[gi].kind.has_value()) {  // after a matmul: a pointwise kernel loads what it needs
+      for (NodeId d : deps) materialized_.insert(d);
+      return std::nullopt;
+    }
     const Group& grp = groups_[gi];
     Shape row = grp.shape;
     for (int64_t d : grp.axes) row[d] = 1;
@@ -248,11 +293,19 @@ class Fuser {
       stack.pop_back();
       if (!seen.insert(x).second) continue;
       const Node& n = g_.node(x);
-      if (IsReduction(n) && group_of_[x] != gi) {
+      if (IsStoredOp(n) && group_of_[x] != gi) {
         loads.insert(x);
         continue;
       }
       if (graph::Info(n.op).kind != OpKind::kSource) k->nodes.push_back(x);
+      if (IsExtern(n)) {  // its operands: read where they lie (stored by earlier kernels, or inputs)
+        for (NodeId in : n.inputs) {
+          const NodeId base = MatmulOperandBase(g_, in);
+          if (g_.node(in).op == Op::kView) k->nodes.push_back(in);
+          if (graph::Info(g_.node(base).op).kind != OpKind::kSource) loads.insert(base);
+        }
+        continue;
+      }
       for (NodeId in : n.inputs) stack.push_back(in);
     }
     std::sort(k->nodes.begin(), k->nodes.end());
@@ -271,6 +324,7 @@ class Fuser {
   std::vector<Group> groups_;
   absl::flat_hash_map<NodeId, int> group_of_;
   absl::flat_hash_set<NodeId> materialized_;
+  absl::flat_hash_set<NodeId> operand_stored_;  // stored by a kernel before a matmul
 };
 
 }  // namespace

@@ -11,6 +11,10 @@ namespace fusebox::fusion {
 Plan NameKernels(Plan plan) {
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     KernelGroup& k = plan.kernels[i];
+    if (k.kind == KernelKind::kExtern) {  // the library that runs it: extern_cublaslt_gemm_3
+      k.name = absl::StrCat("extern_", plan.graph.device().is_cuda() ? "cublaslt" : "openblas", "_gemm_", i);
+      continue;
+    }
     std::set<std::string> ops;
     for (graph::NodeId id : k.nodes) {
       const graph::OpInfo& info = graph::Info(plan.graph.node(id).op);

@@ -12,8 +12,33 @@ const char* KindPrefix(KernelKind kind) {
     case KernelKind::kPointwise: return "poi";
     case KernelKind::kReduction: return "red";
     case KernelKind::kPersistent: return "per";
+    case KernelKind::kExtern: return "extern";
   }
   return "?";
+}
+
+bool DenseMatrixStrides(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if (rows <= 1 || cols <= 1) return true;
+  return (col_stride == 1 && row_stride >= cols) || (row_stride == 1 && col_stride >= rows);
+}
+
+graph::NodeId MatmulOperandBase(const graph::Graph& g, graph::NodeId id) {
+  const graph::Node& n = g.node(id);
+  return n.op == graph::Op::kView ? n.inputs[0] : id;
+}
+
+bool MatmulOperandReady(const graph::Graph& g, graph::NodeId id) {
+  const graph::Node& n = g.node(id);
+  const graph::NodeId base_id = MatmulOperandBase(g, id);
+  const graph::Node& base = g.node(base_id);
+  if (base.op == graph::Op::kView || base.op == graph::Op::kConstant) return false;
+  const size_t r = n.shape.size();
+  // A bound input is read through its own strides; a view's strides are into
+  // its base's contiguous value, so an input base must be contiguous.
+  if (n.op == graph::Op::kInput) return DenseMatrixStrides(n.shape[r - 2], n.shape[r - 1], n.strides[r - 2], n.strides[r - 1]);
+  if (base.op == graph::Op::kInput && !IsContiguous(base.shape, base.strides)) return false;
+  if (n.op != graph::Op::kView) return true;
+  return DenseMatrixStrides(n.shape[r - 2], n.shape[r - 1], n.strides[r - 2], n.strides[r - 1]);
 }
 
 Shape RowShape(const KernelGroup& group) {

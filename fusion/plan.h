@@ -15,6 +15,7 @@ enum class KernelKind {
   kPointwise,   // poi_: one element per iteration
   kReduction,   // red_: one row per iteration, looping over the row per reduction
   kPersistent,  // per_: like kReduction, with the row held on chip between passes
+  kExtern,      // extern_: one library call (a matmul's vendor GEMM), not generated code
 };
 
 struct KernelGroup {
@@ -57,6 +58,16 @@ Shape RowShape(const KernelGroup& group);
 // ran softmax over 8192-element rows slower than the looped kernel).
 inline constexpr int64_t kPersistentRowLimit = 16384;
 bool KeepsRowOnChip(const Shape& shape, const std::vector<int64_t>& axes);
+
+// Whether a matmul (extern) kernel can read operand `id` where it lies: a
+// contiguous graph input, a value an earlier kernel stores, or a view of one
+// of those whose two matrix dims are a (possibly transposed) dense layout
+// (the GEMM's layout flags; the batch dim may have any stride, 0 broadcasts).
+bool MatmulOperandReady(const graph::Graph& g, graph::NodeId id);
+// The node a matmul operand reads memory of: `id` itself, or a view's base.
+graph::NodeId MatmulOperandBase(const graph::Graph& g, graph::NodeId id);
+// Row and column strides of a matrix view that BLAS can take as is.
+bool DenseMatrixStrides(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 
 // The kernel-name prefix of a kind: "poi".
 const char* KindPrefix(KernelKind kind);

@@ -13,7 +13,7 @@ using graph::OpKind;
 
 bool IsOp(const Node& n) {
   const OpKind kind = graph::Info(n.op).kind;
-  return kind == OpKind::kPointwise || kind == OpKind::kReduction;
+  return kind == OpKind::kPointwise || kind == OpKind::kReduction || kind == OpKind::kExtern;
 }
 
 // `root`'s kernel: the root, the views between it and the values it reads,
@@ -27,6 +27,7 @@ KernelGroup Kernel(const graph::Graph& g, NodeId root) {
     k.reductions = {root};
     k.kind = KeepsRowOnChip(k.iteration_shape, k.axes) ? KernelKind::kPersistent : KernelKind::kReduction;
   }
+  if (graph::Info(n.op).kind == OpKind::kExtern) k.kind = KernelKind::kExtern;
   absl::flat_hash_set<NodeId> seen;
   std::vector<NodeId> stack(n.inputs.begin(), n.inputs.end());
   while (!stack.empty()) {
@@ -55,6 +56,12 @@ Plan SplitKernels(const graph::Graph& graph) {
     const Node& n = graph.node(id);
     // A returned view or constant is stored too (a copy), as the fused plan does.
     const bool returned = n.op != graph::Op::kInput && std::find(outputs.begin(), outputs.end(), id) != outputs.end();
+    // A matmul operand the GEMM cannot read in place is stored first (a copy).
+    if (graph::Info(n.op).kind == OpKind::kExtern) {
+      for (NodeId in : n.inputs) {
+        if (!MatmulOperandReady(graph, in)) plan.kernels.push_back(Kernel(graph, in));
+      }
+    }
     if (IsOp(n) || returned) plan.kernels.push_back(Kernel(graph, id));
   }
   return plan;

@@ -9,7 +9,7 @@
 
 namespace fusebox::graph {
 
-enum class OpKind { kSource, kView, kPointwise, kReduction };
+enum class OpKind { kSource, kView, kPointwise, kReduction, kExtern };
 
 // How an op's result dtype follows from its inputs, which the frontend has
 // already promoted to one common dtype (where's condition is bool).

@@ -60,6 +60,18 @@ TEST(OpTableTest, NamesAreUniqueExceptTheTwoGeluRows) {
   EXPECT_STREQ(Info(Op::kGeluTanh).name, "gelu");
 }
 
+// Extern ops are library calls: no expression to print, no scalar reference.
+TEST(OpTableTest, ExternOpsHaveNoExpressions) {
+  EXPECT_EQ(Info(Op::kMatmul).kind, OpKind::kExtern);
+  EXPECT_EQ(Info(Op::kMatmul).arity, 2);
+  for (const OpInfo& row : AllOps()) {
+    if (row.kind != OpKind::kExtern) continue;
+    EXPECT_STREQ(row.cuda_expr, "");
+    EXPECT_STREQ(row.cpp_expr, "");
+    EXPECT_EQ(row.reference, nullptr);
+  }
+}
+
 TEST(OpTableTest, NamesAreKernelNameFragments) {
   for (const OpInfo& row : AllOps()) EXPECT_THAT(row.name, MatchesRegex("[a-z][a-z0-9_]*"));
 }
@@ -69,7 +81,7 @@ TEST(OpTableTest, SourcesAndViewsHaveNoExpressionsOrReference) {
   EXPECT_EQ(Info(Op::kConstant).kind, OpKind::kSource);
   EXPECT_EQ(Info(Op::kView).kind, OpKind::kView);
   for (const OpInfo& row : AllOps()) {
-    if (row.kind == OpKind::kPointwise || row.kind == OpKind::kReduction) continue;
+    if (row.kind == OpKind::kPointwise || row.kind == OpKind::kReduction || row.kind == OpKind::kExtern) continue;
     SCOPED_TRACE(row.name);
     EXPECT_EQ(row.arity, row.kind == OpKind::kView ? 1 : 0);
     EXPECT_EQ(row.dtype_rule, DTypeRule::kNone);

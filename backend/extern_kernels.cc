@@ -1,0 +1,102 @@
+#include "backend/extern_kernels.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/blas_gemm.h"
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/driver.h"
+#include "fusion/plan.h"
+
+namespace fusebox::backend {
+namespace {
+
+std::atomic<bool> allow_tf32{false};
+
+// One operand of the GEMM: the first element and the element strides of its
+// [batch, rows, cols] view (batch stride 0 when 2-D or broadcast).
+struct OperandView {
+  const void* ptr = nullptr;
+  int64_t batch = 0, row = 0, col = 0;
+  Shape shape;
+};
+
+absl::StatusOr<OperandView> Resolve(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
+                                    const absl::flat_hash_map<graph::NodeId, Tensor>& stored) {
+  const graph::Node& n = g.node(id);
+  const Tensor* base = nullptr;
+  Strides strides;
+  int64_t offset = 0;
+  if (auto it = stored.find(id); it != stored.end()) {
+    base = &it->second;
+    strides = ContiguousStrides(n.shape);
+  } else if (n.op == graph::Op::kInput) {
+    base = &inputs[n.input_index];
+    strides = base->strides();
+  } else if (n.op == graph::Op::kView) {
+    const graph::Node& b = g.node(n.inputs[0]);
+    if (auto it = stored.find(n.inputs[0]); it != stored.end()) {
+      base = &it->second;
+    } else if (b.op == graph::Op::kInput) {
+      base = &inputs[b.input_index];
+    }
+    strides = n.strides;
+    offset = n.offset;
+  }
+  if (base == nullptr) return absl::InternalError(absl::StrCat("matmul operand %", id, " is not where the plan put it"));
+  const size_t r = n.shape.size();
+  OperandView v{.batch = r == 3 ? strides[0] : 0, .row = strides[r - 2], .col = strides[r - 1], .shape = n.shape};
+  v.ptr = static_cast<const char*>(base->data_ptr()) + offset * DTypeSize(n.dtype);
+  return v;
+}
+
+GemmProblem Problem(const graph::Node& mm, const OperandView& a, const OperandView& b) {
+  const size_t r = mm.shape.size();
+  GemmProblem p;
+  p.batch = r == 3 ? mm.shape[0] : 1;
+  p.m = mm.shape[r - 2];
+  p.n = mm.shape[r - 1];
+  p.k = a.shape[r - 1];
+  p.dtype = mm.dtype;
+  p.a_batch = a.batch, p.a_row = a.row, p.a_col = a.col;
+  p.b_batch = b.batch, p.b_row = b.row, p.b_col = b.col;
+  p.c_batch = p.m * p.n, p.c_row = p.n;
+  p.allow_tf32 = MatmulAllowTf32();
+  return p;
+}
+
+}  // namespace
+
+void SetMatmulAllowTf32(bool allow) { allow_tf32.store(allow, std::memory_order_relaxed); }
+bool MatmulAllowTf32() { return allow_tf32.load(std::memory_order_relaxed); }
+
+absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
+                                 const absl::flat_hash_map<graph::NodeId, Tensor>& stored,
+                                 std::vector<Shape>* operand_shapes) {
+  const graph::Node& mm = g.node(id);
+  absl::StatusOr<OperandView> a = Resolve(g, mm.inputs[0], inputs, stored);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<OperandView> b = Resolve(g, mm.inputs[1], inputs, stored);
+  if (!b.ok()) return b.status();
+  if (operand_shapes != nullptr) *operand_shapes = {a->shape, b->shape};
+  const GemmProblem p = Problem(mm, *a, *b);
+  const Device device = g.device();
+  Tensor out = Tensor::empty(mm.shape, mm.dtype, device);
+  if (out.numel() == 0) return out;
+  absl::Status s = device.is_cuda() ? cuda::CublasLtGemm(device.index, p, a->ptr, b->ptr, out.data_ptr(), nullptr)
+                                    : cpu::BlasGemm(p, a->ptr, b->ptr, out.data_ptr(), nullptr);
+  if (!s.ok()) return s;
+  return out;
+}
+
+std::string DescribeExternKernel(const graph::Graph& g, graph::NodeId id, const std::string& name) {
+  const graph::Node& mm = g.node(id);
+  const graph::Node& a = g.node(mm.inputs[0]);
+  const graph::Node& b = g.node(mm.inputs[1]);
+  return absl::StrCat("// ", name, ": extern kernel, one ", g.device().is_cuda() ? "cuBLASLt" : "OpenBLAS",
+                      " GEMM (no generated code)\n// %", id, " = matmul(%", mm.inputs[0], " ", ShapeToString(a.shape),
+                      ", %", mm.inputs[1], " ", ShapeToString(b.shape), ") : ", DTypeName(mm.dtype),
+                      ShapeToString(mm.shape), "\n");
+}
+
+}  // namespace fusebox::backend

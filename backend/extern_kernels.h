@@ -1,0 +1,33 @@
+// A plan's extern kernels (fusion::KernelKind::kExtern): a matmul node run as
+// one vendor GEMM (backend/gemm.h) over its operands where they lie: bound
+// inputs through their strides, values earlier kernels stored, and views of
+// those (a transpose or a broadcast batch is a stride, never a copy).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "backend/gemm.h"
+#include "graph/graph.h"
+#include "tensor/tensor.h"
+
+namespace fusebox::backend {
+
+// Runs matmul node `id` of `g` and returns its value (a fresh contiguous
+// tensor); `operand_shapes` gets the operands' shapes (for the profiler).
+absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
+                                 const absl::flat_hash_map<graph::NodeId, Tensor>& stored,
+                                 std::vector<Shape>* operand_shapes);
+
+// What c.kernels() shows as an extern kernel's source: the library call.
+std::string DescribeExternKernel(const graph::Graph& g, graph::NodeId id, const std::string& name);
+
+// Whether f32 matmuls on CUDA may use TF32 (as torch.backends.cuda.matmul.allow_tf32;
+// off by default). Read at each GEMM.
+void SetMatmulAllowTf32(bool allow);
+bool MatmulAllowTf32();
+
+}  // namespace fusebox::backend

@@ -1,0 +1,26 @@
+// Matrix products, spelled as in PyTorch. A matmul is one extern kernel of
+// the plan (a vendor GEMM: cuBLASLt on CUDA, OpenBLAS on the CPU); a
+// transposed operand is a view the GEMM reads through its layout flags, and
+// the pointwise ops after it fuse into the kernels that follow.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace fusebox {
+
+// a [m, k] @ b [k, n] -> [m, n]; batched: a [b, m, k] @ b [b, k, n] -> [b, m, n],
+// where either side may be 2-D or have batch 1 and is broadcast over the
+// other's batch. Both of one floating dtype (float32, bfloat16, float16) and
+// device; 16-bit operands accumulate in float32.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// x [..., in] @ weight[out, in]^T + bias[out] (bias may be an undefined
+// Tensor: none), as torch.nn.functional.linear; x may be 1-D, 2-D or 3-D.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// Whether float32 matmuls on CUDA may use TF32 tensor cores (as
+// torch.backends.cuda.matmul.allow_tf32; off by default). Read at each GEMM.
+void set_matmul_allow_tf32(bool allow);
+bool matmul_allow_tf32();
+
+}  // namespace fusebox

@@ -1,0 +1,38 @@
+#include "frontend/nn.h"
+
+#include <cmath>
+
+#include "frontend/ops.h"
+#include "tensor/creation.h"
+#include "tensor/error.h"
+
+namespace fusebox::nn {
+namespace {
+
+// Uniform in [-bound, bound) of `shape`, concrete on `device` in `dtype`.
+Tensor Uniform(const Shape& shape, double bound, Device device, DType dtype, uint64_t seed) {
+  return ((rand(shape, Device::cpu(), seed) * (2 * bound) - bound).to(dtype)).to(device);
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias, Device device, DType dtype, uint64_t seed) {
+  FUSEBOX_ENSURE(in_features > 0 && out_features > 0, "nn::Linear: sizes must be positive, got in ", in_features,
+                 ", out ", out_features);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = Uniform({out_features, in_features}, bound, device, dtype, seed);
+  if (has_bias) bias = Uniform({out_features}, bound, device, dtype, seed + 1);
+}
+
+MLP::MLP(int64_t dim, int64_t num_layers, Device device, DType dtype, uint64_t seed, std::string approximate)
+    : approximate(std::move(approximate)) {
+  FUSEBOX_ENSURE(num_layers >= 0, "nn::MLP: num_layers must be >= 0, got ", num_layers);
+  for (int64_t l = 0; l < num_layers; ++l) layers.emplace_back(dim, dim, true, device, dtype, seed + 2 * l);
+}
+
+Tensor MLP::operator()(Tensor x) const {
+  for (const Linear& layer : layers) x = gelu(layer(x), approximate);
+  return x;
+}
+
+}  // namespace fusebox::nn

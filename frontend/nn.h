@@ -1,0 +1,37 @@
+// Example modules mirroring torch.nn, for the seed's MLP: plain structs of
+// tensors whose forward is ordinary fusebox ops (wrap a call in compile() to
+// fuse it). Parameters are created concrete on `device`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frontend/matmul.h"
+#include "tensor/tensor.h"
+
+namespace fusebox::nn {
+
+// torch.nn.Linear: weight [out, in] and bias [out], initialized uniformly in
+// [-1/sqrt(in), 1/sqrt(in)) as PyTorch does, from `seed`.
+struct Linear {
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, Device device = Device::cpu(),
+         DType dtype = DType::kFloat32, uint64_t seed = 0);
+  Tensor operator()(const Tensor& x) const { return linear(x, weight, bias); }
+
+  Tensor weight, bias;  // bias undefined without one
+};
+
+// The seed's MLP: num_layers Linear(dim, dim), each followed by gelu
+// (exact, as torch.nn.functional.gelu's default; approximate = "tanh" for the
+// tanh form).
+struct MLP {
+  MLP(int64_t dim, int64_t num_layers, Device device = Device::cpu(), DType dtype = DType::kFloat32,
+      uint64_t seed = 0, std::string approximate = "none");
+  Tensor operator()(Tensor x) const;
+
+  std::vector<Linear> layers;
+  std::string approximate;
+};
+
+}  // namespace fusebox::nn
