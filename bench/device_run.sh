@@ -6,7 +6,8 @@
 #      bench/device_run.sh            # = bench/device_run.sh build
 #    builds a Release tree in build-device/ and packs build-device/dist/:
 #      bin/   fusebox_bench and every test binary, stripped
-#      lib/   the shared libraries the device lacks (Abseil, spdlog, fmt), as
+#      lib/   the shared libraries the device lacks (Abseil, spdlog, fmt,
+#             OpenBLAS with its libgfortran and libquadmath, ~40 MB), as
 #             `ldd` names them (run with LD_LIBRARY_PATH: a RUNPATH is not enough)
 #      source_dir.txt   the absolute source dir the tests were built against
 #    and checks that dist/ fits in the 64 MiB the tool carries.
@@ -41,10 +42,11 @@ build_here() {
   cp "$build/bench/fusebox_bench" "$dist/bin/"
   find "$build/tests" -maxdepth 1 -type f -executable -name '*_tests' -exec cp {} "$dist/bin/" \;
   strip --strip-unneeded "$dist"/bin/*
-  # The libraries the device lacks: every Abseil, spdlog and fmt library that
+  # The libraries the device lacks: every Abseil, spdlog, fmt and OpenBLAS
+  # (with gfortran and quadmath, which it needs) library that
   # ldd resolves for any binary (NVRTC, libstdc++ and libc are there).
   local lib
-  for lib in $(ldd "$dist"/bin/* | awk '$3 ~ /^\// && $1 ~ /^lib(absl_|spdlog|fmt|gtest|gmock)/ {print $3}' | sort -u); do
+  for lib in $(ldd "$dist"/bin/* | awk '$3 ~ /^\// && $1 ~ /^lib(absl_|spdlog|fmt|gtest|gmock|openblas|gfortran|quadmath)/ {print $3}' | sort -u); do
     cp -L "$lib" "$dist/lib/"
   done
   echo "$root/tests" >"$dist/source_dir.txt"
