@@ -1,0 +1,317 @@
+#include "backend/cuda/cublaslt_gemm.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "backend/cuda/driver.h"
+
+namespace fusebox::backend::cuda {
+namespace {
+
+using ::fusebox::cuda::Driver;
+
+// Split-K and stream-K algorithms want scratch; 32 MiB is what PyTorch gives
+// cuBLASLt on Hopper. Allocated once per device, kept for the process.
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+// What the caching allocator guarantees and cuBLASLt assumes by default.
+constexpr uint32_t kMaxAlignment = 256;
+
+// `call` is the call's source text; its name is enough for the message.
+absl::Status LtError(cublasStatus_t status, absl::string_view call, const GemmProblem& p) {
+  call = call.substr(0, call.find('('));
+  return absl::InternalError(absl::StrCat(call, " failed for ", p.ToString(), ": ", cublasLtGetStatusName(status),
+                                          " (", cublasLtGetStatusString(status), ")"));
+}
+
+#define FUSEBOX_LT(call, p)                                             \
+  do {                                                                  \
+    if (cublasStatus_t s_ = (call); s_ != CUBLAS_STATUS_SUCCESS) {      \
+      return LtError(s_, #call, p);                                     \
+    }                                                                   \
+  } while (0)
+
+absl::StatusOr<cudaDataType_t> DataType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return CUDA_R_32F;
+    case DType::kBFloat16: return CUDA_R_16BF;
+    case DType::kFloat16: return CUDA_R_16F;
+    default: break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("cuBLASLt GEMM does not take ", DTypeName(dtype),
+                                                 " (float32, bfloat16 or float16)"));
+}
+
+// The row-major view M (rows x cols, strides rs, cs) as a column-major
+// operand whose op() is M^T (cols x rows): unit column stride means M is
+// M^T stored column-major (no transpose); unit row stride means M itself is
+// stored column-major and read transposed. A dim of extent 1 has no stride
+// that matters, so its ld is only made legal.
+absl::StatusOr<CublasLtOperand> AsTransposed(const char* name, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                                             int64_t batch_stride) {
+  if (rs < 0 || cs < 0 || batch_stride < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt: operand ", name, " has a negative stride"));
+  }
+  CublasLtOperand op;
+  op.batch_stride = batch_stride;
+  if ((cs == 1 || cols <= 1) && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
+    op.rows = cols, op.cols = rows;
+    op.ld = rows <= 1 ? std::max<int64_t>(cols, 1) : rs;
+    return op;
+  }
+  if ((rs == 1 || rows <= 1) && (cols <= 1 || cs >= std::max<int64_t>(rows, 1))) {
+    op.transpose = true;
+    op.rows = rows, op.cols = cols;
+    op.ld = cols <= 1 ? std::max<int64_t>(rows, 1) : cs;
+    return op;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("cuBLASLt: operand ", name, " (", rows, " x ", cols, ", strides ", rs,
+                                                 ", ", cs, ") needs one unit-stride dim and the other covering it"));
+}
+
+}  // namespace
+
+absl::StatusOr<CublasLtShape> CublasLtShapeFor(const GemmProblem& p) {
+  if (p.batch < 0 || p.m < 0 || p.n < 0 || p.k < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt: negative size in ", p.ToString()));
+  }
+  if (p.batch > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt: batch over int32 in ", p.ToString()));
+  }
+  if (p.batch > 1 && p.c_batch <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt: C needs a positive batch stride in ", p.ToString()));
+  }
+  if (absl::StatusOr<cudaDataType_t> type = DataType(p.dtype); !type.ok()) return type.status();
+  CublasLtShape shape;
+  shape.batch = static_cast<int32_t>(p.batch);
+  // cuBLASLt's A is B^T (n x k), its B is A^T (k x m): D = C^T (n x m).
+  absl::StatusOr<CublasLtOperand> a = AsTransposed("B", p.k, p.n, p.b_row, p.b_col, p.b_batch);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<CublasLtOperand> b = AsTransposed("A", p.m, p.k, p.a_row, p.a_col, p.a_batch);
+  if (!b.ok()) return b.status();
+  absl::StatusOr<CublasLtOperand> d = AsTransposed("C", p.m, p.n, p.c_row, 1, p.c_batch);
+  if (!d.ok() || d->transpose) {
+    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt: C must be row-major with c_row >= n in ", p.ToString()));
+  }
+  shape.a = *a, shape.b = *b, shape.d = *d;
+  return shape;
+}
+
+namespace {
+
+cublasLtEpilogue_t Epilogue(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::kNone: return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::kBiasRelu: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case GemmEpilogue::kBiasGelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case GemmEpilogue::kRelu: return CUBLASLT_EPILOGUE_RELU;
+    case GemmEpilogue::kGelu: return CUBLASLT_EPILOGUE_GELU;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// The largest power of two (up to 256) dividing the address; the heuristic
+// may only pick kernels that are fine with it.
+uint32_t Alignment(const void* ptr) {
+  const auto address = reinterpret_cast<uintptr_t>(ptr);
+  uint32_t align = kMaxAlignment;
+  while (align > 1 && address % align != 0) align /= 2;
+  return align;
+}
+
+// A handle and workspace per device, made on first use, never freed.
+struct DeviceState {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+};
+
+absl::Mutex devices_mu;
+absl::flat_hash_map<int, DeviceState>* devices ABSL_PT_GUARDED_BY(devices_mu) = new absl::flat_hash_map<int, DeviceState>;
+
+absl::StatusOr<DeviceState> StateFor(int device, const GemmProblem& p) {
+  absl::MutexLock lock(&devices_mu);
+  if (auto it = devices->find(device); it != devices->end()) return it->second;
+  DeviceState state;
+  absl::StatusOr<CUdeviceptr> workspace = Driver::Get().MemAlloc(device, kWorkspaceBytes);
+  if (!workspace.ok()) return workspace.status();
+  state.workspace = reinterpret_cast<void*>(*workspace);
+  FUSEBOX_LT(cublasLtCreate(&state.handle), p);
+  devices->emplace(device, state);
+  return state;
+}
+
+// Everything cublasLtMatmul is told about one call; destroyed with it.
+struct Descriptors {
+  cublasLtMatmulDesc_t matmul = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  Descriptors() = default;
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+  ~Descriptors() {
+    if (preference) cublasLtMatmulPreferenceDestroy(preference);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (matmul) cublasLtMatmulDescDestroy(matmul);
+  }
+};
+
+template <typename T>
+cublasStatus_t SetDesc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, T value) {
+  return cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value));
+}
+
+absl::Status MakeLayout(const CublasLtOperand& op, cudaDataType_t type, int32_t batch, const GemmProblem& p,
+                        cublasLtMatrixLayout_t* layout) {
+  FUSEBOX_LT(cublasLtMatrixLayoutCreate(layout, type, static_cast<uint64_t>(op.rows), static_cast<uint64_t>(op.cols),
+                                        op.ld),
+             p);
+  if (batch <= 1) return absl::OkStatus();
+  FUSEBOX_LT(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)), p);
+  FUSEBOX_LT(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &op.batch_stride,
+                                              sizeof(op.batch_stride)),
+             p);
+  return absl::OkStatus();
+}
+
+// The pointers' alignments, as the heuristic sees them (cuBLASLt's A is our B).
+struct Alignments {
+  uint32_t a = kMaxAlignment, b = kMaxAlignment, c = kMaxAlignment, bias = kMaxAlignment;
+};
+
+absl::Status Describe(const GemmProblem& p, const CublasLtShape& shape, const void* bias, const Alignments& align,
+                      Descriptors& out) {
+  absl::StatusOr<cudaDataType_t> type = DataType(p.dtype);
+  if (!type.ok()) return type.status();
+  const cublasComputeType_t compute =
+      p.dtype == DType::kFloat32 && p.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  FUSEBOX_LT(cublasLtMatmulDescCreate(&out.matmul, compute, CUDA_R_32F), p);
+  FUSEBOX_LT(SetDesc(out.matmul, CUBLASLT_MATMUL_DESC_TRANSA, shape.a.transpose ? CUBLAS_OP_T : CUBLAS_OP_N), p);
+  FUSEBOX_LT(SetDesc(out.matmul, CUBLASLT_MATMUL_DESC_TRANSB, shape.b.transpose ? CUBLAS_OP_T : CUBLAS_OP_N), p);
+  FUSEBOX_LT(SetDesc(out.matmul, CUBLASLT_MATMUL_DESC_EPILOGUE, Epilogue(p.epilogue)), p);
+  if (GemmEpilogueHasBias(p.epilogue)) {
+    // One bias per row of D = C^T, i.e. per column of the row-major C; one
+    // vector for the whole batch (bias batch stride left at 0).
+    FUSEBOX_LT(SetDesc(out.matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias), p);
+    FUSEBOX_LT(SetDesc(out.matmul, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(*type)), p);
+  }
+  if (absl::Status s = MakeLayout(shape.a, *type, shape.batch, p, &out.a); !s.ok()) return s;
+  if (absl::Status s = MakeLayout(shape.b, *type, shape.batch, p, &out.b); !s.ok()) return s;
+  if (absl::Status s = MakeLayout(shape.d, *type, shape.batch, p, &out.d); !s.ok()) return s;
+
+  FUSEBOX_LT(cublasLtMatmulPreferenceCreate(&out.preference), p);
+  const uint64_t workspace = kWorkspaceBytes;
+  FUSEBOX_LT(cublasLtMatmulPreferenceSetAttribute(out.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                  sizeof(workspace)),
+             p);
+  for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align.b},
+                             std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align.a},
+                             std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align.c},
+                             std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align.c}}) {
+    FUSEBOX_LT(cublasLtMatmulPreferenceSetAttribute(out.preference, attr, &value, sizeof(value)), p);
+  }
+  return absl::OkStatus();
+}
+
+// The heuristic's first choice, per device, problem and pointer alignments.
+struct Choice {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspace_bytes = 0;
+};
+using ChoiceKey = std::array<int64_t, 20>;
+
+absl::Mutex choices_mu;
+absl::flat_hash_map<ChoiceKey, Choice>* choices ABSL_PT_GUARDED_BY(choices_mu) = new absl::flat_hash_map<ChoiceKey, Choice>;
+
+ChoiceKey KeyFor(int device, const GemmProblem& p, const Alignments& align) {
+  return {device,        p.batch,      p.m,     p.n,     p.k,         static_cast<int64_t>(p.dtype), p.a_batch,
+          p.a_row,       p.a_col,      p.b_batch, p.b_row, p.b_col,   p.c_batch,                     p.c_row,
+          static_cast<int64_t>(p.epilogue), p.allow_tf32, align.a, align.b, align.c, align.bias};
+}
+
+absl::StatusOr<Choice> ChooseAlgorithm(int device, const GemmProblem& p, cublasLtHandle_t handle,
+                                       const Descriptors& desc, const Alignments& align) {
+  const ChoiceKey key = KeyFor(device, p, align);
+  {
+    absl::MutexLock lock(&choices_mu);
+    if (auto it = choices->find(key); it != choices->end()) return it->second;
+  }
+  cublasLtMatmulHeuristicResult_t result = {};
+  int count = 0;
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, desc.matmul, desc.a, desc.b, desc.d, desc.d,
+                                                         desc.preference, 1, &result, &count);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && count == 0)) {
+    return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for ", p.ToString()));
+  }
+  FUSEBOX_LT(status, p);
+  const Choice choice{result.algo, result.workspaceSize};
+  absl::MutexLock lock(&choices_mu);
+  choices->emplace(key, choice);  // a racing thread's equal choice may be there already
+  return choice;
+}
+
+}  // namespace
+
+absl::Status CublasLtGemm(int device, const GemmProblem& p, const void* a, const void* b, void* c, const void* bias) {
+  absl::StatusOr<CublasLtShape> shape = CublasLtShapeFor(p);
+  if (!shape.ok()) return shape.status();
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return absl::OkStatus();
+  if (p.k == 0) return absl::InvalidArgumentError(absl::StrCat("cuBLASLt: k of 0 in ", p.ToString()));
+  if (GemmEpilogueHasBias(p.epilogue) && bias == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt: no bias pointer for ", p.ToString()));
+  }
+  absl::StatusOr<DeviceState> state = StateFor(device, p);
+  if (!state.ok()) return state.status();
+  const Alignments align{Alignment(a), Alignment(b), Alignment(c),
+                         GemmEpilogueHasBias(p.epilogue) ? Alignment(bias) : kMaxAlignment};
+  Descriptors desc;
+  if (absl::Status s = Describe(p, *shape, bias, align, desc); !s.ok()) return s;
+  absl::StatusOr<Choice> choice = ChooseAlgorithm(device, p, state->handle, desc, align);
+  if (!choice.ok()) return choice.status();
+  const float alpha = 1.0f, beta = 0.0f;  // scale type f32 for every dtype; C is not read
+  // cuBLASLt's A is our B: D = C^T = B^T A^T. Stream 0 is the legacy default stream.
+  FUSEBOX_LT(cublasLtMatmul(state->handle, desc.matmul, &alpha, b, desc.a, a, desc.b, &beta, c, desc.d, c, desc.d,
+                            &choice->algo, state->workspace, choice->workspace_bytes, /*stream=*/0),
+             p);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> CublasLtAlgorithm(int device, const GemmProblem& p) {
+  absl::StatusOr<CublasLtShape> shape = CublasLtShapeFor(p);
+  if (!shape.ok()) return shape.status();
+  absl::StatusOr<DeviceState> state = StateFor(device, p);
+  if (!state.ok()) return state.status();
+  // A stand-in bias address with the allocator's alignment: the heuristic
+  // reads the pointer's value, never the memory.
+  const void* bias = GemmEpilogueHasBias(p.epilogue) ? reinterpret_cast<const void*>(uintptr_t{kMaxAlignment}) : nullptr;
+  Descriptors desc;
+  if (absl::Status s = Describe(p, *shape, bias, Alignments{}, desc); !s.ok()) return s;
+  absl::StatusOr<Choice> choice = ChooseAlgorithm(device, p, state->handle, desc, Alignments{});
+  if (!choice.ok()) return choice.status();
+  int32_t id = 0, splitk = 0;
+  uint32_t tile = 0, stages = 0, swizzle = 0;
+  const cublasLtMatmulAlgo_t* algo = &choice->algo;
+  FUSEBOX_LT(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), nullptr), p);
+  FUSEBOX_LT(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), nullptr), p);
+  FUSEBOX_LT(
+      cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), nullptr), p);
+  FUSEBOX_LT(
+      cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), nullptr), p);
+  FUSEBOX_LT(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof(swizzle),
+                                                  nullptr),
+             p);
+  return absl::StrCat("algo ", id, " tile ", tile, " stages ", stages, " splitk ", splitk, " swizzle ", swizzle, " ws ",
+                      choice->workspace_bytes);
+}
+
+}  // namespace fusebox::backend::cuda
