@@ -94,20 +94,21 @@ class Fuser {
       Collect(roots, static_cast<int>(gi), &k);
       plan.kernels.push_back(std::move(k));
     }
+    // The remaining stored values, after every kernel above (a pointwise
+    // kernel storing a matmul operand runs before its GEMM: none joins it).
+    const size_t first_final = plan.kernels.size();
     for (NodeId root : pointwise_roots) {
       auto same_shape = [&](const KernelGroup& k) {
         return k.kind == KernelKind::kPointwise && k.iteration_shape == g_.node(root).shape;
       };
-      auto it = std::find_if(plan.kernels.begin(), plan.kernels.end(), same_shape);
+      auto it = std::find_if(plan.kernels.begin() + first_final, plan.kernels.end(), same_shape);
       if (it == plan.kernels.end()) {
         plan.kernels.push_back(KernelGroup{.iteration_shape = g_.node(root).shape});
         it = plan.kernels.end() - 1;
       }
       it->outputs.push_back(root);
     }
-    for (KernelGroup& k : plan.kernels) {
-      if (k.kind == KernelKind::kPointwise) Collect(k.outputs, -1, &k);
-    }
+    for (size_t i = first_final; i < plan.kernels.size(); ++i) Collect(plan.kernels[i].outputs, -1, &plan.kernels[i]);
     return plan;
   }
 
