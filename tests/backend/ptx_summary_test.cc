@@ -76,7 +76,9 @@ TEST(PtxSummaryTest, CountsHandWrittenPtxByWidthAndReadsThePtxasLog) {
 // the summary of their CUDA twin.
 TEST(PtxSummaryTest, ManualGeluMovesSixteenBytesPerThreadWithAScalarTail) {
   auto compiled = compile(ManualGelu);
-  compiled(randn({1024, 1024}, Device::cpu(), FreshSeed()));
+  // A size no other test of this binary compiles: NVRTC on the H200 machine
+  // prints no ptxas -v lines for a source it already compiled in the process.
+  compiled(randn({1000, 1048}, Device::cpu(), FreshSeed()));
   ASSERT_EQ(compiled.kernels().size(), 1u);
   const KernelInfo& k = compiled.kernels()[0];
   ASSERT_TRUE(k.ptx_summary.has_value());

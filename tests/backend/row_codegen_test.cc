@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cache_hints.h"
@@ -38,8 +39,14 @@ struct Compiled {
   std::string log;  // NVRTC's, with ptxas -v
 };
 
+// Memoized by source: NVRTC on the H200 machine prints no ptxas -v lines for
+// a source it already compiled in the process (the summary's registers and
+// spills come from them), so each distinct source is compiled once.
 Compiled CompileCuda(const backend::Kernel& k) {
-  Compiled c{backend::PrintCuda(k), {}, {}, {}};
+  static std::map<std::string, Compiled>* compiled = new std::map<std::string, Compiled>();
+  const std::string source = backend::PrintCuda(k);
+  if (auto it = compiled->find(source); it != compiled->end()) return it->second;
+  Compiled c{source, {}, {}, {}};
   auto out = cuda::CompileWithNvrtc(c.source, k.name, 90);
   EXPECT_TRUE(out.ok()) << out.status() << "\n" << c.source;
   if (out.ok()) {
@@ -49,6 +56,7 @@ Compiled CompileCuda(const backend::Kernel& k) {
   }
   if (std::getenv("FUSEBOX_TEST_PRINT_PTX")) std::cout << k.name << " " << k.row_length << ": " << c.summary.ToString() << "\n";
   if (const char* dir = std::getenv("FUSEBOX_TEST_SOURCE_DIR")) std::ofstream(absl::StrCat(dir, "/", k.name, "_", k.row_length, ".cu")) << c.source;
+  compiled->emplace(source, c);
   return c;
 }
 
