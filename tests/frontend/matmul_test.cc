@@ -62,6 +62,8 @@ void CheckShapes(Device device, DType dtype) {
     ExpectClose(AsFloat(fn(a.to(device), b.to(device))), want, Tol(dtype, c.k));
     EXPECT_THAT(Names(fn.kernels()),
                 ElementsAre(device.is_cuda() ? "extern_cublaslt_gemm_0" : "extern_openblas_gemm_0"));
+    // kernels() shows what an extern kernel calls instead of generated code.
+    EXPECT_THAT(fn.kernels()[0].source, HasSubstr(device.is_cuda() ? "one cuBLASLt GEMM" : "one OpenBLAS GEMM"));
   }
 }
 

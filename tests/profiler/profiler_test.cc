@@ -62,6 +62,25 @@ TEST(ProfilerTest, CompiledGeluIsOneKernelLaunchPerCall) {
   }
 }
 
+// A matmul's GEMM is a kernel of the graph run like any other: recorded
+// under its extern name with its operands' shapes, inside the run.
+TEST(ProfilerTest, ExternGemmIsRecordedAsAKernel) {
+  const Tensor x = randn({6, 8}, Device::cpu(), FreshSeed()), w = randn({5, 8}, Device::cpu(), FreshSeed());
+  auto fn = compile([](const Tensor& a, const Tensor& b) { return relu(linear(a, b)); });
+  Profiler prof;
+  fn(x, w);
+  const std::vector<ProfilerEvent> events = prof.events();
+  const std::vector<ProfilerEvent> gemms = Named(events, "extern_openblas_gemm_0");
+  ASSERT_EQ(gemms.size(), 1u);
+  EXPECT_EQ(gemms[0].kind, ProfilerEvent::Kind::kKernel);
+  EXPECT_THAT(gemms[0].input_shapes, ElementsAre(Shape{6, 8}, Shape{8, 5}));
+  EXPECT_EQ(gemms[0].launches, 1);
+  const ProfilerEvent* run = FindId(events, gemms[0].parent);
+  ASSERT_NE(run, nullptr);
+  EXPECT_EQ(run->name, "compiled graph: extern_openblas_gemm_0, poi_relu_1");
+  EXPECT_EQ(Named(events, "poi_relu_1").size(), 1u);
+}
+
 TEST(ProfilerTest, EagerOpsAreRecordedWithTheirKernels) {
   const Tensor x = randn({4, 8}, Device::cpu(), FreshSeed());
   const Tensor y = randn({8}, Device::cpu(), FreshSeed());
