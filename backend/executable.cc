@@ -97,7 +97,7 @@ struct Executable::CompiledKernel {
   unsigned block_size = 0;
   int64_t max_grid = 0;
   unsigned shared_bytes = 0;  // dynamic shared memory per block (CudaRowLayout::shared_bytes)
-  graph::NodeId extern_node = -1;  // extern kernels: the matmul node (backend/extern_kernels.h)
+  graph::NodeId extern_node = -1;  // extern kernels: the value stored (a matmul, or its epilogue's end)
 };
 
 Executable::~Executable() = default;

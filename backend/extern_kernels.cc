@@ -65,6 +65,36 @@ GemmProblem Problem(const graph::Node& mm, const OperandView& a, const OperandVi
   return p;
 }
 
+// The chain a matmul kernel computes, from the value it stores (`id`) down
+// to the matmul: an activation and a bias add the fuser put in its epilogue
+// (fusion/fuse_kernels.cc, EpilogueEnd).
+struct Chain {
+  graph::NodeId matmul = -1;
+  graph::NodeId bias = -1;  // the bias input node, or -1
+  GemmEpilogue epilogue = GemmEpilogue::kNone;
+};
+
+Chain ChainOf(const graph::Graph& g, graph::NodeId id) {
+  Chain c;
+  graph::Op act = graph::Op::kCopy;
+  if (g.node(id).op == graph::Op::kRelu || g.node(id).op == graph::Op::kGeluTanh) {
+    act = g.node(id).op;
+    id = g.node(id).inputs[0];
+  }
+  if (g.node(id).op == graph::Op::kAdd) {
+    const graph::Node& add = g.node(id);
+    const bool first = g.node(add.inputs[0]).op == graph::Op::kMatmul;
+    c.bias = add.inputs[first ? 1 : 0];
+    id = add.inputs[first ? 0 : 1];
+  }
+  c.matmul = id;
+  const bool bias = c.bias >= 0;
+  if (act == graph::Op::kRelu) c.epilogue = bias ? GemmEpilogue::kBiasRelu : GemmEpilogue::kRelu;
+  else if (act == graph::Op::kGeluTanh) c.epilogue = bias ? GemmEpilogue::kBiasGelu : GemmEpilogue::kGelu;
+  else if (bias) c.epilogue = GemmEpilogue::kBias;
+  return c;
+}
+
 }  // namespace
 
 void SetMatmulAllowTf32(bool allow) { allow_tf32.store(allow, std::memory_order_relaxed); }
@@ -73,30 +103,38 @@ bool MatmulAllowTf32() { return allow_tf32.load(std::memory_order_relaxed); }
 absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
                                  const absl::flat_hash_map<graph::NodeId, Tensor>& stored,
                                  std::vector<Shape>* operand_shapes) {
-  const graph::Node& mm = g.node(id);
+  const Chain chain = ChainOf(g, id);
+  const graph::Node& mm = g.node(chain.matmul);
   absl::StatusOr<OperandView> a = Resolve(g, mm.inputs[0], inputs, stored);
   if (!a.ok()) return a.status();
   absl::StatusOr<OperandView> b = Resolve(g, mm.inputs[1], inputs, stored);
   if (!b.ok()) return b.status();
   if (operand_shapes != nullptr) *operand_shapes = {a->shape, b->shape};
-  const GemmProblem p = Problem(mm, *a, *b);
+  GemmProblem p = Problem(mm, *a, *b);
+  p.epilogue = chain.epilogue;
+  const void* bias = chain.bias >= 0 ? inputs[g.node(chain.bias).input_index].data_ptr() : nullptr;
   const Device device = g.device();
   Tensor out = Tensor::empty(mm.shape, mm.dtype, device);
   if (out.numel() == 0) return out;
-  absl::Status s = device.is_cuda() ? cuda::CublasLtGemm(device.index, p, a->ptr, b->ptr, out.data_ptr(), nullptr)
-                                    : cpu::BlasGemm(p, a->ptr, b->ptr, out.data_ptr(), nullptr);
+  absl::Status s = device.is_cuda() ? cuda::CublasLtGemm(device.index, p, a->ptr, b->ptr, out.data_ptr(), bias)
+                                    : cpu::BlasGemm(p, a->ptr, b->ptr, out.data_ptr(), bias);
   if (!s.ok()) return s;
   return out;
 }
 
-std::string DescribeExternKernel(const graph::Graph& g, graph::NodeId id, const std::string& name) {
+std::string DescribeExternKernel(const graph::Graph& g, graph::NodeId value, const std::string& name) {
+  const Chain chain = ChainOf(g, value);
+  const graph::NodeId id = chain.matmul;
   const graph::Node& mm = g.node(id);
   const graph::Node& a = g.node(mm.inputs[0]);
   const graph::Node& b = g.node(mm.inputs[1]);
   return absl::StrCat("// ", name, ": extern kernel, one ", g.device().is_cuda() ? "cuBLASLt" : "OpenBLAS",
                       " GEMM (no generated code)\n// %", id, " = matmul(%", mm.inputs[0], " ", ShapeToString(a.shape),
                       ", %", mm.inputs[1], " ", ShapeToString(b.shape), ") : ", DTypeName(mm.dtype),
-                      ShapeToString(mm.shape), "\n");
+                      ShapeToString(mm.shape), "\n",
+                      chain.epilogue == GemmEpilogue::kNone
+                          ? ""
+                          : absl::StrCat("// epilogue ", GemmEpilogueName(chain.epilogue), ": stores %", value, "\n"));
 }
 
 }  // namespace fusebox::backend

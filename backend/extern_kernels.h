@@ -16,8 +16,10 @@
 
 namespace fusebox::backend {
 
-// Runs matmul node `id` of `g` and returns its value (a fresh contiguous
-// tensor); `operand_shapes` gets the operands' shapes (for the profiler).
+// Runs the extern kernel that stores `id` of `g` (a matmul node, or the end
+// of a bias/activation chain after one that the fuser put into the GEMM's
+// epilogue) and returns its value (a fresh contiguous tensor);
+// `operand_shapes` gets the operands' shapes (for the profiler).
 absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
                                  const absl::flat_hash_map<graph::NodeId, Tensor>& stored,
                                  std::vector<Shape>* operand_shapes);

@@ -1,5 +1,7 @@
 #include "frontend/matmul.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "backend/extern_kernels.h"
 #include "frontend/capture.h"
@@ -9,6 +11,8 @@
 
 namespace fusebox {
 namespace {
+
+std::atomic<bool> epilogue_fusion{false};
 
 std::string Describe(const Tensor& t) {
   return absl::StrCat(DTypeName(t.dtype()), ShapeToString(t.shape()), " on ", t.device().str());
@@ -50,7 +54,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (k == 0) return zeros(shape, a.device(), dtype);  // an empty sum: as PyTorch
   frontend::OpRecorder recorder;
   frontend::CaptureSession& session = recorder.session();
-  graph::Node node{.op = graph::Op::kMatmul, .dtype = dtype, .shape = shape};
+  // scalar: 1 lets the fuser put the ops after the GEMM into its epilogue.
+  graph::Node node{.op = graph::Op::kMatmul, .dtype = dtype, .shape = shape, .scalar = matmul_epilogue_fusion() ? 1.0 : 0.0};
   node.inputs.push_back(session.Operand(lhs));
   node.inputs.push_back(session.Operand(rhs));
   return recorder.Finish(session.AddNode(std::move(node)), a.device(), "matmul");
@@ -71,6 +76,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   return x.dim() == 1 ? y.view({weight.shape()[0]}) : y;
 }
+
+void set_matmul_epilogue_fusion(bool on) { epilogue_fusion.store(on, std::memory_order_relaxed); }
+bool matmul_epilogue_fusion() { return epilogue_fusion.load(std::memory_order_relaxed); }
 
 void set_matmul_allow_tf32(bool allow) { backend::SetMatmulAllowTf32(allow); }
 bool matmul_allow_tf32() { return backend::MatmulAllowTf32(); }

@@ -18,6 +18,14 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // Tensor: none), as torch.nn.functional.linear; x may be 1-D, 2-D or 3-D.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// Whether matmuls captured from now on may take the bias add and relu /
+// gelu(approximate = "tanh") after them into the GEMM's epilogue (cuBLASLt's
+// BIAS / RELU_BIAS / GELU_BIAS; OpenBLAS's pass over C) instead of a kernel
+// after the GEMM. Off by default until measured faster on the H200; the
+// choice is recorded in the captured graph, so plans of both coexist.
+void set_matmul_epilogue_fusion(bool on);
+bool matmul_epilogue_fusion();
+
 // Whether float32 matmuls on CUDA may use TF32 tensor cores (as
 // torch.backends.cuda.matmul.allow_tf32; off by default). Read at each GEMM.
 void set_matmul_allow_tf32(bool allow);

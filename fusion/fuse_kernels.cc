@@ -63,7 +63,10 @@ class Fuser {
     absl::flat_hash_set<NodeId> stored;
     for (NodeId out : g_.outputs()) {
       const Node& n = g_.node(out);
-      if (n.op == Op::kInput || !stored.insert(out).second || IsExtern(n) || operand_stored_.contains(out)) continue;
+      if (n.op == Op::kInput || !stored.insert(out).second || IsExtern(n) || operand_stored_.contains(out) ||
+          epilogue_values_.contains(out)) {
+        continue;
+      }
       if (IsReduction(n)) {
         materialized_.insert(out);
         continue;
@@ -121,7 +124,7 @@ class Fuser {
       const NodeId x = stack.back();
       stack.pop_back();
       if (!seen.insert(x).second) continue;
-      if (x != id && IsStoredOp(g_.node(x))) {
+      if (x != id && Stored(x)) {
         deps->insert(x);
         continue;
       }
@@ -131,7 +134,7 @@ class Fuser {
 
   // Whether `id` depends on a reduction of group `gi` (without crossing other reductions).
   bool DependsOnGroup(NodeId id, int gi) {
-    if (IsStoredOp(g_.node(id))) return group_of_.contains(id) && group_of_[id] == gi;
+    if (Stored(id)) return group_of_.contains(id) && group_of_[id] == gi;
     absl::flat_hash_set<NodeId> deps;
     ReductionDeps(id, &deps);
     for (NodeId d : deps) {
@@ -167,7 +170,7 @@ class Fuser {
   // Can `id` be evaluated in context `ctx` inside group `gi`'s kernel?
   bool Legal(NodeId id, Ctx ctx, int gi) {
     const Node& n = g_.node(id);
-    if (IsExtern(n)) return true;  // stored by its own kernel, loaded
+    if (IsExtern(n) || epilogue_values_.contains(id)) return true;  // stored by its own kernel, loaded
     if (IsReduction(n)) {
       if (group_of_[id] != gi) return true;  // stored by an earlier kernel, loaded
       const bool row_is_full = groups_[gi].shape == n.shape;
@@ -239,7 +242,7 @@ class Fuser {
       const NodeId value = ready ? MatmulOperandBase(g_, in) : in;
       const OpKind kind = graph::Info(g_.node(value).op).kind;
       if (IsReduction(g_.node(value))) materialized_.insert(value);
-      if (kind == OpKind::kSource || IsStoredOp(g_.node(value)) || operand_stored_.contains(value)) continue;
+      if (kind == OpKind::kSource || Stored(value) || operand_stored_.contains(value)) continue;
       if (std::find(to_store.begin(), to_store.end(), value) == to_store.end()) to_store.push_back(value);
     }
     for (NodeId value : to_store) {
@@ -249,8 +252,51 @@ class Fuser {
       operand_stored_.insert(value);
       groups_.push_back(Group{.shape = g_.node(value).shape, .outputs = {value}, .kind = KernelKind::kPointwise});
     }
-    group_of_[id] = static_cast<int>(groups_.size());
-    groups_.push_back(Group{.shape = g_.node(id).shape, .outputs = {id}, .kind = KernelKind::kExtern});
+    const NodeId value = EpilogueEnd(id);
+    if (value != id) epilogue_values_.insert(value);
+    group_of_[id] = group_of_[value] = static_cast<int>(groups_.size());
+    groups_.push_back(Group{.shape = g_.node(id).shape, .outputs = {value}, .kind = KernelKind::kExtern});
+  }
+
+  // With epilogue fusion asked for on the matmul (its node's `scalar`, set at
+  // capture: frontend/matmul.h), the last node of a chain the GEMM computes
+  // in its epilogue: + bias (a row vector read from a graph input), then
+  // relu or gelu (tanh form), each the only use of the value before it and
+  // of its dtype; else the matmul itself.
+  NodeId EpilogueEnd(NodeId mm) {
+    if (g_.node(mm).scalar == 0) return mm;
+    NodeId end = mm;
+    auto only_use = [&](NodeId id) -> std::optional<NodeId> {
+      if (std::find(g_.outputs().begin(), g_.outputs().end(), id) != g_.outputs().end()) return std::nullopt;
+      std::optional<NodeId> user;
+      for (NodeId u = id + 1; u < g_.size(); ++u) {
+        for (NodeId in : g_.node(u).inputs) {
+          if (in != id) continue;
+          if (user.has_value() && *user != u) return std::nullopt;
+          user = u;
+        }
+      }
+      return user;
+    };
+    if (std::optional<NodeId> u = only_use(end); u && IsBiasAdd(*u, end)) end = *u;
+    if (std::optional<NodeId> u = only_use(end); u) {
+      const Node& act = g_.node(*u);
+      if ((act.op == Op::kRelu || act.op == Op::kGeluTanh) && act.dtype == g_.node(mm).dtype) end = *u;
+    }
+    return end;
+  }
+  // `add` adds to `value` a bias: a graph input of the last dim's size
+  // broadcast over the other dims (stride 0, as the frontend binds
+  // `y + bias`), of the same dtype.
+  bool IsBiasAdd(NodeId add, NodeId value) {
+    const Node& n = g_.node(add);
+    if (n.op != Op::kAdd || n.dtype != g_.node(value).dtype) return false;
+    const Node& bias = g_.node(n.inputs[0] == value ? n.inputs[1] : n.inputs[0]);
+    if (bias.op != Op::kInput || bias.dtype != n.dtype || bias.strides.empty() || bias.strides.back() != 1) return false;
+    for (size_t d = 0; d + 1 < bias.strides.size(); ++d) {
+      if (bias.strides[d] != 0) return false;
+    }
+    return true;
   }
 
   // The reduction group a stored value can join, if any: the latest group it
@@ -294,7 +340,7 @@ class Fuser {
       stack.pop_back();
       if (!seen.insert(x).second) continue;
       const Node& n = g_.node(x);
-      if (IsStoredOp(n) && group_of_[x] != gi) {
+      if (Stored(x) && group_of_[x] != gi) {
         loads.insert(x);
         continue;
       }
@@ -326,6 +372,9 @@ class Fuser {
   absl::flat_hash_map<NodeId, int> group_of_;
   absl::flat_hash_set<NodeId> materialized_;
   absl::flat_hash_set<NodeId> operand_stored_;  // stored by a kernel before a matmul
+  absl::flat_hash_set<NodeId> epilogue_values_;  // stored by a matmul's kernel (its epilogue's end)
+
+  bool Stored(NodeId id) const { return IsStoredOp(g_.node(id)) || epilogue_values_.contains(id); }
 };
 
 }  // namespace

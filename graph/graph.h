@@ -33,7 +33,7 @@ struct Node {
   Strides strides;           // kInput: the bound tensor's element strides;
                              // kView: strides into the input's contiguous value
   int64_t offset = 0;        // kView: element offset into the input's contiguous value
-  double scalar = 0;         // kConstant: the value
+  double scalar = 0;         // kConstant: the value; kMatmul: 1 when its epilogue may take ops after it
   std::vector<int64_t> axes; // reductions: the reduced dims (sorted); the
                              // result keeps them with size 1
 

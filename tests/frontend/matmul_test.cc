@@ -153,6 +153,60 @@ void CheckMlp(Device device) {
   }
 }
 
+// With epilogue fusion on (set_matmul_epilogue_fusion), a bias add and a
+// relu / tanh-gelu after the GEMM run in it: one kernel. An exact gelu, or a
+// value also used elsewhere, keeps the kernel after it.
+void CheckEpilogues(Device device, DType dtype) {
+  SCOPED_TRACE(DTypeName(dtype));
+  set_matmul_epilogue_fusion(true);
+  struct Off { ~Off() { set_matmul_epilogue_fusion(false); } } off;
+  const int64_t m = 21, k = 33, n = 17;
+  Tensor x = randn({m, k}, Device::cpu(), FreshSeed()).to(dtype), w = randn({n, k}, Device::cpu(), FreshSeed()).to(dtype);
+  Tensor b = randn({n}, Device::cpu(), FreshSeed()).to(dtype);
+  std::vector<double> lin = MatmulRef(x.to_double_vector(), w.transpose(0, 1).contiguous().to_double_vector(), 1, 1, m, k, n);
+  const std::vector<double> bv = b.to_double_vector();
+  for (int64_t i = 0; i < m * n; ++i) lin[i] += bv[i % n];
+  auto map = [&](double (*f)(double)) {
+    std::vector<double> out = lin;
+    for (double& v : out) v = f(v);
+    return out;
+  };
+  Tensor xd = x.to(device), wd = w.to(device), bd = b.to(device);
+  const double tol = Tol(dtype, k);
+
+  auto plain = compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); });
+  ExpectClose(AsFloat(plain(xd, wd, bd)), lin, tol);
+  EXPECT_EQ(plain.kernels().size(), 1u);
+  EXPECT_THAT(plain.kernels()[0].source, HasSubstr("epilogue bias:"));
+
+  auto with_relu = compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return relu(linear(x, w, b)); });
+  ExpectClose(AsFloat(with_relu(xd, wd, bd)), map([](double v) { return std::max(v, 0.0); }), tol);
+  EXPECT_EQ(with_relu.kernels().size(), 1u);
+
+  auto with_gelu = compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(linear(x, w, b), "tanh"); });
+  ExpectClose(AsFloat(with_gelu(xd, wd, bd)), map(GeluRef), tol);
+  ASSERT_EQ(with_gelu.kernels().size(), 1u);
+  EXPECT_THAT(with_gelu.kernels()[0].source, HasSubstr("epilogue bias_gelu:"));
+
+  auto exact = compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(linear(x, w, b)); });
+  ExpectClose(AsFloat(exact(xd, wd, bd)), map([](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }), tol);
+  EXPECT_EQ(exact.kernels().size(), 2u) << "an exact gelu is not cuBLASLt's: a kernel after the GEMM";
+
+  auto both = compile([](const Tensor& x, const Tensor& w, const Tensor& b) {
+    Tensor y = linear(x, w, b);
+    return std::make_pair(y, relu(y));
+  });
+  auto [y, r] = both(xd, wd, bd);
+  ExpectClose(AsFloat(y), lin, tol);
+  ExpectClose(AsFloat(r), map([](double v) { return std::max(v, 0.0); }), tol);
+  EXPECT_EQ(both.kernels().size(), 2u) << "the biased value is returned too: the relu stays a kernel";
+
+  nn::MLP mlp(k, 3, device, dtype, FreshSeed(), "tanh");
+  auto fused_mlp = compile([&](const Tensor& t) { return mlp(t); });
+  (void)fused_mlp(xd);
+  EXPECT_THAT(Names(fused_mlp.kernels()), ElementsAre(StartsWith("extern_"), StartsWith("extern_"), StartsWith("extern_")));
+}
+
 TEST(MatmulTest, ShapesMatchFloat64OnTheCpu) {
   for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) CheckShapes(Device::cpu(), dtype);
 }
@@ -160,6 +214,9 @@ TEST(MatmulTest, TransposedOperandsOnTheCpu) { CheckTransposes(Device::cpu()); }
 TEST(MatmulTest, BatchedAndBroadcastOnTheCpu) { CheckBatched(Device::cpu()); }
 TEST(MatmulTest, PointwiseAroundTheGemmFusesOnTheCpu) { CheckFusionAround(Device::cpu()); }
 TEST(MatmulTest, SeedMlpOnTheCpu) { CheckMlp(Device::cpu()); }
+TEST(MatmulTest, EpiloguesOnTheCpu) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) CheckEpilogues(Device::cpu(), dtype);
+}
 
 TEST(MatmulTest, LinearMatchesItsDefinition) {
   Tensor x = randn({4, 6}, Device::cpu(), FreshSeed()), w = randn({3, 6}, Device::cpu(), FreshSeed());
@@ -194,6 +251,7 @@ TEST(MatmulCudaTest, ShapesDtypesTransposesAndBatches) {
   CheckBatched(Device::cuda());
   CheckFusionAround(Device::cuda());
   CheckMlp(Device::cuda());
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) CheckEpilogues(Device::cuda(), dtype);
 }
 
 }  // namespace
