@@ -5,7 +5,6 @@
 // them; fusion (fuse_kernels.cc) only builds groups where that is legal.
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
@@ -13,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_printer.h"  // kCudaBlockSize: the split fills the GPU
 #include "backend/lower_util.h"
+#include "backend/tune.h"
 #include "tensor/error.h"
 
 namespace fusebox::backend {
@@ -21,11 +21,8 @@ namespace {
 // Rows up to this long take a warp each (kWarpPerRow), longer ones a block.
 // FUSEBOX_TUNE_WARP_ROW_LIMIT overrides it (read once), for A/B runs.
 int64_t WarpRowLimit() {
-  static const int64_t limit = [] {
-    const char* s = std::getenv("FUSEBOX_TUNE_WARP_ROW_LIMIT");
-    return s != nullptr && std::atoll(s) > 0 ? std::atoll(s) : int64_t{1024};
-  }();
-  return limit;
+  static const int64_t tuned = TuneInt("FUSEBOX_TUNE_WARP_ROW_LIMIT", 0);
+  return tuned > 0 ? tuned : 1024;
 }
 
 using graph::Graph;

@@ -1,17 +1,14 @@
 #include "backend/cuda/cache_hints.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "backend/tune.h"
 
 namespace fusebox::backend {
 
 int CudaCacheHintLevel() {
-  static const int level = [] {
-    const char* s = std::getenv("FUSEBOX_TUNE_CACHE_HINTS");
-    return s == nullptr || *s == '\0' ? 1 : std::clamp(std::atoi(s), 0, 2);
-  }();
+  static const int level = static_cast<int>(std::clamp<int64_t>(TuneInt("FUSEBOX_TUNE_CACHE_HINTS", 1), 0, 2));
   return level;
 }
 

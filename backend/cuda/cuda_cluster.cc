@@ -1,11 +1,10 @@
 #include "backend/cuda/cuda_cluster.h"
 
-#include <cstdlib>
-#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cuda_printer.h"
+#include "backend/tune.h"
 
 namespace fusebox::backend {
 namespace {
@@ -139,10 +138,7 @@ ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
 }
 
 bool CudaClustersEnabled() {
-  static const bool on = [] {
-    const char* s = std::getenv("FUSEBOX_TUNE_CLUSTERS");
-    return s != nullptr && std::string_view(s) == "1";
-  }();
+  static const bool on = TuneInt("FUSEBOX_TUNE_CLUSTERS", 0) == 1;
   return on;
 }
 

@@ -3,11 +3,10 @@
 #include <nvrtc.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <string_view>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "backend/tune.h"
 #include "absl/synchronization/mutex.h"
 
 namespace fusebox::cuda {
@@ -42,10 +41,7 @@ NvrtcCounters GetNvrtcCounters() {
 std::vector<std::string> NvrtcBaseOptions(int arch) {
   // FUSEBOX_TUNE_FAST_MATH=1 (read once; A/B runs only): approximate exp,
   // division and square root, denormals flushed (docs/debugging.md).
-  static const bool fast_math = [] {
-    const char* s = std::getenv("FUSEBOX_TUNE_FAST_MATH");
-    return s != nullptr && std::string_view(s) == "1";
-  }();
+  static const bool fast_math = backend::TuneInt("FUSEBOX_TUNE_FAST_MATH", 0) == 1;
   std::vector<std::string> options = {
       // A real architecture: NVRTC then runs ptxas too, so one compile gives
       // both the PTX and the cubin (checked with NVRTC 13.0 for sm_90).

@@ -1,29 +1,22 @@
 #include "backend/cuda/row_printer.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <set>
-#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cache_hints.h"
+#include "backend/tune.h"
 #include "fusion/plan.h"
 
 namespace fusebox::backend {
 namespace {
 
-// A positive integer from the environment (FUSEBOX_TUNE_*), or `fallback`.
-int TunedEnv(const char* name, int fallback) {
-  const char* s = std::getenv(name);
-  return s != nullptr && std::atoi(s) > 0 ? std::atoi(s) : fallback;
-}
-
 // Values per thread a persistent block row aims at (kCudaRowValuesPerThread).
 int TunedRowValues(int64_t row_length) {
-  static const int tuned = TunedEnv("FUSEBOX_TUNE_ROW_VALUES", 0);
-  if (tuned > 0) return tuned;
+  static const int64_t tuned = TuneInt("FUSEBOX_TUNE_ROW_VALUES", 0);
+  if (tuned > 0) return static_cast<int>(tuned);
   return row_length <= kCudaShortRowLength ? kCudaShortRowValuesPerThread : kCudaRowValuesPerThread;
 }
 
@@ -421,8 +414,8 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   if (k.strategy == RowStrategy::kBlockPerRow) {
     int threads = 256;
     // FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT (A/B runs): longer block rows loop.
-    static const int64_t on_chip_limit = TunedEnv("FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT", 0);
-    const bool may_hold = (on_chip_limit == 0 || k.row_length <= on_chip_limit) && !LoopsReadingTwice(k);
+    static const int64_t on_chip_limit = TuneInt("FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT", 0);
+    const bool may_hold = (on_chip_limit <= 0 || k.row_length <= on_chip_limit) && !LoopsReadingTwice(k);
     while (Persistent(k) && threads < 1024 && values(threads) > TunedRowValues(k.row_length)) threads *= 2;
     const int budget = threads >= 1024 ? kCudaRowRegisterBudget / 2 : kCudaRowRegisterBudget;
     layout.on_chip = may_hold && Persistent(k) && values(threads) * cached <= budget;
@@ -460,7 +453,7 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
 }
 
 int CudaLongRowBlocksPerSm() {
-  static const int blocks = std::clamp(TunedEnv("FUSEBOX_TUNE_LONG_ROW_BLOCKS", kCudaLongRowBlocksPerSm), 1, 4);
+  static const int blocks = static_cast<int>(std::clamp<int64_t>(TuneInt("FUSEBOX_TUNE_LONG_ROW_BLOCKS", kCudaLongRowBlocksPerSm), 1, 4));
   return blocks;
 }
 
@@ -473,10 +466,7 @@ int64_t CudaRowSharedBytes(int cuda_arch) {
 }
 
 bool CudaSharedRowsEnabled() {
-  static const bool on = [] {
-    const char* s = std::getenv("FUSEBOX_TUNE_SHARED_ROWS");
-    return s == nullptr || std::string_view(s) != "0";
-  }();
+  static const bool on = TuneInt("FUSEBOX_TUNE_SHARED_ROWS", 1) != 0;
   return on;
 }
 
