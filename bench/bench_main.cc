@@ -51,7 +51,7 @@ int Usage(const char* argv0) {
                "  --full    the issue's sizes (the default on a GPU)\n"
                "  --filter  run only the cases whose name contains one of the words; names:\n"
                "            manual_gelu add_mul_tanh manual_softmax manual_layer_norm manual_rms_norm\n"
-               "            row_sum col_sum tiny_gelu gelu_sweep compile_latency\n",
+               "            row_sum col_sum tiny_gelu gelu_sweep gemm_bias_gelu mlp compile_latency\n",
                argv0);
   return 2;
 }

@@ -1,7 +1,8 @@
 """The outputs of bench/compare_torch.py: the markdown tables and the PNG
-(GB/s against size for the gelu sweep; bars per workload) from the merged
-results (fusebox_bench's JSON with PyTorch's numbers under each result's
-"torch" key)."""
+(GB/s against size for the gelu sweep; bars per memory-bound workload) from
+the merged results (fusebox_bench's JSON with PyTorch's numbers under each
+result's "torch" key). Matmul cases (those with "flops") are compute-bound:
+they get a TFLOP/s table of their own instead of GB/s."""
 
 import math
 from pathlib import Path
@@ -15,6 +16,14 @@ VARIANTS = [
     ("fusebox", "eager", "fusebox eager"),
     ("fusebox", "compiled", "fusebox compiled"),
 ]
+# The matmul table's columns: the five, and each side's GEMMs alone ("gemms").
+MATMUL_VARIANTS = VARIANTS[:3] + [("torch", "gemms", "torch GEMMs alone")] + VARIANTS[3:] + [
+    ("fusebox", "gemms", "fusebox GEMMs alone")]
+
+
+def is_matmul(r):
+    """A compute-bound case: fusebox_bench counts its FLOPs (0 or absent otherwise)."""
+    return (r.get("flops") or 0) > 0
 
 
 def side_of(r, source, side):
@@ -36,6 +45,22 @@ def fmt_gbps(r, source, side, ceiling):
     if s is None:
         return "—"
     return f"{s['gbps']:.0f} ({100 * s['gbps'] / ceiling:.0f}%)" if ceiling else f"{s['gbps']:.0f}"
+
+
+def fmt_tflops(r, source, side):
+    """median ms (TFLOP/s), TFLOP/s = flops / median for every side (fusebox's have no "tflops")."""
+    s = side_of(r, source, side)
+    if s is None or not s["median_ms"]:
+        return "—"
+    return f"{s['median_ms']:.4f} ({r['flops'] / (s['median_ms'] * 1e-3) / 1e12:.1f})"
+
+
+def fmt_ratio(r, a, b):
+    """Median time of side a over side b, each a (source, side) pair."""
+    sa, sb = side_of(r, *a), side_of(r, *b)
+    if sa is None or sb is None or not sa["median_ms"] or not sb["median_ms"]:
+        return "—"
+    return f"{sa['median_ms'] / sb['median_ms']:.3f}x"
 
 
 def fmt_kernels(r, source, side):
@@ -64,6 +89,7 @@ def write_markdown(merged, path, png_name):
     main = [r for r in results if r["name"] != SWEEP]
     sweep = [r for r in results if r["name"] == SWEEP]
     labels = [v[2] for v in VARIANTS]
+    matmul = [r for r in main if is_matmul(r)]
     copy = fb.get("copy_ceiling", {})
     out = [f"# fusebox vs PyTorch: {fb['device_name']}, {meta['date']}", ""]
     out += [f"- machine: {fb['device_name']} ({meta['machine']}); PyTorch {meta['torch']}, Triton {meta['triton']}, "
@@ -81,17 +107,34 @@ def write_markdown(merged, path, png_name):
             f"cuMemcpyDtoD, read + write); PyTorch's copy_ of 1 GiB: {meta['torch_copy']['gbps']:.0f} GB/s",
             "- torch eager and torch.compile run the manual op-by-op definitions (bench/compare_torch.py, the twins "
             "of bench/workloads.cc); built-in: F.gelu(approximate='tanh'), torch.softmax, F.layer_norm, "
-            "F.rms_norm, x.sum; torch.compile(dynamic=False) after torch._dynamo.reset() for each case",
+            "F.rms_norm, x.sum, torch._addmm_activation(use_gelu=True) (cuBLASLt's GELU_BIAS epilogue); "
+            "torch.compile(dynamic=False) after torch._dynamo.reset() for each case",
             "- rows marked replay: fusebox compiled with CompileOptions{.replay = true} (after two traced calls with "
             "the same arguments, the recorded plan runs without tracing), torch.compile with mode=\"reduce-overhead\" "
-            "(CUDA graphs)", ""]
+            "(CUDA graphs)"]
+    if matmul:
+        tf32 = meta.get("allow_tf32")
+        out += ["- matmul workloads: TFLOP/s = flops (2 M N K per GEMM, summed) / median time; not in the GB/s "
+                "table or plot. GEMMs alone: the workload's GEMMs only (x @ w; the MLP's F.linear without bias or "
+                "gelu) on the same inputs, torch eager and fusebox compiled. TF32 "
+                + ("on" if tf32 else "off") + " for float32 (torch.backends.cuda.matmul.allow_tf32 = "
+                + ("True" if tf32 else "False") + ")"]
+    out += [""]
     out += ["## Median time (ms; tiny_gelu: per call)", ""]
     rows = [[case_label(r), r["shape"], r["dtype"]] + [fmt_time(r, s, d) for s, d, _ in VARIANTS] for r in main]
     out += [table(["workload", "shape", "dtype"] + labels, rows), ""]
     out += ["## GB/s (% of the copy ceiling)", ""]
     rows = [[case_label(r), r["shape"], r["dtype"]] + [fmt_gbps(r, s, d, ceiling) for s, d, _ in VARIANTS]
-            for r in main if r["calls_per_trial"] == 1]
+            for r in main if r["calls_per_trial"] == 1 and not is_matmul(r)]
     out += [table(["workload", "shape", "dtype"] + labels, rows), ""]
+    if matmul:
+        out += ["## Matmul workloads (TFLOP/s; time over the GEMMs alone)", "",
+                "Each side: median ms (TFLOP/s). The ratios are of median times.", ""]
+        rows = [[case_label(r), r["shape"], r["dtype"]] + [fmt_tflops(r, s, d) for s, d, _ in MATMUL_VARIANTS] +
+                [fmt_ratio(r, ("fusebox", "compiled"), ("fusebox", "gemms")),
+                 fmt_ratio(r, ("fusebox", "compiled"), ("torch", "compiled"))] for r in matmul]
+        out += [table(["workload", "shape", "dtype"] + [v[2] for v in MATMUL_VARIANTS] +
+                      ["fusebox compiled / fusebox GEMMs alone", "fusebox compiled / torch.compile"], rows), ""]
     out += ["## Kernels per call (count: names; fusebox eager lists its ops, one kernel each)", ""]
     rows = [[case_label(r), r["shape"], r["dtype"]] + [fmt_kernels(r, s, d) for s, d, _ in VARIANTS] for r in main]
     out += [table(["workload", "shape", "dtype"] + labels, rows), ""]
@@ -105,14 +148,15 @@ def write_markdown(merged, path, png_name):
     for r in results:
         t = r.get("torch", {})
         tc = t.get("compiled") or {}
-        errs = " / ".join(num((t.get(d) or {}).get("rel_err"), ".2g") for d in ("eager", "builtin", "compiled"))
+        errs = " / ".join(num((t.get(d) or {}).get("rel_err"), ".2g") for d in ("eager", "builtin", "compiled")
+                          + (("gemms",) if t.get("gemms") else ()))
         rows.append([case_label(r), r["shape"], r["dtype"], num(tc.get("cold_ms"), ".0f"),
                      num(r["compiled"]["cold_ms"], ".0f"), num(r["warm_start_ms"], ".2f"),
                      f"{num(r['rel_err_eager'], '.2g')} / {num(r['rel_err_compiled'], '.2g')}", errs,
                      t.get("error") or ("ok" if r["ok"] and merged_case_ok(r) else "FAILED")])
     out += [table(["workload", "shape", "dtype", "torch.compile first call ms", "fusebox compiled first call ms",
-                   "fusebox warm start ms", "fusebox rel err eager / compiled", "torch rel err eager / built-in / compile",
-                   "checks"], rows), ""]
+                   "fusebox warm start ms", "fusebox rel err eager / compiled",
+                   "torch rel err eager / built-in / compile (/ GEMMs alone)", "checks"], rows), ""]
     out += latency_section(fb)
     if png_name:
         out += [f"![GB/s against size and per workload]({png_name})", ""]
@@ -163,7 +207,7 @@ def plot(merged, path):
     ceiling = merged.get("ceiling_gbps") or 0
     results = merged["results"]
     sweep = [r for r in results if r["name"] == SWEEP]
-    bars = [r for r in results if r["name"] != SWEEP and r["calls_per_trial"] == 1]
+    bars = [r for r in results if r["name"] != SWEEP and r["calls_per_trial"] == 1 and not is_matmul(r)]
     fig, (left, right) = plt.subplots(1, 2, figsize=(18, 6.5), gridspec_kw={"width_ratios": [1, 1.6]})
     for source, side, label in VARIANTS:
         points = [(r["numel"], s["gbps"]) for r in sweep if (s := side_of(r, source, side))]

@@ -5,7 +5,8 @@ Runs fusebox_bench --json (or reads its JSON from the same device call with
 --fusebox-json), then times the same workloads at the same shapes, dtypes and
 input rotation in PyTorch three ways: eager (the manual op-by-op definitions
 below, the twins of bench/workloads.cc), the built-in fused op where PyTorch
-has one, and torch.compile of the manual definition. Timing mirrors
+has one, and torch.compile of the manual definition; for the matmul workloads
+a fourth, the GEMMs alone in eager PyTorch (TF32 off). Timing mirrors
 bench/harness.cc: warm-up calls, then trials each timed with CUDA events (the
 call-overhead case: batches of calls on the host clock), median and min.
 Writes <out>/<date>-<machine>.md (tables), .png (GB/s against size for the
@@ -148,15 +149,33 @@ def torch_workloads(torch):
 
     def rms_builtin(x, w):  # F.rms_norm: torch >= 2.4
         return F.rms_norm(x, x.shape[-1:], w, eps=1e-6)
-    # workload name -> (manual definition, built-in or None)
+
+    def gemm_bias_gelu(x, w, b):  # x [M, K], w [K, N], b [N]
+        return F.gelu(x @ w + b, approximate="tanh")
+
+    def mlp(x, weights, biases):  # the seed's: weights [L, out, in] as nn.Linear, biases [L, dim]
+        for l in range(weights.shape[0]):
+            x = F.gelu(F.linear(x, weights[l], biases[l]))
+        return x
+
+    def mlp_gemms(x, weights, biases):
+        for l in range(weights.shape[0]):
+            x = F.linear(x, weights[l])
+        return x
+    # workload name -> (manual definition, built-in or None, the GEMMs alone or None)
     return {
-        "manual_gelu": (manual_gelu, lambda x: F.gelu(x, approximate="tanh")),
-        "add_mul_tanh": (add_mul_tanh, None),
-        "manual_softmax": (manual_softmax, lambda x: torch.softmax(x, -1)),
-        "manual_layer_norm": (manual_layer_norm, lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, eps=1e-5)),
-        "manual_rms_norm": (manual_rms_norm, rms_builtin if hasattr(F, "rms_norm") else None),
-        "row_sum": (row_sum, row_sum),
-        "col_sum": (col_sum, col_sum),
+        "manual_gelu": (manual_gelu, lambda x: F.gelu(x, approximate="tanh"), None),
+        "add_mul_tanh": (add_mul_tanh, None, None),
+        "manual_softmax": (manual_softmax, lambda x: torch.softmax(x, -1), None),
+        "manual_layer_norm": (manual_layer_norm, lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, eps=1e-5),
+                              None),
+        "manual_rms_norm": (manual_rms_norm, rms_builtin if hasattr(F, "rms_norm") else None, None),
+        "row_sum": (row_sum, row_sum, None),
+        "col_sum": (col_sum, col_sum, None),
+        # cuBLASLt's GELU_BIAS epilogue (tanh gelu)
+        "gemm_bias_gelu": (gemm_bias_gelu, lambda x, w, b: torch._addmm_activation(b, x, w, use_gelu=True),
+                           lambda x, w, b: x @ w),
+        "mlp": (mlp, None, mlp_gemms),
     }
 
 
@@ -251,6 +270,8 @@ def run_variant(torch, fn, sets, r, ref, profile, compile_first=False):
     trials = time_trials(torch, fn, sets, r["warmup"], r["trials"], r["calls_per_trial"])
     side.update(median_ms=median(trials), min_ms=min(trials), gbps=r["bytes"] / (median(trials) * 1e-3) / 1e9,
                 trials_ms=trials)
+    if r.get("flops"):
+        side["tflops"] = r["flops"] / (side["median_ms"] * 1e-3) / 1e12
     names = kernel_names(torch, fn, sets[0]) if profile else None
     if names is not None:
         side.update(kernels_per_call=len(names), kernels=[short_kernel_name(n) for n in names], kernels_full=names)
@@ -260,10 +281,13 @@ def run_variant(torch, fn, sets, r, ref, profile, compile_first=False):
 def run_torch_case(torch, workloads, r, profile):
     if r["workload"] not in workloads:
         return {"error": f"no PyTorch definition of {r['workload']}"}
-    manual, builtin = workloads[r["workload"]]
+    manual, builtin, gemms = workloads[r["workload"]]
     dtype = getattr(torch, r["dtype"])
     gen = torch.Generator(device="cuda").manual_seed(len(r["shape"]) * 7919 + r["numel"])
-    first = [torch.randn(s, device="cuda", generator=gen).to(dtype) for s in r["input_shapes"]]
+    # As fusebox_bench: input i is randn(shape_i) * input_scales[i], then cast.
+    scales = r.get("input_scales") or [1.0] * len(r["input_shapes"])
+    first = [(torch.randn(s, device="cuda", generator=gen) * scale).to(dtype)
+             for s, scale in zip(r["input_shapes"], scales)]
     # The same rotation as fusebox_bench: copies of the first set in buffers of their own.
     sets = [first] + [[t.clone() for t in first] for _ in range(r["input_sets"] - 1)]
     nbytes = sum(t.numel() * t.element_size() for t in first)
@@ -272,11 +296,15 @@ def run_torch_case(torch, workloads, r, profile):
     if nbytes != r["bytes"]:
         print(f"  note: {r['name']}: PyTorch counts {nbytes} minimal bytes, fusebox {r['bytes']:.0f}")
     result = {}
-    for side, fn, compile_first in (("eager", manual, False), ("builtin", builtin, False), ("compiled", manual, True)):
+    variants = [("eager", manual, False), ("builtin", builtin, False), ("compiled", manual, True)]
+    variants += [("gemms", gemms, False)] if gemms else []
+    for side, fn, compile_first in variants:
         if fn is None:
             result[side] = None
             continue
         try:
+            if side == "gemms":  # checked against its own float64 twin: no bias, no activation
+                ref = gemms(*[t.double() for t in first])
             result[side] = run_variant(torch, fn, sets, r, ref, profile, compile_first)
         except Exception as e:  # one failing variant (an Inductor error, say) does not end the run
             result[side] = {"error": f"{type(e).__name__}: {e}", "ok": False}
@@ -309,6 +337,7 @@ def json_safe(x):
 def main():
     args = parse_args()
     torch = import_torch()
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 GEMMs in full float32, as fusebox's
     fb = run_fusebox(args)
     if not fb.get("device", "").startswith("cuda"):
         fail(f"fusebox_bench ran on {fb.get('device')}, not the GPU: nothing to compare")
@@ -323,6 +352,7 @@ def main():
     fb["torch_meta"] = {"date": date, "machine": machine, "torch": torch.__version__, "triton": triton_version,
                         "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0),
                         "l2_bytes": getattr(props, "L2_cache_size", 0),
+                        "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
                         "torch_copy": torch_copy_gbps(torch, fb["warmup"], fb["trials"])}
     print(f"== PyTorch {torch.__version__} on {torch.cuda.get_device_name(0)}: "
           f"copy_ {fb['torch_meta']['torch_copy']['gbps']:.0f} GB/s", flush=True)
@@ -334,7 +364,7 @@ def main():
             r["torch"] = run_torch_case(torch, workloads, r, not args.no_profile)
             t = r["torch"]
             print(f"[{i + 1:2}/{len(fb['results'])}] {r['name']:17} {r['dtype']:8} {str(r['shape']):15} "
-                  + "  ".join(f"{d} {t[d]['median_ms']:.4f}" for d in ("eager", "builtin", "compiled")
+                  + "  ".join(f"{d} {t[d]['median_ms']:.4f}" for d in ("eager", "builtin", "compiled", "gemms")
                               if t.get(d) and "median_ms" in t[d])
                   + f"  ({time.perf_counter() - start:.1f} s){'' if merged_case_ok(r) else '  FAILED'}", flush=True)
     except TimeLimit:
@@ -354,6 +384,8 @@ def main():
     ok = fb["ok"] and all(merged_case_ok(r) for r in fb["results"])
     md = (out_dir / f"{stem}.md").read_text()
     print(md.split("## GB/s")[0])
+    if "## Matmul" in md:
+        print("## Matmul" + md.split("## Matmul")[1].split("\n## ")[0] + "\n")
     if "## Compile latency" in md:
         print("## Compile latency" + md.split("## Compile latency")[1].split("![")[0])
     print(f"result: {'OK' if ok else 'FAILED'}")

@@ -30,6 +30,11 @@ void PrintDetails(const Result& r) {
   std::printf("  kernels per call: eager %lld (%s), compiled %lld (%s)\n",
               static_cast<long long>(r.eager.kernels_per_call), absl::StrJoin(r.eager.kernels, " ").c_str(),
               static_cast<long long>(r.compiled.kernels_per_call), absl::StrJoin(r.compiled.kernels, " ").c_str());
+  if (r.gemms) {
+    std::printf("  the GEMMs alone (%.3g GFLOP per call%s): %lld kernels (%s)\n", r.flops / 1e9,
+                r.epilogue_fusion ? "; compiled with matmul epilogue fusion" : "",
+                static_cast<long long>(r.gemms->kernels_per_call), absl::StrJoin(r.gemms->kernels, " ").c_str());
+  }
   std::printf("  check: max|eager - compiled| = %.3g (tol %.3g); rel L2 error vs float64 on %lld elements: eager"
               " %.3g, compiled %.3g (tol %.3g) -> %s\n",
               r.max_abs_diff, r.max_abs_diff_tol, static_cast<long long>(r.checked), r.rel_err_eager,
@@ -42,7 +47,7 @@ void PrintMainTable(const Report& report, double ceiling) {
               "dtype", "eager ms med (min)", "comp ms med (min)", "eager GB/s", "comp GB/s", "%ceil", "speedup",
               "kernels", "max|diff|", "compiled kernels");
   for (const Result& r : report.results) {
-    if (r.name == kSweep) continue;
+    if (r.name == kSweep || r.compute_bound()) continue;
     const double eager_gbps = GBps(r.bytes, r.eager.timing.median_ms());
     const double compiled_gbps = GBps(r.bytes, r.compiled.timing.median_ms());
     const std::string kernels = absl::StrCat(r.eager.kernels_per_call, "->", r.compiled.kernels_per_call);
@@ -52,6 +57,34 @@ void PrintMainTable(const Report& report, double ceiling) {
                 r.compiled.timing.min_ms(), eager_gbps, compiled_gbps, Percent(compiled_gbps, ceiling).c_str(),
                 r.eager.timing.median_ms() / r.compiled.timing.median_ms(), kernels.c_str(), r.max_abs_diff,
                 absl::StrJoin(r.compiled.kernels, ",").c_str(), r.ok() ? "" : "  FAILED");
+  }
+}
+
+double Tflops(double flops, double ms) { return ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0.0; }
+
+// Matmul workloads: time and TFLOP/s of eager, compiled and the same GEMMs
+// alone; compiled over GEMMs is what the epilogues cost.
+void PrintMatmulTable(const Report& report) {
+  bool header = false;
+  for (const Result& r : report.results) {
+    if (!r.compute_bound()) continue;
+    if (!header) {
+      std::printf("\nmatmul workloads: median ms (TFLOP/s); gemms = the same GEMMs alone, compiled\n%-15s %-16s %-8s %-5s"
+                  " %19s %19s %19s %13s %7s  %s\n",
+                  "workload", "shape", "dtype", "epi", "eager", "compiled", "gemms", "comp / gemms", "kernels",
+                  "compiled kernels");
+      header = true;
+    }
+    const double eager = r.eager.timing.median_ms(), compiled = r.compiled.timing.median_ms();
+    const double gemms = r.gemms ? r.gemms->timing.median_ms() : 0.0;
+    const std::string kernels = absl::StrCat(r.eager.kernels_per_call, "->", r.compiled.kernels_per_call);
+    std::vector<std::string> names = r.compiled.kernels;
+    if (names.size() > 4) names = {names[0], names[1], "...", names.back()};
+    std::printf("%-15s %-16s %-8s %-5s %9.4f (%7.1f) %9.4f (%7.1f) %9.4f (%7.1f) %12.3fx %7s  %s%s\n", r.name.c_str(),
+                ShapeToString(r.shape).c_str(), DTypeName(r.dtype), r.epilogue_fusion ? "yes" : "no", eager,
+                Tflops(r.flops, eager), compiled, Tflops(r.flops, compiled), gemms, Tflops(r.flops, gemms),
+                gemms > 0 ? compiled / gemms : 0.0, kernels.c_str(), absl::StrJoin(names, ",").c_str(),
+                r.ok() ? "" : "  FAILED");
   }
 }
 
@@ -156,6 +189,7 @@ void PrintTables(const Report& report) {
                 kH200CopyCeilingGBps);
   }
   PrintMainTable(report, ceiling);
+  PrintMatmulTable(report);
   PrintSweep(report, ceiling);
   PrintCallOverhead(report);
   if (report.compile_latency) PrintCompileLatency(*report.compile_latency);

@@ -40,9 +40,13 @@ struct Result {
   DType dtype = DType::kFloat32;
   int64_t numel = 0;  // of the shape
   double bytes = 0;   // minimal: each input read once, the output written once
+  double flops = 0;   // matmul workloads: the GEMMs' FLOPs per call (else 0)
+  std::vector<double> input_scales;  // input k is randn * input_scales[k]
+  bool epilogue_fusion = false;      // compiled with set_matmul_epilogue_fusion(true)
   int input_sets = 1;  // rotated over (harness.h)
   TimingPlan plan;
   Side eager, compiled;
+  std::optional<Side> gemms;  // matmul workloads: the same GEMMs alone, compiled
   double warm_start_ms = 0;      // first call of a second compile() of it: plan from the process's cache
   int64_t cold_compiles = 0;     // compiler runs during the compiled cold call
   int64_t cold_disk_hits = 0;    // disk-cache hits during it
@@ -55,6 +59,7 @@ struct Result {
   std::vector<std::string> failures;
   bool ok() const { return failures.empty(); }
   bool per_call() const { return plan.calls_per_trial > 1; }
+  bool compute_bound() const { return flops > 0; }  // reported in TFLOP/s, not GB/s
 };
 
 struct Report {

@@ -22,9 +22,12 @@ using Sets = std::vector<std::vector<Tensor>>;
 constexpr int64_t kSliceElements = int64_t{1} << 16;
 
 std::vector<Tensor> MakeInputs(const Case& c, Device device, uint64_t seed) {
+  const std::vector<Shape> shapes = InputShapes(*c.workload, c.shape);
+  const std::vector<double> scales = InputScales(*c.workload, c.shape);
   std::vector<Tensor> inputs;
-  for (const Shape& shape : InputShapes(*c.workload, c.shape)) {
-    Tensor t = randn(shape, device, seed++);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    Tensor t = randn(shapes[i], device, seed++);
+    if (scales[i] != 1.0) t = t * scales[i];
     inputs.push_back(c.dtype == DType::kFloat32 ? t : t.to(c.dtype));
   }
   return inputs;
@@ -40,7 +43,9 @@ std::vector<std::string> EagerOps(const WorkloadFn& fn, const std::vector<Tensor
   std::vector<std::string> ops;
   for (const graph::Node& n : g.nodes()) {
     const graph::OpKind kind = graph::Info(n.op).kind;
-    if (kind == graph::OpKind::kPointwise || kind == graph::OpKind::kReduction) ops.push_back(graph::OpName(n.op));
+    if (kind == graph::OpKind::kPointwise || kind == graph::OpKind::kReduction || kind == graph::OpKind::kExtern) {
+      ops.push_back(graph::OpName(n.op));
+    }
   }
   return ops;
 }
@@ -92,11 +97,12 @@ void Check(const Workload& w, const std::vector<Tensor>& inputs, const Tensor& e
   const int64_t per_position = std::max<int64_t>(1, inputs[0].numel() / std::max<int64_t>(1, positions));
   const size_t out_per_position = es.size() / static_cast<size_t>(eager.size(0));
   double ref_sq = 0, eager_sq = 0, compiled_sq = 0;
-  for (const auto& [start, len] : Slices(positions, std::max<int64_t>(1, kSliceElements / per_position))) {
+  const int64_t slice_len = w.check_rows > 0 ? w.check_rows : std::max<int64_t>(1, kSliceElements / per_position);
+  for (const auto& [start, len] : Slices(positions, slice_len)) {
     std::vector<std::vector<double>> in;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      const bool full = w.inputs[i] == InputRole::kFull;
-      in.push_back((full ? inputs[i].narrow(w.sample_dim, start, len) : inputs[i]).to_double_vector());
+      const bool sliced = Sliced(w.inputs[i]);
+      in.push_back((sliced ? inputs[i].narrow(w.sample_dim, start, len) : inputs[i]).to_double_vector());
     }
     Shape slice = inputs[0].shape();
     slice[w.sample_dim] = len;
@@ -140,9 +146,10 @@ void Run(const Case& c, Device device, const TimingPlan& plan, double cache_byte
   r.warm_start_ms = TimeOnceMs(device, [&] { (void)second(sets[0]); });
   for (const KernelInfo& k : compiled.kernels()) r.compiled.kernels.push_back(k.name);
   r.compiled.kernels_per_call = static_cast<int64_t>(r.compiled.kernels.size());
-  if (r.compiled.kernels_per_call != w.fused_kernels) {
+  const int expected_kernels = c.fused_kernels > 0 ? c.fused_kernels : w.fused_kernels;
+  if (r.compiled.kernels_per_call != expected_kernels) {
     r.failures.push_back(absl::StrCat("compiled to ", r.compiled.kernels_per_call, " kernels, expected ",
-                                      w.fused_kernels));
+                                      expected_kernels));
   }
 
   r.bytes = Bytes(eager_out);
@@ -163,7 +170,28 @@ void Run(const Case& c, Device device, const TimingPlan& plan, double cache_byte
   const int k = r.input_sets;
   r.eager.timing.trials_ms = TimeTrialsMs(device, plan, [&](int call) { (void)Invoke(w.fn, sets[call % k]); });
   r.compiled.timing.trials_ms = TimeTrialsMs(device, plan, [&](int call) { (void)compiled(sets[call % k]); });
+  if (w.gemms != nullptr) {
+    // The baseline: the same GEMMs on the same inputs, nothing around them.
+    CompiledWorkload gemms(w.gemms->fn);
+    r.gemms.emplace();
+    r.gemms->timing.cold_ms = TimeOnceMs(device, [&] { (void)gemms(sets[0]); });
+    for (const KernelInfo& kernel : gemms.kernels()) r.gemms->kernels.push_back(kernel.name);
+    r.gemms->kernels_per_call = static_cast<int64_t>(r.gemms->kernels.size());
+    r.gemms->timing.trials_ms = TimeTrialsMs(device, plan, [&](int call) { (void)gemms(sets[call % k]); });
+  }
 }
+
+// Sets matmul epilogue fusion for the lifetime of a case, then restores it.
+class EpilogueFusionScope {
+ public:
+  explicit EpilogueFusionScope(bool on) : before_(matmul_epilogue_fusion()) { set_matmul_epilogue_fusion(on); }
+  ~EpilogueFusionScope() { set_matmul_epilogue_fusion(before_); }
+  EpilogueFusionScope(const EpilogueFusionScope&) = delete;
+  EpilogueFusionScope& operator=(const EpilogueFusionScope&) = delete;
+
+ private:
+  bool before_;
+};
 
 }  // namespace
 
@@ -185,6 +213,19 @@ std::vector<Case> SuiteCases(bool quick) {
       {"tiny_gelu", &kManualGelu, {4096}, kFloat32, "call overhead", /*calls_per_trial=*/quick ? 20 : 100},
       {"tiny_gelu", &kManualGelu, {4096}, kFloat32, "call overhead, replay", quick ? 20 : 100, /*replay=*/true},
   };
+  // Matmul workloads (issue 7), in TFLOP/s beside their GEMMs alone. Quick
+  // sizes are odd, as the tests' are.
+  const Shape gemm = q({8192, 4096, 4096}, {96, 160, 72});
+  cases.push_back({"gemm_bias_gelu", &kGemmBiasGelu, gemm, kBFloat16, "GEMM, then a kernel for bias and gelu"});
+  Case epilogue{"gemm_bias_gelu", &kGemmBiasGelu, gemm, kBFloat16, "bias and gelu in the GEMM's epilogue"};
+  epilogue.epilogue_fusion = true;
+  epilogue.fused_kernels = 1;
+  cases.push_back(epilogue);
+  // The seed's MLP: dim 2048, 16 layers, batch 1024, float32 (no TF32).
+  const Shape mlp = q({1024, 2048, 16}, {24, 136, 3});
+  Case seed_mlp{"mlp", &kMlp, mlp, kFloat32, "the seed's MLP, exact gelu"};
+  seed_mlp.fused_kernels = static_cast<int>(2 * mlp[2]);  // per layer: the GEMM, then bias and gelu
+  cases.push_back(seed_mlp);
   // GB/s against size: every power of two on a GPU, every second one quick.
   const int last = quick ? 18 : 28, step = quick ? 2 : 1;
   for (int p = 10; p <= last; p += step) {
@@ -210,12 +251,16 @@ Result RunCase(const Case& c, Device device, const TimingPlan& plan, double cach
   r.device = device;
   r.shape = c.shape;
   r.input_shapes = InputShapes(*c.workload, c.shape);
+  r.input_scales = InputScales(*c.workload, c.shape);
+  r.flops = c.workload->flops != nullptr ? c.workload->flops(c.shape) : 0.0;
+  r.epilogue_fusion = c.epilogue_fusion;
   r.dtype = c.dtype;
   r.numel = Numel(c.shape);
   r.plan = plan;
   r.plan.calls_per_trial = c.calls_per_trial;
   r.plan.warmup = std::max(plan.warmup, c.calls_per_trial);
   try {
+    EpilogueFusionScope epilogue(c.epilogue_fusion);
     Run(c, device, r.plan, cache_bytes, seed, r);
   } catch (const std::exception& e) {
     r.failures.push_back(absl::StrCat("error: ", e.what()));

@@ -27,6 +27,10 @@ struct Case {
   // earlier call's runs the recorded plan without tracing (the call-overhead
   // row; PyTorch's side uses torch.compile(mode="reduce-overhead")).
   bool replay = false;
+  // Compiled with set_matmul_epilogue_fusion(true) (matmul workloads).
+  bool epilogue_fusion = false;
+  // The kernels compile() should make of it (0: the workload's fused_kernels).
+  int fused_kernels = 0;
 };
 
 std::vector<Case> SuiteCases(bool quick);

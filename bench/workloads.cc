@@ -36,6 +36,23 @@ Tensor ManualRmsNorm(const Tensor& x, const Tensor& weight) {
 Tensor RowSum(const Tensor& x) { return sum(x, -1); }
 Tensor ColSum(const Tensor& x) { return sum(x, 0); }
 
+Tensor GemmBiasGelu(const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(matmul(x, w) + b, "tanh"); }
+Tensor GemmAlone(const Tensor& x, const Tensor& w, const Tensor&) { return matmul(x, w); }
+
+Tensor Layer(const Tensor& stacked, int64_t l) { return stacked.narrow(0, l, 1).squeeze(0); }
+
+// nn::MLP's forward with its parameters stacked, so that they are inputs.
+Tensor Mlp(const Tensor& x, const Tensor& weights, const Tensor& biases) {
+  Tensor y = x;
+  for (int64_t l = 0; l < weights.size(0); ++l) y = gelu(linear(y, Layer(weights, l), Layer(biases, l)));
+  return y;
+}
+Tensor MlpGemms(const Tensor& x, const Tensor& weights, const Tensor&) {
+  Tensor y = x;
+  for (int64_t l = 0; l < weights.size(0); ++l) y = linear(y, Layer(weights, l));
+  return y;
+}
+
 // --- float64 references
 
 double GeluAt(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
@@ -115,7 +132,51 @@ std::vector<double> ColSumRef(const std::vector<std::vector<double>>& in, const 
   return out;
 }
 
+// y[r, :] = x[r, :] @ w (+ b): x [rows, k] row-major, w [k, n] read as
+// w[i * k_stride + j * n_stride].
+std::vector<double> MatMulRows(const std::vector<double>& x, size_t k, const double* w, size_t n, size_t k_stride,
+                               size_t n_stride, const double* b) {
+  const size_t rows = x.size() / k;
+  std::vector<double> y(rows * n, 0.0);
+  for (size_t r = 0; r < rows; ++r) {
+    double* out = &y[r * n];
+    for (size_t i = 0; i < k; ++i) {
+      const double xv = x[r * k + i];
+      for (size_t j = 0; j < n; ++j) out[j] += xv * w[i * k_stride + j * n_stride];
+    }
+    if (b != nullptr) {
+      for (size_t j = 0; j < n; ++j) out[j] += b[j];
+    }
+  }
+  return y;
+}
+
+std::vector<double> GemmBiasGeluRef(const std::vector<std::vector<double>>& in, const Shape& shape) {
+  const size_t k = static_cast<size_t>(shape.back()), n = in[2].size();
+  std::vector<double> y = MatMulRows(in[0], k, in[1].data(), n, n, 1, in[2].data());
+  for (double& v : y) v = GeluAt(v);
+  return y;
+}
+
+std::vector<double> MlpRef(const std::vector<std::vector<double>>& in, const Shape& shape) {
+  const size_t dim = static_cast<size_t>(shape.back()), layers = in[2].size() / dim;
+  std::vector<double> y = in[0];
+  for (size_t l = 0; l < layers; ++l) {
+    // weight [out, in]: y @ weight^T reads weight[j, i] = w[j * dim + i].
+    y = MatMulRows(y, dim, &in[1][l * dim * dim], dim, 1, dim, &in[2][l * dim]);
+    for (double& v : y) v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+  }
+  return y;
+}
+
+double GemmFlops(const Shape& s) { return 2.0 * static_cast<double>(s[0]) * static_cast<double>(s[1]) * static_cast<double>(s[2]); }
+double MlpFlops(const Shape& s) { return GemmFlops({s[0], s[1], s[1]}) * static_cast<double>(s[2]); }
+
 using enum InputRole;
+
+const Workload kGemmAlone{"gemm", "x @ w", GemmAlone, {kRows, kWeight, kBias}, nullptr, 0, 1, GemmFlops};
+const Workload kMlpGemms{"mlp_gemms", "x = linear(x, w[l]) per layer", MlpGemms, {kRows, kLayerWeights, kLayerBiases},
+                         nullptr, 0, 0, MlpFlops};
 
 }  // namespace
 
@@ -130,11 +191,41 @@ const Workload kManualRmsNorm{"manual_rms_norm", "x rsqrt(mean(x^2, -1) + 1e-6) 
                               {kFull, kLastDim}, RmsNormRef};
 const Workload kRowSum{"row_sum", "sum(x, -1)", RowSum, {kFull}, RowSumRef};
 const Workload kColSum{"col_sum", "sum(x, 0)", ColSum, {kFull}, ColSumRef, /*sample_dim=*/1};
+// Without epilogue fusion: the GEMM, then one kernel for the bias and gelu.
+const Workload kGemmBiasGelu{"gemm_bias_gelu", "gelu(x @ w + b, tanh)", GemmBiasGelu, {kRows, kWeight, kBias},
+                             GemmBiasGeluRef, 0, /*fused_kernels=*/2, GemmFlops, &kGemmAlone};
+// A GEMM per layer, then one kernel for its bias and (exact) gelu.
+const Workload kMlp{"mlp", "x = gelu(x @ w[l]^T + b[l]) per layer", Mlp, {kRows, kLayerWeights, kLayerBiases}, MlpRef,
+                    0, /*fused_kernels=*/0, MlpFlops, &kMlpGemms, /*check_rows=*/8};
 
-std::vector<Shape> InputShapes(const Workload& w, const Shape& shape) {
+std::vector<Shape> InputShapes(const Workload& w, const Shape& s) {
   std::vector<Shape> shapes;
-  for (InputRole role : w.inputs) shapes.push_back(role == kFull ? shape : Shape{shape.back()});
+  for (InputRole role : w.inputs) {
+    switch (role) {
+      case kFull: shapes.push_back(s); break;
+      case kLastDim: shapes.push_back({s.back()}); break;
+      case kRows: shapes.push_back({s[0], s[1]}); break;
+      case kWeight: shapes.push_back({s[1], s[2]}); break;
+      case kBias: shapes.push_back({s[2]}); break;
+      case kLayerWeights: shapes.push_back({s[2], s[1], s[1]}); break;
+      case kLayerBiases: shapes.push_back({s[2], s[1]}); break;
+    }
+  }
   return shapes;
+}
+
+std::vector<double> InputScales(const Workload& w, const Shape& s) {
+  std::vector<double> scales;
+  for (InputRole role : w.inputs) {
+    // Layer weights by sqrt(2 / dim), as He initialization: gelu halves the
+    // variance, so 16 layers neither vanish nor blow up.
+    const double scale = role == kWeight         ? 1.0 / std::sqrt(static_cast<double>(s[1]))
+                         : role == kLayerWeights ? std::sqrt(2.0 / static_cast<double>(s[1]))
+                         : role == kLayerBiases  ? 0.1
+                                                 : 1.0;
+    scales.push_back(scale);
+  }
+  return scales;
 }
 
 }  // namespace fusebox::bench

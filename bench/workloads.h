@@ -13,9 +13,14 @@
 
 namespace fusebox::bench {
 
-// How an input's shape follows from the shape of a case: the whole shape, or
-// its last dim (a layer_norm weight or bias).
-enum class InputRole { kFull, kLastDim };
+// How an input's shape follows from the shape of a case. Memory-bound
+// workloads: the whole shape, or its last dim (a layer_norm weight or bias).
+// Matmul workloads name their sizes in the case's shape, [m, k, n] for a
+// GEMM and [batch, dim, layers] for an MLP: kRows is the [m, k] ([batch,
+// dim]) matrix of rows; kWeight [k, n] and kBias [n]; kLayerWeights
+// [layers, dim, dim] (each layer's [out, in], as nn.Linear) and kLayerBiases
+// [layers, dim]. kFull and kRows are sliced by the float64 check.
+enum class InputRole { kFull, kLastDim, kRows, kWeight, kBias, kLayerWeights, kLayerBiases };
 
 using Fn1 = Tensor (*)(const Tensor&);
 using Fn2 = Tensor (*)(const Tensor&, const Tensor&);
@@ -38,6 +43,12 @@ struct Workload {
   // dim 0 is the same positions (1 for a column sum, else 0).
   int sample_dim = 0;
   int fused_kernels = 1;  // what compile() should make of it; more fails the check
+  // Matmul workloads: FLOPs of one call (the GEMMs'), and the same GEMMs
+  // alone on the same inputs (the baseline the issue measures against).
+  double (*flops)(const Shape& shape) = nullptr;
+  const Workload* gemms = nullptr;
+  // Rows per slice the float64 check reads (0: about 64K elements' worth).
+  int64_t check_rows = 0;
 };
 
 extern const Workload kManualGelu;       // 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
@@ -47,6 +58,8 @@ extern const Workload kManualLayerNorm;  // over the last dim, eps 1e-5, times w
 extern const Workload kManualRmsNorm;    // x rsqrt(mean(x^2) + 1e-6) times weight
 extern const Workload kRowSum;           // sum over the last dim
 extern const Workload kColSum;           // sum over dim 0
+extern const Workload kGemmBiasGelu;     // gelu(x @ w + b, tanh), inputs [m, k], [k, n], [n]
+extern const Workload kMlp;              // the seed's MLP: per layer x = gelu(linear(x, w[l], b[l]))
 
 namespace internal {
 template <typename F>
@@ -96,5 +109,10 @@ class CompiledWorkload {
 
 // The shape of each input of `w` for a case of shape `shape`.
 std::vector<Shape> InputShapes(const Workload& w, const Shape& shape);
+// What each input's randn values are scaled by: weights by about
+// 1/sqrt(fan in) so that values stay near 1 through the layers, else 1.
+std::vector<double> InputScales(const Workload& w, const Shape& shape);
+// Whether the float64 check slices this input along the workload's sample dim.
+inline bool Sliced(InputRole role) { return role == InputRole::kFull || role == InputRole::kRows; }
 
 }  // namespace fusebox::bench
