@@ -37,6 +37,7 @@ struct Options {
   std::optional<Device> device;
   std::string compile_child;  // hidden: "cold" or "warm", see compile_latency.h
   bool cuda_twin = true;      // hidden: --no-cuda-twin (the children's CPU kernels skip NVRTC)
+  bool profile = false;
 };
 
 TimingPlan PlanFor(Device device, bool quick) {
@@ -46,12 +47,14 @@ TimingPlan PlanFor(Device device, bool quick) {
 
 int Usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--quick | --full] [--json PATH] [--filter WORD,...] [--device cpu|cuda]\n"
+               "usage: %s [--quick | --full] [--json PATH] [--filter WORD,...] [--device cpu|cuda] [--profile]\n"
                "  --quick   small sizes, few trials (the default without a GPU)\n"
                "  --full    the issue's sizes (the default on a GPU)\n"
                "  --filter  run only the cases whose name contains one of the words; names:\n"
                "            manual_gelu add_mul_tanh manual_softmax manual_layer_norm manual_rms_norm\n"
-               "            row_sum col_sum tiny_gelu gelu_sweep gemm_bias_gelu mlp compile_latency\n",
+               "            row_sum col_sum tiny_gelu gelu_sweep gemm_bias_gelu mlp compile_latency\n"
+               "  --profile also print each case's kernels' device times (fusebox::Profiler) and the\n"
+               "            host time of one compiled call\n",
                argv0);
   return 2;
 }
@@ -70,6 +73,8 @@ int Main(int argc, char** argv) {
       const std::string d = argv[++i];
       if (d != "cpu" && d != "cuda") return Usage(argv[0]);
       options.device = d == "cpu" ? Device::cpu() : Device::cuda(0);
+    } else if (arg == "--profile") {
+      options.profile = true;
     } else if (arg == "--compile-child" && i + 1 < argc) {
       options.compile_child = argv[++i];
     } else if (arg == "--no-cuda-twin") {
@@ -94,6 +99,7 @@ int Main(int argc, char** argv) {
   report.filter = options.filter;
   report.cache_bytes = CacheBytes(device);
   report.plan = PlanFor(device, report.quick);
+  report.plan.profile = options.profile;
   if (device.is_cpu() && !cuda_available()) report.notes.push_back(cuda::Driver::Get().unavailable_reason());
   if (device.is_cpu() && !options.quick) report.notes.push_back("CPU: quick sizes (--full for the issue's sizes)");
   const uint64_t seed = std::random_device{}();

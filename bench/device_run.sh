@@ -24,7 +24,9 @@
 #      <date>-<machine>.md .png .json   (compare_torch.py; its log is appended
 #                                        to bench.log)
 #    `remote-bench` does the same without the tests (a cheaper call when only
-#    the numbers are wanted). Commit the .md and .png under bench/results/.
+#    the numbers are wanted); FUSEBOX_BENCH_ARGS="--filter mlp --profile"
+#    before it passes flags to fusebox_bench (then compare_torch.py compares
+#    those cases only). Commit the .md and .png under bench/results/.
 #    It exits non-zero when the bench, a test binary or the comparison fails.
 set -euo pipefail
 
@@ -83,8 +85,10 @@ run_remote() {
   } >"$OUT/device.txt" 2>&1
 
   local status=0
-  echo "== fusebox_bench"
-  "$dist/bin/fusebox_bench" --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || status=1
+  # FUSEBOX_BENCH_ARGS: more flags for this run (e.g. "--filter mlp --profile").
+  echo "== fusebox_bench ${FUSEBOX_BENCH_ARGS:-}"
+  # shellcheck disable=SC2086  # word splitting of the flags is wanted
+  "$dist/bin/fusebox_bench" --json "$OUT/bench.json" ${FUSEBOX_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1
   # A/B runs of tuning switches, appended to bench.log (docs/debugging.md):
   # FUSEBOX_AB="NAME=value ...[@word,...];..." runs fusebox_bench once per
   # `;`-separated setting, on the cases the words after `@` name (else those

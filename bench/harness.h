@@ -39,6 +39,9 @@ struct TimingPlan {
   // the end, and reports ms per call: the whole call's cost on the host.
   int calls_per_trial = 1;
   int max_input_sets = kMaxInputSets;  // --quick keeps it small: set-up time, not cache, dominates there
+  // --profile: after the trials, a few compiled calls under fusebox::Profiler
+  // (each kernel's device time) and the host time of a call without waiting.
+  bool profile = false;
 };
 
 // Waits for all work queued on `device`.

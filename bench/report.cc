@@ -32,13 +32,18 @@ void PrintDetails(const Result& r) {
               static_cast<long long>(r.compiled.kernels_per_call), absl::StrJoin(r.compiled.kernels, " ").c_str());
   if (r.gemms) {
     std::printf("  the GEMMs alone (%.3g GFLOP per call%s): %lld kernels (%s)\n", r.flops / 1e9,
-                r.epilogue_fusion ? "; compiled with matmul epilogue fusion" : "",
+                r.epilogue_fusion ? "" : "; matmul epilogue fusion off",
                 static_cast<long long>(r.gemms->kernels_per_call), absl::StrJoin(r.gemms->kernels, " ").c_str());
   }
   std::printf("  check: max|eager - compiled| = %.3g (tol %.3g); rel L2 error vs float64 on %lld elements: eager"
               " %.3g, compiled %.3g (tol %.3g) -> %s\n",
               r.max_abs_diff, r.max_abs_diff_tol, static_cast<long long>(r.checked), r.rel_err_eager,
               r.rel_err_compiled, r.rel_err_tol, r.ok() ? "OK" : "FAILED");
+  if (!r.profile_table.empty()) {
+    std::printf("  profile (--profile): one compiled call takes %.3f ms on the host without waiting; the profiler"
+                " over 5 calls:\n%s",
+                r.host_ms_per_call, r.profile_table.c_str());
+  }
   for (const std::string& f : r.failures) std::printf("  FAILED: %s\n", f.c_str());
 }
 

@@ -42,7 +42,7 @@ struct Result {
   double bytes = 0;   // minimal: each input read once, the output written once
   double flops = 0;   // matmul workloads: the GEMMs' FLOPs per call (else 0)
   std::vector<double> input_scales;  // input k is randn * input_scales[k]
-  bool epilogue_fusion = false;      // compiled with set_matmul_epilogue_fusion(true)
+  bool epilogue_fusion = false;      // compiled with set_matmul_epilogue_fusion on
   int input_sets = 1;  // rotated over (harness.h)
   TimingPlan plan;
   Side eager, compiled;
@@ -56,6 +56,10 @@ struct Result {
   double max_abs_diff = 0, max_abs_diff_tol = 0;
   double rel_err_eager = 0, rel_err_compiled = 0, rel_err_tol = 0;
   int64_t checked = 0;
+  // --profile: the profiler's table of a few compiled calls, and the median
+  // host time of one compiled call that does not wait for the device.
+  std::string profile_table;
+  double host_ms_per_call = 0;
   std::vector<std::string> failures;
   bool ok() const { return failures.empty(); }
   bool per_call() const { return plan.calls_per_trial > 1; }

@@ -1,6 +1,7 @@
 #include "bench/suite.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <utility>
@@ -127,6 +128,26 @@ void Check(const Workload& w, const std::vector<Tensor>& inputs, const Tensor& e
   if (!(r.rel_err_compiled <= r.rel_err_tol)) r.failures.push_back("compiled result is off the float64 reference");
 }
 
+// --profile: the device time of each kernel over a few calls, and how long
+// the host takes to issue one call (tracing and launching, no waiting).
+void Profile(Device device, CompiledWorkload& compiled, const Sets& sets, Result& r) {
+  constexpr int kCalls = 5;
+  std::vector<double> host_ms;
+  {
+    Profiler prof;
+    for (int i = 0; i < kCalls; ++i) {
+      Synchronize(device);
+      const auto start = std::chrono::steady_clock::now();
+      (void)compiled(sets[static_cast<size_t>(i) % sets.size()]);
+      host_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    Synchronize(device);
+    prof.stop();
+    r.profile_table = prof.table("cuda_time_total", 40);
+  }
+  r.host_ms_per_call = Timing{0, host_ms}.median_ms();
+}
+
 void Run(const Case& c, Device device, const TimingPlan& plan, double cache_bytes, uint64_t seed, Result& r) {
   const Workload& w = *c.workload;
   Sets sets = {MakeInputs(c, device, seed)};
@@ -170,9 +191,11 @@ void Run(const Case& c, Device device, const TimingPlan& plan, double cache_byte
   const int k = r.input_sets;
   r.eager.timing.trials_ms = TimeTrialsMs(device, plan, [&](int call) { (void)Invoke(w.fn, sets[call % k]); });
   r.compiled.timing.trials_ms = TimeTrialsMs(device, plan, [&](int call) { (void)compiled(sets[call % k]); });
+  if (plan.profile) Profile(device, compiled, sets, r);
   if (w.gemms != nullptr) {
-    // The baseline: the same GEMMs on the same inputs, nothing around them.
-    CompiledWorkload gemms(w.gemms->fn);
+    // The baseline: the same GEMMs on the same inputs, nothing around them,
+    // compiled as the case is.
+    CompiledWorkload gemms(w.gemms->fn, {.replay = c.replay});
     r.gemms.emplace();
     r.gemms->timing.cold_ms = TimeOnceMs(device, [&] { (void)gemms(sets[0]); });
     for (const KernelInfo& kernel : gemms.kernels()) r.gemms->kernels.push_back(kernel.name);
@@ -216,16 +239,22 @@ std::vector<Case> SuiteCases(bool quick) {
   // Matmul workloads (issue 7), in TFLOP/s beside their GEMMs alone. Quick
   // sizes are odd, as the tests' are.
   const Shape gemm = q({8192, 4096, 4096}, {96, 160, 72});
-  cases.push_back({"gemm_bias_gelu", &kGemmBiasGelu, gemm, kBFloat16, "GEMM, then a kernel for bias and gelu"});
   Case epilogue{"gemm_bias_gelu", &kGemmBiasGelu, gemm, kBFloat16, "bias and gelu in the GEMM's epilogue"};
-  epilogue.epilogue_fusion = true;
   epilogue.fused_kernels = 1;
   cases.push_back(epilogue);
+  Case after{"gemm_bias_gelu", &kGemmBiasGelu, gemm, kBFloat16, "epilogue fusion off: GEMM, then a kernel"};
+  after.epilogue_fusion = false;
+  cases.push_back(after);
   // The seed's MLP: dim 2048, 16 layers, batch 1024, float32 (no TF32).
+  // Exact gelu is not cuBLASLt's: per layer the GEMM (bias in its
+  // epilogue), then a kernel for the gelu.
   const Shape mlp = q({1024, 2048, 16}, {24, 136, 3});
-  Case seed_mlp{"mlp", &kMlp, mlp, kFloat32, "the seed's MLP, exact gelu"};
-  seed_mlp.fused_kernels = static_cast<int>(2 * mlp[2]);  // per layer: the GEMM, then bias and gelu
-  cases.push_back(seed_mlp);
+  for (bool replay : {false, true}) {
+    Case seed_mlp{"mlp", &kMlp, mlp, kFloat32, replay ? "the seed's MLP, replay" : "the seed's MLP, exact gelu"};
+    seed_mlp.replay = replay;
+    seed_mlp.fused_kernels = static_cast<int>(2 * mlp[2]);
+    cases.push_back(seed_mlp);
+  }
   // GB/s against size: every power of two on a GPU, every second one quick.
   const int last = quick ? 18 : 28, step = quick ? 2 : 1;
   for (int p = 10; p <= last; p += step) {

@@ -27,8 +27,8 @@ struct Case {
   // earlier call's runs the recorded plan without tracing (the call-overhead
   // row; PyTorch's side uses torch.compile(mode="reduce-overhead")).
   bool replay = false;
-  // Compiled with set_matmul_epilogue_fusion(true) (matmul workloads).
-  bool epilogue_fusion = false;
+  // set_matmul_epilogue_fusion while it runs (the library's default: on).
+  bool epilogue_fusion = true;
   // The kernels compile() should make of it (0: the workload's fused_kernels).
   int fused_kernels = 0;
 };

@@ -12,7 +12,7 @@
 namespace fusebox {
 namespace {
 
-std::atomic<bool> epilogue_fusion{false};
+std::atomic<bool> epilogue_fusion{true};
 
 std::string Describe(const Tensor& t) {
   return absl::StrCat(DTypeName(t.dtype()), ShapeToString(t.shape()), " on ", t.device().str());

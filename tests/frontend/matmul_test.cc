@@ -98,9 +98,21 @@ void CheckBatched(Device device) {
               Tol(DType::kFloat32, k));
 }
 
-// gelu(linear(x, W, b)): the GEMM, then one pointwise kernel for the bias
-// and the gelu; an operand computed in the graph is stored by a kernel first.
+// Sets set_matmul_epilogue_fusion for a scope, then restores it.
+class EpilogueFusion {
+ public:
+  explicit EpilogueFusion(bool on) : before_(matmul_epilogue_fusion()) { set_matmul_epilogue_fusion(on); }
+  ~EpilogueFusion() { set_matmul_epilogue_fusion(before_); }
+
+ private:
+  bool before_;
+};
+
+// Without epilogue fusion, gelu(linear(x, W, b)): the GEMM, then one
+// pointwise kernel for the bias and the gelu; an operand computed in the
+// graph is stored by a kernel first.
 void CheckFusionAround(Device device) {
+  EpilogueFusion off(false);
   const int64_t m = 31, k = 40, n = 24;
   Tensor x = randn({m, k}, Device::cpu(), FreshSeed()), w = randn({n, k}, Device::cpu(), FreshSeed());
   Tensor bias = randn({n}, Device::cpu(), FreshSeed());
@@ -130,9 +142,11 @@ void CheckFusionAround(Device device) {
   EXPECT_EQ(soft.kernels().size(), 2u);
 }
 
-// The seed's MLP (nn::MLP): per layer one GEMM and one kernel for the bias
-// and the gelu; against float64 layer by layer from the same weights.
+// The seed's MLP (nn::MLP) without epilogue fusion: per layer one GEMM and
+// one kernel for the bias and the gelu; against float64 layer by layer from
+// the same weights.
 void CheckMlp(Device device) {
+  EpilogueFusion off(false);
   const int64_t batch = 9, dim = 24, layers = 3;
   nn::MLP mlp(dim, layers, device, DType::kFloat32, FreshSeed(), "tanh");
   Tensor x = randn({batch, dim}, Device::cpu(), FreshSeed());
@@ -153,13 +167,12 @@ void CheckMlp(Device device) {
   }
 }
 
-// With epilogue fusion on (set_matmul_epilogue_fusion), a bias add and a
-// relu / tanh-gelu after the GEMM run in it: one kernel. An exact gelu, or a
-// value also used elsewhere, keeps the kernel after it.
+// With epilogue fusion on (set_matmul_epilogue_fusion, the default), a bias
+// add and a relu / tanh-gelu after the GEMM run in it: one kernel. An exact
+// gelu, or a value also used elsewhere, keeps the kernel after it.
 void CheckEpilogues(Device device, DType dtype) {
   SCOPED_TRACE(DTypeName(dtype));
-  set_matmul_epilogue_fusion(true);
-  struct Off { ~Off() { set_matmul_epilogue_fusion(false); } } off;
+  ASSERT_TRUE(matmul_epilogue_fusion()) << "on by default";
   const int64_t m = 21, k = 33, n = 17;
   Tensor x = randn({m, k}, Device::cpu(), FreshSeed()).to(dtype), w = randn({n, k}, Device::cpu(), FreshSeed()).to(dtype);
   Tensor b = randn({n}, Device::cpu(), FreshSeed()).to(dtype);
