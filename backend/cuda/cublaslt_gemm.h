@@ -1,8 +1,9 @@
 // GemmProblem (backend/gemm.h) on CUDA through cuBLASLt: the extern matmul
 // kernel of the plan. cuBLASLt is column-major, so a row-major C = A @ B runs
 // as C^T = B^T @ A^T; CublasLtShapeFor is that mapping as a pure function
-// (no GPU needed, tested on its own). Algorithms come from cuBLASLt's
-// heuristic, chosen once per problem and device and cached.
+// (no GPU needed, tested on its own). The first call of a problem (per
+// device and pointer alignments) times the heuristic's first few algorithms
+// and keeps the fastest for the process.
 #pragma once
 
 #include <cstdint>
@@ -47,10 +48,11 @@ absl::StatusOr<CublasLtShape> CublasLtShapeFor(const GemmProblem& p);
 absl::Status CublasLtGemm(int device, const GemmProblem& p, const void* a, const void* b, void* c,
                           const void* bias);
 
-// The algorithm cuBLASLt's heuristic picks for `p` on `device` with 256-byte
-// aligned operands (as the allocator returns them), for kernel names and
-// tests: "algo 21 tile 18 stages 21 splitk 1 swizzle 0 ws 0". Needs the
-// device's primary context current, like CublasLtGemm.
+// The algorithm `p` runs with on `device` with 256-byte aligned operands (as
+// the allocator returns them), for kernel names and tests: the one timed
+// fastest once a call has run the problem, else the heuristic's first:
+// "algo 21 tile 18 stages 21 splitk 1 swizzle 0 ws 0". Needs the device's
+// primary context current, like CublasLtGemm.
 absl::StatusOr<std::string> CublasLtAlgorithm(int device, const GemmProblem& p);
 
 }  // namespace fusebox::backend::cuda
