@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <utility>
@@ -232,12 +233,19 @@ struct Choice {
   size_t workspace_bytes = 0;
 };
 
-// How many of the heuristic's candidates the first call of a problem times
-// (FUSEBOX_TUNE_GEMM_CANDIDATES; 1: its first choice, untimed). Its first
-// choice was 2-7% slower than PyTorch's GEMM for 8192x4096x4096 bf16 on the H200.
+// How many of the heuristic's candidates the first call of a problem times;
+// 1: its first choice, untimed. -1: not set yet, FUSEBOX_TUNE_GEMM_CANDIDATES
+// or 1 (on the H200 timing eight measured within the run-to-run spread of
+// the heuristic's first, bench/NOTES.md session 5; as PyTorch, no timing).
+std::atomic<int> gemm_candidates{-1};
+
 int GemmCandidates() {
-  static const int candidates = static_cast<int>(std::clamp<int64_t>(TuneInt("FUSEBOX_TUNE_GEMM_CANDIDATES", 8), 1, 32));
-  return candidates;
+  int n = gemm_candidates.load(std::memory_order_relaxed);
+  if (n < 0) {
+    n = static_cast<int>(std::clamp<int64_t>(TuneInt("FUSEBOX_TUNE_GEMM_CANDIDATES", 1), 1, kMaxGemmCandidates));
+    gemm_candidates.store(n, std::memory_order_relaxed);
+  }
+  return n;
 }
 
 // The pointers a problem's first call times its candidates on.
@@ -337,6 +345,10 @@ absl::StatusOr<Choice> ChooseAlgorithm(int device, const GemmProblem& p, cublasL
 }
 
 }  // namespace
+
+void SetCublasLtCandidates(int n) {
+  gemm_candidates.store(std::clamp(n, 1, kMaxGemmCandidates), std::memory_order_relaxed);
+}
 
 absl::Status CublasLtGemm(int device, const GemmProblem& p, const void* a, const void* b, void* c, const void* bias) {
   absl::StatusOr<CublasLtShape> shape = CublasLtShapeFor(p);

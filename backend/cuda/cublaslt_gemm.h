@@ -1,9 +1,9 @@
 // GemmProblem (backend/gemm.h) on CUDA through cuBLASLt: the extern matmul
 // kernel of the plan. cuBLASLt is column-major, so a row-major C = A @ B runs
 // as C^T = B^T @ A^T; CublasLtShapeFor is that mapping as a pure function
-// (no GPU needed, tested on its own). The first call of a problem (per
-// device and pointer alignments) times the heuristic's first few algorithms
-// and keeps the fastest for the process.
+// (no GPU needed, tested on its own). The algorithm is the heuristic's
+// first, or (SetCublasLtCandidates) the fastest of its first few, timed by
+// the problem's first call; kept per problem, device and pointer alignments.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +47,15 @@ absl::StatusOr<CublasLtShape> CublasLtShapeFor(const GemmProblem& p);
 // it undefined). dtypes f32 (TF32 when p.allow_tf32), bf16, f16; f32 accumulation.
 absl::Status CublasLtGemm(int device, const GemmProblem& p, const void* a, const void* b, void* c,
                           const void* bias);
+
+inline constexpr int kMaxGemmCandidates = 32;
+
+// How many of cuBLASLt's heuristic algorithms the first call of a problem
+// times on its own buffers, keeping the fastest (1 to kMaxGemmCandidates;
+// 1, the default, takes the heuristic's first untimed; the environment's
+// FUSEBOX_TUNE_GEMM_CANDIDATES sets the default). Problems already run keep
+// their choice.
+void SetCublasLtCandidates(int n);
 
 // The algorithm `p` runs with on `device` with 256-byte aligned operands (as
 // the allocator returns them), for kernel names and tests: the one timed

@@ -233,12 +233,14 @@ TEST(CublasLtGemmTest, UnalignedPointers) {
   RunCase({.m = 32, .n = 64, .k = 64, .dtype = DType::kBFloat16, .epilogue = GemmEpilogue::kBias, .unaligned = true});
 }
 
-// The first call of a problem times the heuristic's candidates (each runs on
-// the call's own buffers) and keeps the fastest: that call's result, and a
-// later call's with the kept choice, both match float64, and the choice is
-// what CublasLtAlgorithm then reports.
+// With candidates timed, the first call of a problem times the heuristic's
+// first eight (each runs on the call's own buffers) and keeps the fastest:
+// that call's result, and a later call's with the kept choice, both match
+// float64, and the choice is what CublasLtAlgorithm then reports.
 TEST(CublasLtGemmTest, TimedChoiceIsRightAndKept) {
   SKIP_WITHOUT_GPU();
+  SetCublasLtCandidates(8);
+  struct Restore { ~Restore() { SetCublasLtCandidates(1); } } restore;
   const Case c{.m = 256, .n = 384, .k = 320, .dtype = DType::kBFloat16, .epilogue = GemmEpilogue::kBiasGelu};
   RunCase(c);
   RunCase(c);
