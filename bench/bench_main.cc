@@ -1,13 +1,14 @@
 // fusebox_bench: the project's main job. Runs the suite (suite.cc: the seed's
 // manual_gelu f32/bf16, an add-mul-tanh chain, manual_softmax on short, square
 // and long rows, layer_norm and rms_norm written out, row and column sums, a
-// tiny gelu for the call overhead and a gelu size sweep) eagerly (one kernel
-// per op) and compiled, on Device::default_device(); then the compile latency
+// tiny gelu for the call overhead, a gelu size sweep, gelu(x @ w + b) and the
+// seed's MLP beside their GEMMs alone) eagerly (one kernel per op) and
+// compiled, on Device::default_device(); then the compile latency
 // and warm start of a few graphs in fresh processes (compile_latency.h). Each case is checked
 // (eager vs compiled, both vs float64) and timed; the tables come last, the
 // JSON (--json) is what bench/compare_torch.py merges with PyTorch's numbers.
 // On a GPU it also measures the device-to-device copy ceiling.
-//   fusebox_bench [--quick | --full] [--json PATH] [--filter WORD,...] [--device cpu|cuda]
+//   fusebox_bench [--quick | --full] [--json PATH] [--filter WORD,...] [--device cpu|cuda] [--profile]
 // Sizes: the on a GPU; small ones (--quick) on the CPU unless --full.
 // Exit status: 0 all checks passed, 1 a check failed or an error, 2 bad flags.
 #include <chrono>
