@@ -155,7 +155,9 @@ void Run(const Case& c, Device device, const TimingPlan& plan, double cache_byte
 
   // First calls (they compile); their outputs are the ones checked, taken
   // before any timed call could leave a correct result in a reused block.
-  CompiledWorkload compiled(w.fn, {.replay = c.replay});
+  CompileOptions options;
+  options.replay = c.replay;
+  CompiledWorkload compiled(w.fn, options);
   Tensor eager_out, compiled_out;
   r.eager.timing.cold_ms = TimeOnceMs(device, [&] { eager_out = Invoke(w.fn, sets[0]); });
   const backend::CompileCacheStats before = backend::CompileCache::Get().stats();
@@ -195,7 +197,7 @@ void Run(const Case& c, Device device, const TimingPlan& plan, double cache_byte
   if (w.gemms != nullptr) {
     // The baseline: the same GEMMs on the same inputs, nothing around them,
     // compiled as the case is.
-    CompiledWorkload gemms(w.gemms->fn, {.replay = c.replay});
+    CompiledWorkload gemms(w.gemms->fn, options);
     r.gemms.emplace();
     r.gemms->timing.cold_ms = TimeOnceMs(device, [&] { (void)gemms(sets[0]); });
     for (const KernelInfo& kernel : gemms.kernels()) r.gemms->kernels.push_back(kernel.name);
