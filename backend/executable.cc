@@ -230,7 +230,8 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       }
       profiler::KernelRecord record(device);
       std::vector<Shape> operand_shapes;
-      absl::StatusOr<Tensor> value = RunMatmul(g, k->extern_node, inputs, stored, &operand_shapes);
+      absl::StatusOr<Tensor> value =
+          RunMatmul(g, k->extern_node, inputs, stored, record.active() ? &operand_shapes : nullptr);
       if (!value.ok()) return value.status();
       stored.emplace(k->extern_node, *std::move(value));
       if (record.active()) record.Finish(k->ir.name, operand_shapes, 1);

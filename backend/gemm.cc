@@ -1,9 +1,6 @@
 #include "backend/gemm.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
-#include "fusion/plan.h"
 
 namespace fusebox::backend {
 
@@ -21,10 +18,6 @@ const char* GemmEpilogueName(GemmEpilogue e) {
 
 bool GemmEpilogueHasBias(GemmEpilogue e) {
   return e == GemmEpilogue::kBias || e == GemmEpilogue::kBiasRelu || e == GemmEpilogue::kBiasGelu;
-}
-
-bool GemmOperandOk(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  return fusion::DenseMatrixStrides(rows, cols, row_stride, col_stride);
 }
 
 std::string GemmProblem::ToString() const {

@@ -36,9 +36,4 @@ struct GemmProblem {
   std::string ToString() const;  // "bf16 1x8192x4096x4096 A(n) B(t) bias_gelu"
 };
 
-// Whether an operand view with these strides can be handed to BLAS as is:
-// one of its two dims has unit stride and the other stride covers the rows
-// (a dim of extent 1 may have any stride).
-bool GemmOperandOk(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
-
 }  // namespace fusebox::backend

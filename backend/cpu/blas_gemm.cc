@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "fusion/plan.h"
 #include "tensor/dtype.h"
 
 // Threads: OpenBLAS's default (one per core, or OPENBLAS_NUM_THREADS). Each
@@ -20,7 +21,7 @@ namespace {
 // How a rows x cols view is handed to cblas in row-major order: as is
 // (NoTrans, `ld` = row stride), or as the transpose of a row-major cols x
 // rows matrix (Trans, `ld` = column stride). `fits` is false only for a
-// vector whose stride along its length is not positive (GemmOperandOk allows
+// vector whose stride along its length is not positive (DenseMatrixStrides allows
 // any stride on a dim of extent 1); that one is packed row-major.
 struct BlasLayout {
   bool fits = true;
@@ -119,7 +120,7 @@ void ApplyEpilogue(GemmEpilogue e, const float* bias, int64_t m, int64_t n, int6
 
 absl::Status CheckOperand(const char* name, const GemmProblem& p, int64_t rows, int64_t cols, int64_t row_stride,
                           int64_t col_stride) {
-  if (GemmOperandOk(rows, cols, row_stride, col_stride)) return absl::OkStatus();
+  if (fusion::DenseMatrixStrides(rows, cols, row_stride, col_stride)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "BlasGemm: operand ", name, " (", rows, "x", cols, ", strides ", row_stride, ", ", col_stride,
       ") has no unit-stride dim whose other stride covers it; make it contiguous first (", p.ToString(), ")"));

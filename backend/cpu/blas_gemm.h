@@ -15,7 +15,7 @@ namespace fusebox::backend::cpu {
 // the result rounded back once. One BLAS call per batch entry; a batch stride
 // of 0 broadcasts that operand. `bias` (n elements of p.dtype) is read only
 // when the epilogue has one. InvalidArgument for other dtypes, operand views
-// failing GemmOperandOk, or sizes beyond BLAS's 32-bit indices.
+// failing fusion::DenseMatrixStrides, or sizes beyond BLAS's 32-bit indices.
 absl::Status BlasGemm(const GemmProblem& p, const void* a, const void* b, void* c, const void* bias);
 
 }  // namespace fusebox::backend::cpu
