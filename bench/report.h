@@ -57,9 +57,10 @@ struct Result {
   double rel_err_eager = 0, rel_err_compiled = 0, rel_err_tol = 0;
   int64_t checked = 0;
   // --profile: the profiler's table of a few compiled calls, and the median
-  // host time of one compiled call that does not wait for the device.
+  // host time of one compiled call that does not wait for the device, without
+  // and with the profiler recording.
   std::string profile_table;
-  double host_ms_per_call = 0;
+  double host_ms_per_call = 0, host_ms_per_call_profiled = 0;
   std::vector<std::string> failures;
   bool ok() const { return failures.empty(); }
   bool per_call() const { return plan.calls_per_trial > 1; }

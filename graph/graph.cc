@@ -14,10 +14,13 @@ NodeId GraphBuilder::Add(Node node) {
   FUSEBOX_CHECK(static_cast<int>(node.inputs.size()) == info.arity, "op ", info.name, " takes ",
                 info.arity, " inputs, got ", node.inputs.size());
   for (NodeId in : node.inputs) FUSEBOX_CHECK(in >= 0 && in < size(), "dangling input %", in);
-  if (auto it = index_.find(node); it != index_.end()) return it->second;
+  absl::InlinedVector<NodeId, 1>& same_hash = index_[absl::HashOf(node)];
+  for (NodeId id : same_hash) {
+    if (graph_.nodes_[id] == node) return id;
+  }
   const NodeId id = size();
   if (node.op == Op::kInput) ++graph_.num_inputs_;
-  index_.emplace(node, id);
+  same_hash.push_back(id);
   graph_.nodes_.push_back(std::move(node));
   return id;
 }

@@ -116,7 +116,9 @@ class GraphBuilder {
   // Checks `store_targets` against `g`'s nodes and sets its outputs.
   void Finish(std::vector<NodeId> outputs, std::vector<NodeId> store_targets, Graph* g) const;
   Graph graph_;
-  absl::flat_hash_map<Node, NodeId> index_;
+  // Hash-consing index: node hash -> ids of the nodes with that hash. Ids,
+  // not nodes, so adding a node never copies its shape and strides.
+  absl::flat_hash_map<size_t, absl::InlinedVector<NodeId, 1>> index_;
 };
 
 }  // namespace fusebox::graph

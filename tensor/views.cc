@@ -10,11 +10,18 @@
 namespace fusebox {
 namespace {
 
+// Field by field rather than copying base's impl: a copy would allocate its
+// shape and strides only to overwrite them (views are made on every traced op).
 Tensor MakeView(const Tensor& base, Shape shape, Strides strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>(base.impl());
+  const TensorImpl& from = base.impl();
+  auto impl = std::make_shared<TensorImpl>();
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);
   impl->offset = offset;
+  impl->dtype = from.dtype;
+  impl->device = from.device;
+  impl->storage = from.storage;
+  impl->lazy = from.lazy;
   return Tensor(std::move(impl));
 }
 
@@ -83,7 +90,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   Strides strides = this->strides();
   std::swap(shape[d0], shape[d1]);
   std::swap(strides[d0], strides[d1]);
-  return MakeView(*this, shape, strides, storage_offset());
+  return MakeView(*this, std::move(shape), std::move(strides), storage_offset());
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
@@ -99,7 +106,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
     shape[i] = this->shape()[d];
     strides[i] = this->strides()[d];
   }
-  return MakeView(*this, shape, strides, storage_offset());
+  return MakeView(*this, std::move(shape), std::move(strides), storage_offset());
 }
 
 Tensor Tensor::view(const Shape& requested) const {
@@ -109,14 +116,14 @@ Tensor Tensor::view(const Shape& requested) const {
                  "view: cannot view a tensor of shape ", ShapeToString(this->shape()),
                  " and strides ", ShapeToString(this->strides()), " as ", ShapeToString(shape),
                  "; use reshape() (copies) or contiguous() first");
-  return MakeView(*this, shape, strides, storage_offset());
+  return MakeView(*this, std::move(shape), std::move(strides), storage_offset());
 }
 
 Tensor Tensor::reshape(const Shape& requested) const {
   Shape shape = InferShape(requested, numel());
   Strides strides;
   if (ComputeViewStrides(this->shape(), this->strides(), shape, &strides)) {
-    return MakeView(*this, shape, strides, storage_offset());
+    return MakeView(*this, std::move(shape), std::move(strides), storage_offset());
   }
   return contiguous().view(shape);
 }
@@ -147,7 +154,7 @@ Tensor Tensor::expand(const Shape& target) const {
     shape[i] = size;
     strides[i] = (have == size) ? this->strides()[src] : 0;
   }
-  return MakeView(*this, shape, strides, storage_offset());
+  return MakeView(*this, std::move(shape), std::move(strides), storage_offset());
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -158,7 +165,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
                  " length ", length, " is out of range for dim ", d, " of size ", size);
   Shape shape = this->shape();
   shape[d] = length;
-  return MakeView(*this, shape, strides(), storage_offset() + start * strides()[d]);
+  return MakeView(*this, std::move(shape), strides(), storage_offset() + start * strides()[d]);
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
@@ -178,7 +185,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   const int64_t stride = d < dim() ? shape[d] * strides[d] : 1;
   shape.insert(shape.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
-  return MakeView(*this, shape, strides, storage_offset());
+  return MakeView(*this, std::move(shape), std::move(strides), storage_offset());
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
@@ -188,7 +195,7 @@ Tensor Tensor::squeeze(int64_t d) const {
   Strides strides = this->strides();
   shape.erase(shape.begin() + d);
   strides.erase(strides.begin() + d);
-  return MakeView(*this, shape, strides, storage_offset());
+  return MakeView(*this, std::move(shape), std::move(strides), storage_offset());
 }
 
 }  // namespace fusebox

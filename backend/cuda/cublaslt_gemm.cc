@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -152,7 +153,8 @@ absl::StatusOr<DeviceState> StateFor(int device, const GemmProblem& p) {
   return state;
 }
 
-// Everything cublasLtMatmul is told about one call; destroyed with it.
+// Everything cublasLtMatmul is told about a problem (Prepared keeps one per
+// problem; CublasLtAlgorithm makes a throwaway one).
 struct Descriptors {
   cublasLtMatmulDesc_t matmul = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
@@ -302,46 +304,73 @@ absl::StatusOr<size_t> FastestCandidate(int device, const std::vector<cublasLtMa
 }
 using ChoiceKey = std::array<int64_t, 20>;
 
-absl::Mutex choices_mu;
-absl::flat_hash_map<ChoiceKey, Choice>* choices ABSL_PT_GUARDED_BY(choices_mu) = new absl::flat_hash_map<ChoiceKey, Choice>;
-
 ChoiceKey KeyFor(int device, const GemmProblem& p, const Alignments& align) {
   return {device,        p.batch,      p.m,     p.n,     p.k,         static_cast<int64_t>(p.dtype), p.a_batch,
           p.a_row,       p.a_col,      p.b_batch, p.b_row, p.b_col,   p.c_batch,                     p.c_row,
           static_cast<int64_t>(p.epilogue), p.allow_tf32, align.a, align.b, align.c, align.bias};
 }
 
-// `operands` null: the heuristic's first choice, untimed (what
-// CublasLtAlgorithm reports before any call has run the problem).
-absl::StatusOr<Choice> ChooseAlgorithm(int device, const GemmProblem& p, cublasLtHandle_t handle,
-                                       const Descriptors& desc, const Alignments& align, const Operands* operands,
-                                       void* workspace) {
-  const ChoiceKey key = KeyFor(device, p, align);
-  {
-    absl::MutexLock lock(&choices_mu);
-    if (auto it = choices->find(key); it != choices->end()) return it->second;
-  }
-  std::vector<cublasLtMatmulHeuristicResult_t> results(operands != nullptr ? GemmCandidates() : 1);
-  int count = 0;
+// The heuristic's candidates for `desc` (at most `count`); Unimplemented when
+// cuBLASLt has none.
+absl::StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> Candidates(cublasLtHandle_t handle,
+                                                                        const Descriptors& desc, int count,
+                                                                        const GemmProblem& p) {
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
+  int found = 0;
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, desc.matmul, desc.a, desc.b, desc.d, desc.d,
-                                                         desc.preference, static_cast<int>(results.size()),
-                                                         results.data(), &count);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && count == 0)) {
+                                                         desc.preference, count, results.data(), &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
     return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for ", p.ToString()));
   }
   FUSEBOX_LT(status, p);
-  results.resize(static_cast<size_t>(count));
+  results.resize(static_cast<size_t>(found));
+  return results;
+}
+
+// A problem that has run: its descriptors (made once: building them is
+// about ten cuBLASLt calls, the host time of a small GEMM) and its
+// algorithm. The bias pointer lives in the matmul descriptor and changes
+// from call to call: `mu` holds it from setting it until cublasLtMatmul has
+// read it.
+struct Prepared {
+  Descriptors desc;
+  Choice choice;
+  absl::Mutex mu;
+};
+
+absl::Mutex prepared_mu;
+absl::flat_hash_map<ChoiceKey, std::unique_ptr<Prepared>>* prepared ABSL_PT_GUARDED_BY(prepared_mu) =
+    new absl::flat_hash_map<ChoiceKey, std::unique_ptr<Prepared>>;
+
+// The problem's entry, or null before its first call.
+Prepared* FindPrepared(const ChoiceKey& key) {
+  absl::MutexLock lock(&prepared_mu);
+  auto it = prepared->find(key);
+  return it == prepared->end() ? nullptr : it->second.get();
+}
+
+// The first call of a problem: describes it and picks its algorithm, the
+// fastest of the heuristic's first GemmCandidates() timed on the call's own
+// buffers. Entries are never removed, so the pointer stays valid.
+absl::StatusOr<Prepared*> Prepare(int device, const GemmProblem& p, const CublasLtShape& shape, const void* bias,
+                                  const Alignments& align, const DeviceState& state, const Operands& operands) {
+  auto entry = std::make_unique<Prepared>();
+  if (absl::Status s = Describe(p, shape, bias, align, entry->desc); !s.ok()) return s;
+  absl::StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> results =
+      Candidates(state.handle, entry->desc, GemmCandidates(), p);
+  if (!results.ok()) return results.status();
   size_t pick = 0;
-  if (results.size() > 1) {
-    absl::StatusOr<size_t> fastest = FastestCandidate(device, results, handle, desc, *operands, workspace, p);
+  if (results->size() > 1) {
+    absl::StatusOr<size_t> fastest =
+        FastestCandidate(device, *results, state.handle, entry->desc, operands, state.workspace, p);
     if (!fastest.ok()) return fastest.status();
     pick = *fastest;
   }
-  const Choice choice{results[pick].algo, results[pick].workspaceSize};
-  if (operands == nullptr) return choice;  // untimed: a later call still times the candidates
-  absl::MutexLock lock(&choices_mu);
-  choices->emplace(key, choice);  // a racing thread's equal choice may be there already
-  return choice;
+  entry->choice = Choice{(*results)[pick].algo, (*results)[pick].workspaceSize};
+  absl::MutexLock lock(&prepared_mu);
+  // A racing thread may have prepared the same problem: keep the first.
+  auto [it, inserted] = prepared->try_emplace(KeyFor(device, p, align), std::move(entry));
+  return it->second.get();
 }
 
 }  // namespace
@@ -360,14 +389,19 @@ absl::Status CublasLtGemm(int device, const GemmProblem& p, const void* a, const
   }
   absl::StatusOr<DeviceState> state = StateFor(device, p);
   if (!state.ok()) return state.status();
-  const Alignments align{Alignment(a), Alignment(b), Alignment(c),
-                         GemmEpilogueHasBias(p.epilogue) ? Alignment(bias) : kMaxAlignment};
-  Descriptors desc;
-  if (absl::Status s = Describe(p, *shape, bias, align, desc); !s.ok()) return s;
+  const bool has_bias = GemmEpilogueHasBias(p.epilogue);
+  const Alignments align{Alignment(a), Alignment(b), Alignment(c), has_bias ? Alignment(bias) : kMaxAlignment};
   const Operands operands{a, b, c};
-  absl::StatusOr<Choice> choice = ChooseAlgorithm(device, p, state->handle, desc, align, &operands, state->workspace);
-  if (!choice.ok()) return choice.status();
-  return RunWith(state->handle, desc, operands, &choice->algo, state->workspace, choice->workspace_bytes, p);
+  Prepared* entry = FindPrepared(KeyFor(device, p, align));
+  if (entry == nullptr) {
+    absl::StatusOr<Prepared*> made = Prepare(device, p, *shape, bias, align, *state, operands);
+    if (!made.ok()) return made.status();
+    entry = *made;
+  }
+  absl::MutexLock lock(&entry->mu);
+  if (has_bias) FUSEBOX_LT(SetDesc(entry->desc.matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias), p);
+  return RunWith(state->handle, entry->desc, operands, &entry->choice.algo, state->workspace,
+                 entry->choice.workspace_bytes, p);
 }
 
 absl::StatusOr<std::string> CublasLtAlgorithm(int device, const GemmProblem& p) {
@@ -375,16 +409,23 @@ absl::StatusOr<std::string> CublasLtAlgorithm(int device, const GemmProblem& p) 
   if (!shape.ok()) return shape.status();
   absl::StatusOr<DeviceState> state = StateFor(device, p);
   if (!state.ok()) return state.status();
-  // A stand-in bias address with the allocator's alignment: the heuristic
-  // reads the pointer's value, never the memory.
-  const void* bias = GemmEpilogueHasBias(p.epilogue) ? reinterpret_cast<const void*>(uintptr_t{kMaxAlignment}) : nullptr;
-  Descriptors desc;
-  if (absl::Status s = Describe(p, *shape, bias, Alignments{}, desc); !s.ok()) return s;
-  absl::StatusOr<Choice> choice = ChooseAlgorithm(device, p, state->handle, desc, Alignments{}, nullptr, nullptr);
-  if (!choice.ok()) return choice.status();
+  Choice choice;
+  if (Prepared* entry = FindPrepared(KeyFor(device, p, Alignments{}))) {
+    choice = entry->choice;  // written once, before the entry was published
+  } else {
+    // A stand-in bias address with the allocator's alignment: the heuristic
+    // reads the pointer's value, never the memory.
+    const void* bias =
+        GemmEpilogueHasBias(p.epilogue) ? reinterpret_cast<const void*>(uintptr_t{kMaxAlignment}) : nullptr;
+    Descriptors desc;
+    if (absl::Status s = Describe(p, *shape, bias, Alignments{}, desc); !s.ok()) return s;
+    absl::StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> results = Candidates(state->handle, desc, 1, p);
+    if (!results.ok()) return results.status();
+    choice = Choice{results->front().algo, results->front().workspaceSize};
+  }
   int32_t id = 0, splitk = 0;
   uint32_t tile = 0, stages = 0, swizzle = 0;
-  const cublasLtMatmulAlgo_t* algo = &choice->algo;
+  const cublasLtMatmulAlgo_t* algo = &choice.algo;
   FUSEBOX_LT(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), nullptr), p);
   FUSEBOX_LT(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), nullptr), p);
   FUSEBOX_LT(
@@ -395,7 +436,7 @@ absl::StatusOr<std::string> CublasLtAlgorithm(int device, const GemmProblem& p) 
                                                   nullptr),
              p);
   return absl::StrCat("algo ", id, " tile ", tile, " stages ", stages, " splitk ", splitk, " swizzle ", swizzle, " ws ",
-                      choice->workspace_bytes);
+                      choice.workspace_bytes);
 }
 
 }  // namespace fusebox::backend::cuda

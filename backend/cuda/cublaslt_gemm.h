@@ -3,7 +3,9 @@
 // as C^T = B^T @ A^T; CublasLtShapeFor is that mapping as a pure function
 // (no GPU needed, tested on its own). The algorithm is the heuristic's
 // first, or (SetCublasLtCandidates) the fastest of its first few, timed by
-// the problem's first call; kept per problem, device and pointer alignments.
+// the problem's first call; kept per problem, device and pointer alignments,
+// with the problem's cuBLASLt descriptors, so a later call only sets its bias
+// pointer and enqueues the GEMM.
 #pragma once
 
 #include <cstdint>

@@ -14,6 +14,7 @@
 
 #include "backend/cuda/driver.h"
 #include "frontend/fusebox.h"
+#include "tests/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -143,28 +144,20 @@ Operand RandomOperand(int64_t count, int64_t lead, DType dtype, std::mt19937& rn
   return {host.to(Device::cuda()), std::vector<double>(rounded.begin() + lead, rounded.end())};
 }
 
-void RunCase(const Case& c) {
-  SCOPED_TRACE(::testing::Message() << c.batch << "x" << c.m << "x" << c.n << "x" << c.k << " " << DTypeName(c.dtype)
-                                    << " a_t=" << c.a_t << " b_t=" << c.b_t << " bcast=" << c.a_bcast << c.b_bcast
-                                    << " " << GemmEpilogueName(c.epilogue) << (c.unaligned ? " unaligned" : ""));
-  std::mt19937 rng(static_cast<uint32_t>(c.m * 131 + c.n * 17 + c.k + c.batch));
-  const int64_t lead = c.unaligned ? 1 : 0;
-  const int64_t a_count = (c.a_bcast ? 1 : c.batch) * c.m * c.k, b_count = (c.b_bcast ? 1 : c.batch) * c.k * c.n;
-  Operand a = RandomOperand(a_count, lead, c.dtype, rng), b = RandomOperand(b_count, lead, c.dtype, rng);
-  Operand bias = RandomOperand(c.n, lead, c.dtype, rng);
-  Tensor out = Tensor::empty({c.batch * c.m * c.n + lead}, c.dtype, Device::cuda());
-
+GemmProblem ProblemFor(const Case& c) {
   GemmProblem p = RowMajor(c.m, c.n, c.k);
   p.batch = c.batch, p.dtype = c.dtype, p.epilogue = c.epilogue, p.allow_tf32 = c.tf32;
   if (c.a_t) p.a_row = 1, p.a_col = c.m;  // stored k x m
   if (c.b_t) p.b_row = 1, p.b_col = c.k;  // stored n x k
   if (c.a_bcast) p.a_batch = 0;
   if (c.b_bcast) p.b_batch = 0;
-  ASSERT_TRUE(::fusebox::cuda::Driver::Get().SetDevice(0).ok());
-  void* c_ptr = static_cast<char*>(out.data_ptr()) + lead * DTypeSize(c.dtype);
-  absl::Status status = CublasLtGemm(0, p, a.ptr(lead), b.ptr(lead), c_ptr, bias.ptr(lead));
-  ASSERT_TRUE(status.ok()) << status;
+  return p;
+}
 
+// `out` (from element `lead` on) against the float64 product of a and b
+// with c's epilogue.
+void ExpectProduct(const Case& c, const GemmProblem& p, const Operand& a, const Operand& b, const Operand& bias,
+                   const Tensor& out, int64_t lead) {
   const std::vector<double> got = out.to_double_vector();
   const double rel = c.dtype == DType::kBFloat16 ? 1e-2 : c.dtype == DType::kFloat16 || c.tf32 ? 3e-3 : 1e-4;
   const double scale = std::sqrt(static_cast<double>(c.k));  // |C| of uniform(-1, 1) products
@@ -183,6 +176,25 @@ void RunCase(const Case& c) {
       }
     }
   }
+}
+
+void RunCase(const Case& c) {
+  SCOPED_TRACE(::testing::Message() << c.batch << "x" << c.m << "x" << c.n << "x" << c.k << " " << DTypeName(c.dtype)
+                                    << " a_t=" << c.a_t << " b_t=" << c.b_t << " bcast=" << c.a_bcast << c.b_bcast
+                                    << " " << GemmEpilogueName(c.epilogue) << (c.unaligned ? " unaligned" : ""));
+  std::mt19937 rng(static_cast<uint32_t>(c.m * 131 + c.n * 17 + c.k + c.batch));
+  const int64_t lead = c.unaligned ? 1 : 0;
+  const int64_t a_count = (c.a_bcast ? 1 : c.batch) * c.m * c.k, b_count = (c.b_bcast ? 1 : c.batch) * c.k * c.n;
+  Operand a = RandomOperand(a_count, lead, c.dtype, rng), b = RandomOperand(b_count, lead, c.dtype, rng);
+  Operand bias = RandomOperand(c.n, lead, c.dtype, rng);
+  Tensor out = Tensor::empty({c.batch * c.m * c.n + lead}, c.dtype, Device::cuda());
+
+  const GemmProblem p = ProblemFor(c);
+  ASSERT_TRUE(::fusebox::cuda::Driver::Get().SetDevice(0).ok());
+  void* c_ptr = static_cast<char*>(out.data_ptr()) + lead * DTypeSize(c.dtype);
+  absl::Status status = CublasLtGemm(0, p, a.ptr(lead), b.ptr(lead), c_ptr, bias.ptr(lead));
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectProduct(c, p, a, b, bias, out, lead);
 }
 
 TEST(CublasLtGemmTest, Float32Shapes) {
@@ -225,6 +237,34 @@ TEST(CublasLtGemmTest, HalfTypesAndTf32) {
     RunCase({.batch = 3, .m = 33, .n = 17, .k = 65, .dtype = dtype, .a_bcast = true});
   }
   RunCase({.m = 64, .n = 96, .k = 128, .tf32 = true});
+}
+
+// A problem's descriptors are made by its first call and kept: later calls
+// with other operands and another bias (all alive at once, so no address is
+// reused) compute with their own.
+TEST(CublasLtGemmTest, RepeatedProblemTakesEachCallsOperandsAndBias) {
+  SKIP_WITHOUT_GPU();
+  ASSERT_TRUE(::fusebox::cuda::Driver::Get().SetDevice(0).ok());
+  const uint64_t seed = ::fusebox::test_util::Seed();  // fresh per run (FUSEBOX_TEST_SEED repeats one)
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  for (GemmEpilogue e : {GemmEpilogue::kBias, GemmEpilogue::kBiasGelu}) {
+    const Case c{.m = 40, .n = 24, .k = 72, .epilogue = e};
+    const GemmProblem p = ProblemFor(c);
+    std::vector<Operand> as, bs, biases;
+    std::vector<Tensor> outs;
+    for (int call = 0; call < 3; ++call) {
+      as.push_back(RandomOperand(c.m * c.k, 0, c.dtype, rng));
+      bs.push_back(RandomOperand(c.k * c.n, 0, c.dtype, rng));
+      biases.push_back(RandomOperand(c.n, 0, c.dtype, rng));
+      outs.push_back(Tensor::empty({c.m * c.n}, c.dtype, Device::cuda()));
+      ASSERT_TRUE(CublasLtGemm(0, p, as.back().ptr(0), bs.back().ptr(0), outs.back().data_ptr(), biases.back().ptr(0)).ok());
+    }
+    for (size_t call = 0; call < outs.size(); ++call) {
+      SCOPED_TRACE(::testing::Message() << GemmEpilogueName(e) << " call " << call);
+      ExpectProduct(c, p, as[call], bs[call], biases[call], outs[call], 0);
+    }
+  }
 }
 
 TEST(CublasLtGemmTest, UnalignedPointers) {
