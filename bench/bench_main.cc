@@ -105,6 +105,9 @@ int Main(int argc, char** argv) {
   if (device.is_cpu() && !options.quick) report.notes.push_back("CPU: quick sizes (--full for the issue's sizes)");
   const uint64_t seed = std::random_device{}();
   report.notes.push_back(absl::StrCat("inputs: randn from seed ", seed));
+  if (device.is_cuda() && FlushByReading()) {
+    report.notes.push_back("FUSEBOX_BENCH_FLUSH=read: each trial's flush sums 256 MB instead of zeroing it");
+  }
   PrintHeader(report);
 
   if (device.is_cuda()) {

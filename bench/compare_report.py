@@ -97,8 +97,11 @@ def write_markdown(merged, path, png_name):
             f"- fusebox_bench and PyTorch ran in the same call{' (--quick sizes)' if fb['quick'] else ''}; "
             f"fusebox_bench's notes: {'; '.join(fb['notes']) or 'none'}",
             f"- method: {fb['warmup']} warm-up calls, then {fb['trials']} trials each timed with CUDA events "
-            "after zeroing 256 MB on the GPU (as triton.testing.do_bench: the L2 is evicted and the host's launch "
-            "path is hidden; the call-overhead rows measure that); median. Inputs rotated over copies in fresh "
+            + ("after zeroing 256 MB on the GPU (as triton.testing.do_bench: the L2 is evicted and the host's launch "
+               "path is hidden; the call-overhead rows measure that)" if fb.get("flush", "zero") == "zero" else
+               "after summing 256 MB on the GPU (FUSEBOX_BENCH_FLUSH=read, both sides: the L2 is evicted as by "
+               "do_bench's zeroing, but no dirty lines are left for the timed kernels to write back)")
+            + "; median. Inputs rotated over copies in fresh "
             f"buffers while one set is under {fb['rotation_factor']:g}x "
             f"{fb['cache_bytes'] / 2**20:.0f} MiB (both sides use the same count); tiny_gelu: batches of calls on "
             "the host clock, per call",
@@ -143,6 +146,12 @@ def write_markdown(merged, path, png_name):
         rows = [[r["numel"], f"{r['bytes'] / 1e6:.3g}", r["input_sets"]] +
                 [fmt_gbps(r, s, d, ceiling) for s, d, _ in VARIANTS] for r in sweep]
         out += [table(["elements", "MB", "input sets"] + labels, rows), ""]
+    ptx_rows = [[case_label(r), r["shape"], r["dtype"], "<br>".join(r["compiled"].get("ptx", []))]
+                for r in main if r["compiled"].get("ptx")]
+    if ptx_rows:
+        out += ["## PTX of the fusebox compiled kernels (static counts from the PTX; registers, spills and "
+                "shared memory from ptxas -v)", ""]
+        out += [table(["workload", "shape", "dtype", "kernel (xN: identical kernels): summary"], ptx_rows), ""]
     out += ["## First calls and checks", ""]
     rows = []
     for r in results:

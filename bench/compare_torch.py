@@ -39,6 +39,7 @@ from compare_report import merged_case_ok, plot, write_markdown
 REPO = Path(__file__).resolve().parent.parent
 REL_ERR_TOL = {"float32": 1e-5, "bfloat16": 1e-2}  # as bench/suite.cc
 FLUSH_BYTES = 256 << 20  # zeroed before each timed trial, as bench/harness.h kFlushBytes
+FLUSH_MODE = "zero"  # or "read": set from fusebox_bench's JSON ("flush") in main()
 
 
 def fail(message):
@@ -198,9 +199,15 @@ def time_trials(torch, fn, sets, warmup, trials, calls_per_trial):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         # As fusebox_bench (and do_bench): zero 256 MB before each trial, so the
         # L2 is evicted and the GPU is busy while the host launches the call.
-        flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+        # With fusebox_bench's FUSEBOX_BENCH_FLUSH=read (its JSON's "flush"),
+        # sum them instead, as it did: no dirty lines left to write back.
+        by_reading = FLUSH_MODE == "read"
+        flush = torch.zeros(FLUSH_BYTES // 4, dtype=torch.float32 if by_reading else torch.int32, device="cuda")
         for _ in range(trials):
-            flush.zero_()
+            if by_reading:
+                flush.sum()
+            else:
+                flush.zero_()
             start.record()
             step()
             end.record()
@@ -339,6 +346,8 @@ def main():
     torch = import_torch()
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 GEMMs in full float32, as fusebox's
     fb = run_fusebox(args)
+    global FLUSH_MODE
+    FLUSH_MODE = fb.get("flush", "zero")
     if not fb.get("device", "").startswith("cuda"):
         fail(f"fusebox_bench ran on {fb.get('device')}, not the GPU: nothing to compare")
     props = torch.cuda.get_device_properties(0)
@@ -375,7 +384,7 @@ def main():
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a late one must not lose what is written next
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"{date}-{machine}" + ("-quick" if fb["quick"] else "")
+    stem = f"{date}-{machine}" + ("-quick" if fb["quick"] else "") + ("-readflush" if FLUSH_MODE == "read" else "")
     (out_dir / f"{stem}.json").write_text(json.dumps(json_safe(fb), indent=1) + "\n")
     png = out_dir / f"{stem}.png"
     plotted = plot(fb, png)

@@ -22,6 +22,13 @@ inline constexpr double kGpuL2Bytes = 60.0 * 1024 * 1024;
 inline constexpr double kRotationFactor = 2.0;
 // Zeroed on the GPU before each timed trial (TimeTrialsMs), as do_bench's cache clear.
 inline constexpr int64_t kFlushBytes = int64_t{256} << 20;
+
+// FUSEBOX_BENCH_FLUSH=read: the flush before each trial sums the 256 MB
+// instead of zeroing them. Zeroing (do_bench's way, the default) leaves
+// ~60 MB of dirty lines in the L2 that the timed kernels write back; reading
+// leaves none. For A/B runs that show what that write-back costs; the
+// JSON's "flush" records the mode and compare_torch.py times PyTorch alike.
+bool FlushByReading();
 inline constexpr int kMaxInputSets = 1024;
 
 struct Timing {

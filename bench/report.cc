@@ -30,6 +30,7 @@ void PrintDetails(const Result& r) {
   std::printf("  kernels per call: eager %lld (%s), compiled %lld (%s)\n",
               static_cast<long long>(r.eager.kernels_per_call), absl::StrJoin(r.eager.kernels, " ").c_str(),
               static_cast<long long>(r.compiled.kernels_per_call), absl::StrJoin(r.compiled.kernels, " ").c_str());
+  for (const std::string& line : r.compiled.ptx) std::printf("  ptx: %s\n", line.c_str());
   if (r.gemms) {
     std::printf("  the GEMMs alone (%.3g GFLOP per call%s): %lld kernels (%s)\n", r.flops / 1e9,
                 r.epilogue_fusion ? "" : "; matmul epilogue fusion off",

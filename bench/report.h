@@ -27,6 +27,9 @@ struct Side {
   // fused kernels' names (c.kernels()).
   int64_t kernels_per_call = 0;
   std::vector<std::string> kernels;
+  // Compiled CUDA kernels: what their PTX and ptxas -v say (PtxSummary), one
+  // line per distinct summary: "poi_gelu_1 (x16): loads: 4 x 16B, ...".
+  std::vector<std::string> ptx;
 };
 
 struct Result {

@@ -50,6 +50,7 @@ std::string JsonSide(const Side& side, double bytes) {
   return absl::StrCat("{\"cold_ms\": ", JsonNumber(t.cold_ms), ", \"median_ms\": ", JsonNumber(t.median_ms()),
                       ", \"min_ms\": ", JsonNumber(t.min_ms()), ", \"gbps\": ", JsonNumber(GBps(bytes, t.median_ms())),
                       ", \"kernels_per_call\": ", side.kernels_per_call, ", \"kernels\": ", JsonStrings(side.kernels),
+                      ", \"ptx\": ", JsonStrings(side.ptx),
                       ",\n       \"trials_ms\": ", JsonNumbers(t.trials_ms), "}");
 }
 
@@ -85,7 +86,8 @@ void WriteJson(const Report& report, const std::string& path) {
       ", \"filter\": ", JsonString(report.filter), ", \"ok\": ", JsonBool(report.ok()),
       ",\n  \"notes\": ", JsonStrings(report.notes), ",\n  \"cache_bytes\": ", JsonNumber(report.cache_bytes),
       ", \"rotation_factor\": ", JsonNumber(kRotationFactor), ", \"max_input_sets\": ", report.plan.max_input_sets,
-      ", \"warmup\": ", report.plan.warmup, ", \"trials\": ", report.plan.trials);
+      ", \"warmup\": ", report.plan.warmup, ", \"trials\": ", report.plan.trials,
+      ", \"flush\": ", JsonString(FlushByReading() ? "read" : "zero"));
   if (report.copy) {
     const CopyResult& c = *report.copy;
     absl::StrAppend(&json, ",\n  \"copy_ceiling\": {\"bytes\": ", c.bytes, ", \"counted_bytes\": ", 2 * c.bytes,

@@ -128,6 +128,30 @@ void Check(const Workload& w, const std::vector<Tensor>& inputs, const Tensor& e
   if (!(r.rel_err_compiled <= r.rel_err_tol)) r.failures.push_back("compiled result is off the float64 reference");
 }
 
+// One line per distinct PTX summary of `kernels` (the MLP's sixteen gelu
+// kernels are one line), in launch order.
+std::vector<std::string> PtxLines(const std::vector<KernelInfo>& kernels) {
+  std::vector<std::pair<std::string, std::string>> seen;  // summary, first kernel's name
+  std::vector<int> counts;
+  for (const KernelInfo& k : kernels) {
+    if (!k.ptx_summary) continue;
+    const std::string summary = k.ptx_summary->ToString();
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == summary; });
+    if (it != seen.end()) {
+      ++counts[it - seen.begin()];
+    } else {
+      seen.emplace_back(summary, k.name);
+      counts.push_back(1);
+    }
+  }
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    lines.push_back(absl::StrCat(seen[i].second, counts[i] > 1 ? absl::StrCat(" (x", counts[i], ")") : "", ": ",
+                                 seen[i].first));
+  }
+  return lines;
+}
+
 // --profile: the device time of each kernel over a few calls, and how long
 // the host takes to issue one call (tracing and launching, no waiting), with
 // no profiler (which adds its own host time per op) and then under it.
@@ -172,6 +196,7 @@ void Run(const Case& c, Device device, const TimingPlan& plan, double cache_byte
   CompiledWorkload second(w.fn);  // a new compiled function: its plan is in the process's cache
   r.warm_start_ms = TimeOnceMs(device, [&] { (void)second(sets[0]); });
   for (const KernelInfo& k : compiled.kernels()) r.compiled.kernels.push_back(k.name);
+  r.compiled.ptx = PtxLines(compiled.kernels());
   r.compiled.kernels_per_call = static_cast<int64_t>(r.compiled.kernels.size());
   const int expected_kernels = c.fused_kernels > 0 ? c.fused_kernels : w.fused_kernels;
   if (r.compiled.kernels_per_call != expected_kernels) {
