@@ -37,6 +37,13 @@ class IndexExpr {
   // terms: constants and products by multiples of m). The CUDA row printer
   // asks this of `j` to move m consecutive elements in one vector access.
   bool IsVarPlusMultipleOf(const char* var, int64_t m) const;
+  // Whether, over every run of v values of `var` that starts at a multiple
+  // of v (the other indices fixed), the expression takes v consecutive values
+  // starting at a multiple of v: `i`, and broadcasts like `i % 64` (a bias
+  // over rows) or `i / 4096 * 64 + i % 64` when v divides 64. The CUDA
+  // pointwise printer asks this of `i` to move such an operand's v elements
+  // in one vector access, as it moves the dense ones.
+  bool IsAlignedRunOf(const char* var, int64_t v) const;
 
  private:
   enum class Kind { kVar, kConst, kAdd, kMul, kDiv, kMod };

@@ -234,20 +234,35 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   // access (ld.global.v4), when they are in bounds and every pointer is
   // 16-byte aligned; otherwise (the tail, an offset view) it falls back to
   // V scalar iterations. The body is printed once per path, over registers
-  // `<buffer>_v[k]` in the vector path.
+  // `<buffer>_v[k]` in the vector path. A broadcast operand (a bias, read at
+  // `i % n`) is read at its index of the first element, `base`.
   std::string PrintVectorized(const Kernel& k, int v) const {
     auto op_template = [](graph::Op op) { return graph::Info(op).cuda_expr; };
     const char* idx = k.index64 ? "long long" : "int";
+    std::vector<std::string> index_of(k.buffers.size(), "i");
+    for (const Stmt& s : k.body) {
+      if (s.kind == StmtKind::kLoad) index_of[static_cast<size_t>(s.buffer)] = s.index.ToString();
+    }
     std::string aligned, loads, stores;
     Kernel lanes = k;  // the body over register arrays, lane `k`
-    for (BufferParam& b : lanes.buffers) {
+    for (size_t n = 0; n < lanes.buffers.size(); ++n) {
+      BufferParam& b = lanes.buffers[n];
       const std::string type = StorageCType(b.dtype);
       absl::StrAppend(&aligned, aligned.empty() ? "" : " | ", "(unsigned long long)", b.name);
       absl::StrAppend(&loads, "    ", type, " ", b.name, "_v[", v, "];\n");
+      std::string first = "base";
+      if (index_of[n] != "i") {  // its index at i = base, in a scope of its own
+        first = b.name + "_first";
+        absl::StrAppend(&loads, "    ", idx, " ", first, ";\n    {\n      const ", idx, " i = base;\n      ", first, " = ",
+                        index_of[n], ";\n    }\n");
+      }
       // Every element is read or written once (StreamEverywhere).
-      const std::string vec = absl::StrCat("reinterpret_cast<", b.is_output ? "" : "const ", "uint4*>(", b.name, " + base)");
+      const std::string vec =
+          absl::StrCat("reinterpret_cast<", b.is_output ? "" : "const ", "uint4*>(", b.name, " + ", first, ")");
       if (!b.is_output) {
-        absl::StrAppend(&loads, "    *reinterpret_cast<uint4*>(", b.name, "_v) = ", HintedLoad(StreamEverywhere(), vec), ";\n");
+        // A broadcast operand is read again by other threads: never streamed.
+        const CacheHint hint = first == "base" ? StreamEverywhere() : CacheHint::kNormal;
+        absl::StrAppend(&loads, "    *reinterpret_cast<uint4*>(", b.name, "_v) = ", HintedLoad(hint, vec), ";\n");
       } else {
         absl::StrAppend(&stores, "    ", HintedStore(StreamEverywhere(), vec, absl::StrCat("*reinterpret_cast<const uint4*>(", b.name, "_v)")), ";\n");
       }
@@ -293,11 +308,20 @@ int CudaVectorWidth(const Kernel& k) {
     size = DTypeSize(b.dtype);
   }
   if (size != 2 && size != 4) return 1;
-  // Every access at `i` itself: the buffers are walked densely together.
+  const int v = 16 / size;
+  // Every store at `i` itself; every load at `i` too, or an aligned run of
+  // it (a broadcast bias, IsAlignedRunOf), one index per buffer: V threads'
+  // worth of elements are V consecutive elements of every buffer.
+  std::vector<std::string> index_of(k.buffers.size());
   for (const Stmt& s : k.body) {
-    if ((s.kind == StmtKind::kLoad || s.kind == StmtKind::kStore) && s.index.ToString() != "i") return 1;
+    if (s.kind != StmtKind::kLoad && s.kind != StmtKind::kStore) continue;
+    const std::string index = s.index.ToString();
+    if (s.kind == StmtKind::kStore ? index != "i" : !s.index.IsAlignedRunOf("i", v)) return 1;
+    std::string& seen = index_of[static_cast<size_t>(s.buffer)];
+    if (!seen.empty() && seen != index) return 1;
+    seen = index;
   }
-  return 16 / size;
+  return v;
 }
 
 std::string PrintCuda(const Kernel& kernel) {

@@ -95,6 +95,38 @@ TEST(CudaTest, VectorizedPointwiseTailAndUnalignedViews) {
   EXPECT_THAT(compiled.kernels().at(0).source, HasSubstr("uint4"));
 }
 
+// A bias (or any operand broadcast along the leading dims) moves in the
+// same 16-byte accesses as the dense operands when its rows are a multiple
+// of the vector width; other rows, a misaligned bias or x, and the tail take
+// the scalar path. All against float64.
+TEST(CudaTest, BroadcastOperandsInVectorizedKernels) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto compiled = compile([](const Tensor& x, const Tensor& b) { return gelu(x + b, "tanh"); },
+                          CompileOptions{.dynamic = false});
+  const uint64_t seed = FreshSeed();
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{33, 64}, {7, 48}, {5, 12}, {3, 6}, {1, 8}}) {
+      for (int64_t offset : {0, 1}) {  // 1: both pointers off 16-byte alignment
+        SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " [" << rows << ", " << cols << "] offset " << offset);
+        Tensor xs = randn({rows * cols + offset}, Device::cuda(0), seed + rows * 131 + cols + offset).to(dtype);
+        Tensor bs = randn({cols + offset}, Device::cuda(0), seed + cols * 7 + offset + 1).to(dtype);
+        Tensor x = xs.narrow(0, offset, rows * cols).view({rows, cols}), b = bs.narrow(0, offset, cols);
+        const std::vector<double> xv = x.to_double_vector(), bv = b.to_double_vector();
+        const std::vector<double> got = compiled(x, b).to(DType::kFloat32).to_double_vector();
+        ASSERT_EQ(got.size(), xv.size());
+        const double tol = dtype == DType::kFloat32 ? 1e-5 : 2e-2;
+        for (size_t i = 0; i < got.size(); ++i) {
+          const double want = GeluRef(xv[i] + bv[i % static_cast<size_t>(cols)]);
+          ASSERT_NEAR(got[i], want, tol * (1 + std::fabs(want))) << "at " << i;
+        }
+        // Rows of 64, 48 and 12 floats (64 and 48 bf16) are whole vectors.
+        const int lanes = dtype == DType::kFloat32 ? 4 : 8;
+        EXPECT_EQ(compiled.kernels().at(0).source.find("in1_first") != std::string::npos, cols % lanes == 0);
+      }
+    }
+  }
+}
+
 TEST(CudaTest, FreedMemoryIsReusedByTheCachingAllocator) {
   SKIP_WITHOUT_CUDA();
   auto& alloc = cuda::CachingAllocator::ForDevice(0);
