@@ -174,9 +174,11 @@ class ReductionLowerer {
     // of at least 64 rows for ~512 blocks in all (~4 per SM of an H200's
     // 132, all resident at once). Measured on the H200 with 8192 x 8192 f32:
     // 512 blocks 4090 GB/s, 256 or 1024 3920, 4096 3650.
+    // FUSEBOX_TUNE_COLUMN_BLOCKS sets the 512, for A/B runs.
     if (k.strategy == RowStrategy::kThreadPerRow) {
+      static const int64_t blocks = std::max<int64_t>(TuneInt("FUSEBOX_TUNE_COLUMN_BLOCKS", 512), 1);
       const int64_t tiles = (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
-      const int64_t split = std::min(512 / tiles, k.row_length / 64);
+      const int64_t split = std::min(blocks / tiles, k.row_length / 64);
       if (split < 2) return 0;
       // Chunks are whole unrolled steps (CudaColumnChunk): none left empty.
       const int64_t chunk = CudaColumnChunk(k.row_length, split);

@@ -7,6 +7,7 @@
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/row_printer.h"
+#include "backend/tune.h"
 #include "tensor/error.h"
 
 namespace fusebox::backend {
@@ -105,7 +106,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   // Unrolled: several rows' loads in flight per thread.
   std::string OpenRowLoop(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
-    return absl::StrCat("#pragma unroll ", kCudaColumnUnroll, "\n    for (", idx, " j = 0; j < ", k.row_length,
+    return absl::StrCat("#pragma unroll ", CudaColumnUnroll(), "\n    for (", idx, " j = 0; j < ", k.row_length,
                         k.index64 ? "LL" : "", "; ++j) {\n");
   }
   std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
@@ -131,7 +132,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   //  kBlockPerRow: a block per (row, chunk), combined across the block;
   //    partial (r, p) at r * split + p; then a block per row.
   //  kThreadPerRow (column reductions): a block per (256 columns, chunk), a
-  //    thread walking its column's chunk kCudaColumnUnroll rows at a time,
+  //    thread walking its column's chunk CudaColumnUnroll() rows at a time,
   //    unrolled: the rows' loads are independent (only the fold is a chain),
   //    so that many are in flight per thread; partial (r, p) at
   //    p * num_rows + r, so neighbouring threads write and read neighbouring
@@ -202,9 +203,9 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
                     " ? begin + ", chunk, " : ", length, ";\n", columns ? absl::StrCat("  if (r < ", rows, ") {\n") : "  {\n");
     for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
     if (columns) {
-      // Chunks are whole steps of kCudaColumnUnroll rows; only the last has a tail.
-      absl::StrAppend(&out, "    ", idx, " j0 = begin;\n    for (; j0 + ", kCudaColumnUnroll, " <= end; j0 += ",
-                      kCudaColumnUnroll, ") {\n#pragma unroll\n      for (int u = 0; u < ", kCudaColumnUnroll,
+      // Chunks are whole steps of CudaColumnUnroll() rows; only the last has a tail.
+      absl::StrAppend(&out, "    ", idx, " j0 = begin;\n    for (; j0 + ", CudaColumnUnroll(), " <= end; j0 += ",
+                      CudaColumnUnroll(), ") {\n#pragma unroll\n      for (int u = 0; u < ", CudaColumnUnroll(),
                       "; ++u) {\n        const ", idx, " j = j0 + u;\n", fold("        "), "      }\n    }\n",
                       "    for (", idx, " j = j0; j < end; ++j) {\n", fold("      "), "    }\n    {\n",
                       partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false));
@@ -356,9 +357,17 @@ int64_t CudaCombineGridSize(const Kernel& k) {
   return k.strategy == RowStrategy::kThreadPerRow ? (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize : k.num_rows;
 }
 
+int CudaColumnUnroll() {
+  static const int unroll = [] {
+    const int64_t n = TuneInt("FUSEBOX_TUNE_COLUMN_UNROLL", 8);
+    return n >= 1 && n <= 64 && (n & (n - 1)) == 0 ? static_cast<int>(n) : 8;
+  }();
+  return unroll;
+}
+
 int64_t CudaColumnChunk(int64_t rows, int64_t split) {
   const int64_t chunk = (rows + split - 1) / split;
-  return (chunk + kCudaColumnUnroll - 1) / kCudaColumnUnroll * kCudaColumnUnroll;
+  return (chunk + CudaColumnUnroll() - 1) / CudaColumnUnroll() * CudaColumnUnroll();
 }
 
 int64_t CudaSplitChunk(const Kernel& k) {

@@ -16,8 +16,9 @@ inline constexpr int kCudaElementsPerThread = 4;
 inline constexpr int kCudaElementsPerBlock = kCudaBlockSize * kCudaElementsPerThread;
 
 inline constexpr int kCudaRowsPerWarpBlock = kCudaBlockSize / 32;
-// Split column reductions: rows of a chunk each thread loads before folding.
-inline constexpr int kCudaColumnUnroll = 8;
+// Column reductions: rows of a column each thread loads before folding (8;
+// FUSEBOX_TUNE_COLUMN_UNROLL, a power of two up to 64, for A/B runs).
+int CudaColumnUnroll();
 
 std::string PrintCuda(const Kernel& kernel);
 
@@ -42,9 +43,9 @@ std::string CudaPrelude();
 int64_t CudaCombineGridSize(const Kernel& kernel);
 
 // Split reductions: the elements of a row each partial result folds (the
-// last chunk may be shorter); column chunks are whole kCudaColumnUnroll steps.
+// last chunk may be shorter); column chunks are whole CudaColumnUnroll() steps.
 int64_t CudaSplitChunk(const Kernel& kernel);
-// A column of `rows` split `split` ways: chunks of whole kCudaColumnUnroll steps.
+// A column of `rows` split `split` ways: chunks of whole CudaColumnUnroll() steps.
 int64_t CudaColumnChunk(int64_t rows, int64_t split);
 
 }  // namespace fusebox::backend

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "backend/cpu/cpp_printer.h"
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/nvrtc.h"
@@ -194,7 +195,7 @@ TEST(CodegenTest, FewColumnsAreSplitIntoChunksOnCuda) {
   EXPECT_EQ(k.num_rows, 1000);
   ASSERT_GT(k.split, 1);
   const int64_t chunk = backend::CudaSplitChunk(k);
-  EXPECT_EQ(chunk % backend::kCudaColumnUnroll, 0);
+  EXPECT_EQ(chunk % backend::CudaColumnUnroll(), 0);
   EXPECT_GE(chunk, 64);
   EXPECT_LT((k.split - 1) * chunk, k.row_length) << "no empty chunk";
   EXPECT_GE(k.split * chunk, k.row_length);
@@ -211,7 +212,7 @@ TEST(CodegenTest, FewColumnsAreSplitIntoChunksOnCuda) {
   EXPECT_THAT(out->ptx, HasSubstr(".entry " + k.name + "_partial"));
   // The unrolled step's loads are all in the PTX (one per row, plus the tail's).
   const PtxSummary summary = backend::SummarizePtx(out->ptx, out->log);
-  EXPECT_GE(summary.global_loads.at(4), backend::kCudaColumnUnroll + 1) << summary.ToString();
+  EXPECT_GE(summary.global_loads.at(4), backend::CudaColumnUnroll() + 1) << summary.ToString();
   EXPECT_EQ(summary.shfl_sync, 0) << "columns need no shuffles";
 }
 
@@ -254,7 +255,7 @@ TEST(CodegenTest, ColumnReductionsThatStayUnsplit) {
   backend::Kernel wide = LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({128, 1 << 17})});
   EXPECT_EQ(wide.split, 0);
   const std::string source = backend::PrintCuda(wide);
-  EXPECT_THAT(source, HasSubstr("#pragma unroll 8\n    for (int j = 0; j < 128; ++j)"));
+  EXPECT_THAT(source, HasSubstr(absl::StrCat("#pragma unroll ", backend::CudaColumnUnroll(), "\n    for (int j = 0; j < 128; ++j)")));
   EXPECT_TRUE(cuda::CompileWithNvrtc(source, wide.name, 90).ok());
 }
 
