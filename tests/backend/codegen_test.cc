@@ -138,6 +138,22 @@ TEST(CodegenTest, BroadcastBiasIsVectorized) {
             8);
   EXPECT_EQ(backend::CudaVectorWidth(LowerOnly(bias_gelu, {randn({64, 6}), randn({6})})), 1);
   EXPECT_EQ(backend::CudaVectorWidth(LowerOnly(bias_gelu, {randn({64, 48}), randn({64, 1})})), 1);
+
+  // The shapes CudaTest.BroadcastOperandsInVectorizedKernels runs on the GPU:
+  // rows a multiple of the width read the bias as a run (`in1_first`); a
+  // single row's bias folds to `i`, a dense operand; other rows stay scalar.
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const int lanes = dtype == DType::kFloat32 ? 4 : 8;
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{33, 64}, {7, 48}, {5, 12}, {3, 6}, {1, 8}}) {
+      const backend::Kernel k = LowerOnly(bias_gelu, {randn({rows, cols}).to(dtype), randn({cols}).to(dtype)});
+      const std::string cuda = backend::PrintCuda(k);
+      const bool vector = cols % lanes == 0 || rows == 1;
+      EXPECT_EQ(backend::CudaVectorWidth(k), vector ? lanes : 1) << DTypeName(dtype) << " " << rows << "x" << cols;
+      EXPECT_EQ(cuda.find("in1_first") != std::string::npos, vector && rows > 1) << DTypeName(dtype) << " " << rows << "x" << cols;
+      EXPECT_EQ(cuda.find("in1_v[") != std::string::npos, vector) << DTypeName(dtype) << " " << rows << "x" << cols;
+      EXPECT_TRUE(cuda::CompileWithNvrtc(cuda, k.name, 90).ok()) << DTypeName(dtype) << " " << rows << "x" << cols;
+    }
+  }
 }
 
 TEST(CodegenTest, IndicesPast2To31Use64Bits) {
