@@ -235,18 +235,6 @@ void Run(const Case& c, Device device, const TimingPlan& plan, double cache_byte
   }
 }
 
-// Sets matmul epilogue fusion for the lifetime of a case, then restores it.
-class EpilogueFusionScope {
- public:
-  explicit EpilogueFusionScope(bool on) : before_(matmul_epilogue_fusion()) { set_matmul_epilogue_fusion(on); }
-  ~EpilogueFusionScope() { set_matmul_epilogue_fusion(before_); }
-  EpilogueFusionScope(const EpilogueFusionScope&) = delete;
-  EpilogueFusionScope& operator=(const EpilogueFusionScope&) = delete;
-
- private:
-  bool before_;
-};
-
 }  // namespace
 
 std::vector<Case> SuiteCases(bool quick) {
@@ -320,7 +308,7 @@ Result RunCase(const Case& c, Device device, const TimingPlan& plan, double cach
   r.plan.calls_per_trial = c.calls_per_trial;
   r.plan.warmup = std::max(plan.warmup, c.calls_per_trial);
   try {
-    EpilogueFusionScope epilogue(c.epilogue_fusion);
+    MatmulEpilogueFusionScope epilogue(c.epilogue_fusion);
     Run(c, device, r.plan, cache_bytes, seed, r);
   } catch (const std::exception& e) {
     r.failures.push_back(absl::StrCat("error: ", e.what()));

@@ -28,6 +28,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 void set_matmul_epilogue_fusion(bool on);
 bool matmul_epilogue_fusion();
 
+// set_matmul_epilogue_fusion(on) for the scope's lifetime; the setting
+// before it comes back at its end.
+class MatmulEpilogueFusionScope {
+ public:
+  explicit MatmulEpilogueFusionScope(bool on) : before_(matmul_epilogue_fusion()) { set_matmul_epilogue_fusion(on); }
+  ~MatmulEpilogueFusionScope() { set_matmul_epilogue_fusion(before_); }
+  MatmulEpilogueFusionScope(const MatmulEpilogueFusionScope&) = delete;
+  MatmulEpilogueFusionScope& operator=(const MatmulEpilogueFusionScope&) = delete;
+
+ private:
+  bool before_;
+};
+
 // Whether float32 matmuls on CUDA may use TF32 tensor cores (as
 // torch.backends.cuda.matmul.allow_tf32; off by default). Read at each GEMM.
 void set_matmul_allow_tf32(bool allow);

@@ -98,21 +98,11 @@ void CheckBatched(Device device) {
               Tol(DType::kFloat32, k));
 }
 
-// Sets set_matmul_epilogue_fusion for a scope, then restores it.
-class EpilogueFusion {
- public:
-  explicit EpilogueFusion(bool on) : before_(matmul_epilogue_fusion()) { set_matmul_epilogue_fusion(on); }
-  ~EpilogueFusion() { set_matmul_epilogue_fusion(before_); }
-
- private:
-  bool before_;
-};
-
 // Without epilogue fusion, gelu(linear(x, W, b)): the GEMM, then one
 // pointwise kernel for the bias and the gelu; an operand computed in the
 // graph is stored by a kernel first.
 void CheckFusionAround(Device device) {
-  EpilogueFusion off(false);
+  MatmulEpilogueFusionScope off(false);
   const int64_t m = 31, k = 40, n = 24;
   Tensor x = randn({m, k}, Device::cpu(), FreshSeed()), w = randn({n, k}, Device::cpu(), FreshSeed());
   Tensor bias = randn({n}, Device::cpu(), FreshSeed());
@@ -146,7 +136,7 @@ void CheckFusionAround(Device device) {
 // one kernel for the bias and the gelu; against float64 layer by layer from
 // the same weights.
 void CheckMlp(Device device) {
-  EpilogueFusion off(false);
+  MatmulEpilogueFusionScope off(false);
   const int64_t batch = 9, dim = 24, layers = 3;
   nn::MLP mlp(dim, layers, device, DType::kFloat32, FreshSeed(), "tanh");
   Tensor x = randn({batch, dim}, Device::cpu(), FreshSeed());
