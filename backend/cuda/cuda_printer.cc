@@ -1,6 +1,9 @@
 #include "backend/cuda/cuda_printer.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
@@ -12,6 +15,23 @@
 
 namespace fusebox::backend {
 namespace {
+
+// Per buffer, the index its loads or stores use in a pointwise kernel whose
+// V-element runs line up in every buffer: every store at `i` itself, every
+// load at `i` too or at an aligned run of it (a broadcast bias,
+// IsAlignedRunOf), one index per buffer. Null for any other kernel.
+std::optional<std::vector<std::string>> VectorIndices(const Kernel& k, int v) {
+  std::vector<std::string> index_of(k.buffers.size());
+  for (const Stmt& s : k.body) {
+    if (s.kind != StmtKind::kLoad && s.kind != StmtKind::kStore) continue;
+    const std::string index = s.index.ToString();
+    if (s.kind == StmtKind::kStore ? index != "i" : !s.index.IsAlignedRunOf("i", v)) return std::nullopt;
+    std::string& seen = index_of[static_cast<size_t>(s.buffer)];
+    if (!seen.empty() && seen != index) return std::nullopt;
+    seen = index;
+  }
+  return index_of;
+}
 
 class CudaPrinter : public CPrinter {
   friend std::string fusebox::backend::CudaPrelude();
@@ -240,10 +260,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   std::string PrintVectorized(const Kernel& k, int v) const {
     auto op_template = [](graph::Op op) { return graph::Info(op).cuda_expr; };
     const char* idx = k.index64 ? "long long" : "int";
-    std::vector<std::string> index_of(k.buffers.size(), "i");
-    for (const Stmt& s : k.body) {
-      if (s.kind == StmtKind::kLoad) index_of[static_cast<size_t>(s.buffer)] = s.index.ToString();
-    }
+    const std::vector<std::string> index_of = *VectorIndices(k, v);  // CudaVectorWidth checked it
     std::string aligned, loads, stores;
     Kernel lanes = k;  // the body over register arrays, lane `k`
     for (size_t n = 0; n < lanes.buffers.size(); ++n) {
@@ -252,7 +269,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       absl::StrAppend(&aligned, aligned.empty() ? "" : " | ", "(unsigned long long)", b.name);
       absl::StrAppend(&loads, "    ", type, " ", b.name, "_v[", v, "];\n");
       std::string first = "base";
-      if (index_of[n] != "i") {  // its index at i = base, in a scope of its own
+      if (!index_of[n].empty() && index_of[n] != "i") {  // its index at i = base, in a scope of its own
         first = b.name + "_first";
         absl::StrAppend(&loads, "    ", idx, " ", first, ";\n    {\n      const ", idx, " i = base;\n      ", first, " = ",
                         index_of[n], ";\n    }\n");
@@ -310,19 +327,7 @@ int CudaVectorWidth(const Kernel& k) {
   }
   if (size != 2 && size != 4) return 1;
   const int v = 16 / size;
-  // Every store at `i` itself; every load at `i` too, or an aligned run of
-  // it (a broadcast bias, IsAlignedRunOf), one index per buffer: V threads'
-  // worth of elements are V consecutive elements of every buffer.
-  std::vector<std::string> index_of(k.buffers.size());
-  for (const Stmt& s : k.body) {
-    if (s.kind != StmtKind::kLoad && s.kind != StmtKind::kStore) continue;
-    const std::string index = s.index.ToString();
-    if (s.kind == StmtKind::kStore ? index != "i" : !s.index.IsAlignedRunOf("i", v)) return 1;
-    std::string& seen = index_of[static_cast<size_t>(s.buffer)];
-    if (!seen.empty() && seen != index) return 1;
-    seen = index;
-  }
-  return v;
+  return VectorIndices(k, v) ? v : 1;
 }
 
 std::string PrintCuda(const Kernel& kernel) {
