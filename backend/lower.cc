@@ -1,6 +1,7 @@
 #include "backend/lower.h"
 
 #include "backend/lower_util.h"
+#include "backend/row_reciprocals.h"
 
 #include <climits>
 #include <optional>
@@ -162,7 +163,7 @@ class Lowerer {
 }  // namespace
 
 Kernel LowerKernel(const fusion::Plan& plan, const fusion::KernelGroup& group) {
-  if (group.kind != fusion::KernelKind::kPointwise) return LowerReduction(plan, group);
+  if (group.kind != fusion::KernelKind::kPointwise) return MultiplyByRowReciprocals(LowerReduction(plan, group));
   return Lowerer(plan, group).Run();
 }
 

@@ -44,6 +44,16 @@ std::optional<int64_t> NumberBefore(absl::string_view line, absl::string_view su
   return value;
 }
 
+// A cp.async instruction's operands after its mnemonic ("[%r1], [%rd2], 16;"):
+// the copy's size, its last operand.
+int AsyncCopyBytes(absl::string_view operands) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(operands, ',');
+  int bytes = 0;
+  return absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripAsciiWhitespace(parts.back()), ";")), &bytes)
+             ? bytes
+             : 0;
+}
+
 // One memory instruction's mnemonic ("ld.global.nc.v4.f32"): counted into
 // `summary` when it touches global or shared memory.
 void CountMemory(absl::string_view mnemonic, PtxSummary* summary) {
@@ -79,6 +89,7 @@ std::string PtxSummary::ToString() const {
     absl::StrAppend(&out, ", shared loads: ", Widths(shared_loads), ", shared stores: ", Widths(shared_stores));
   }
   if (stack_frame_bytes > 0) absl::StrAppend(&out, ", stack: ", stack_frame_bytes, " B");
+  if (!async_copies.empty()) absl::StrAppend(&out, ", cp.async: ", Widths(async_copies));
   return out;
 }
 
@@ -94,6 +105,10 @@ PtxSummary SummarizePtx(absl::string_view ptx, absl::string_view ptxas_log) {
     }
     const absl::string_view mnemonic = line.substr(0, line.find_first_of(" \t;"));
     if (absl::StartsWith(mnemonic, "shfl.sync")) ++s.shfl_sync;
+    if (absl::StartsWith(mnemonic, "cp.async.") && absl::StrContains(mnemonic, ".shared") &&
+        absl::StrContains(mnemonic, ".global")) {
+      ++s.async_copies[AsyncCopyBytes(line.substr(mnemonic.size()))];
+    }
     CountMemory(mnemonic, &s);
   }
   for (absl::string_view line : absl::StrSplit(ptxas_log, '\n')) {

@@ -18,6 +18,9 @@ struct PtxSummary {
   // ld.global.nc.* (read-only path) counts as a global load.
   std::map<int, int64_t> global_loads, global_stores;
   std::map<int, int64_t> shared_loads, shared_stores;
+  // cp.async global -> shared copies by size ("cp.async.cg.shared.global
+  // [s], [g], 16;" is one of 16 bytes): loads that bypass the registers.
+  std::map<int, int64_t> async_copies;
   int64_t shfl_sync = 0;
   // From ptxas -v. A module with several entry functions (a split reduction
   // and its _partial kernel): the largest registers, shared memory and stack
@@ -27,6 +30,7 @@ struct PtxSummary {
   int64_t shared_memory_bytes = 0, stack_frame_bytes = 0;
 
   // "loads: 4 x 16B, stores: 4 x 16B, shfl.sync: 10, registers: 24, spills: 0 B, smem: 256 B"
+  // (then ", cp.async: 8 x 16B" where there are any)
   std::string ToString() const;
 };
 

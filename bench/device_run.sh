@@ -24,7 +24,7 @@
 #      <date>-<machine>.md .png .json   (compare_torch.py; its log is appended
 #                                        to bench.log)
 #    `remote-bench` does the same without the tests (a cheaper call when only
-#    the numbers are wanted); FUSEBOX_BENCH_ARGS="--filter mlp --profile"
+#    the numbers are wanted), `remote-tests` runs the tests alone; FUSEBOX_BENCH_ARGS="--filter mlp --profile"
 #    before it passes flags to fusebox_bench (then compare_torch.py compares
 #    those cases only). Commit the .md and .png under bench/results/.
 #    It exits non-zero when the bench, a test binary or the comparison fails.
@@ -62,7 +62,7 @@ build_here() {
   echo 'next: device run with command "bash bench/device_run.sh remote", carry ["build-device/dist"], timeout_s 600'
 }
 
-# $1: "all" (bench and tests) or "bench".
+# $1: "all" (bench and tests), "bench" or "tests".
 run_remote() {
   : "${OUT:?remote mode runs on the device machine, where the tool sets OUT}"
   export LD_LIBRARY_PATH="$root/$dist/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -85,6 +85,14 @@ run_remote() {
   } >"$OUT/device.txt" 2>&1
 
   local status=0
+  [[ $1 == tests ]] || run_bench || status=1
+  [[ $1 == bench ]] || run_tests || status=1
+  return $status
+}
+
+# fusebox_bench into bench.log and bench.json, then the A/B settings.
+run_bench() {
+  local status=0
   # FUSEBOX_BENCH_ARGS: more flags for this run (e.g. "--filter mlp --profile").
   echo "== fusebox_bench ${FUSEBOX_BENCH_ARGS:-}"
   # shellcheck disable=SC2086  # word splitting of the flags is wanted
@@ -104,8 +112,13 @@ run_remote() {
       env $vars "$dist/bin/fusebox_bench" ${filter:+--filter "$filter"} 2>&1 | tee -a "$OUT/bench.log" || status=1
     done
   fi
-  [[ $1 == bench ]] && return $status
+  return $status
+}
 
+# The GPU tests: every test binary in parallel, one log each, gathered into
+# tests.log, and a summary line per binary.
+run_tests() {
+  local status=0
   echo "== tests (in parallel, one log each, gathered into tests.log)"
   local logs=/tmp/fusebox-test-logs t name
   rm -rf "$logs"
@@ -164,14 +177,17 @@ summary() {
 
 case "$mode" in
   build) build_here ;;
-  remote | remote-bench)
+  remote | remote-bench | remote-tests)
     status=0
-    run_remote "$([[ $mode == remote ]] && echo all || echo bench)" || status=1
+    what=all
+    [[ $mode == remote-bench ]] && what=bench
+    [[ $mode == remote-tests ]] && what=tests
+    run_remote "$what" || status=1
     if [[ -f $OUT/bench.json ]]; then run_compare || status=1; fi
     summary $status
     ;;
   *)
-    echo "usage: bench/device_run.sh [build|remote|remote-bench]" >&2
+    echo "usage: bench/device_run.sh [build|remote|remote-bench|remote-tests]" >&2
     exit 2
     ;;
 esac

@@ -14,6 +14,8 @@ int CudaCacheHintLevel() {
 
 CacheHint StreamEverywhere() { return CudaCacheHintLevel() >= 2 ? CacheHint::kStream : CacheHint::kNormal; }
 
+CacheHint StreamReadOnlyReduction() { return CudaCacheHintLevel() >= 1 ? CacheHint::kStream : CacheHint::kNormal; }
+
 // __ldcs / __stcs are PTX's .cs ("cache streaming": evict-first in L1 and
 // L2); evict-last needs a cache policy (createpolicy) on the load.
 const char* CacheHintPrelude() {

@@ -18,11 +18,19 @@ namespace fusebox::backend {
 enum class CacheHint { kNormal, kStream, kKeep };
 
 // FUSEBOX_TUNE_CACHE_HINTS (read once; docs/debugging.md): 0 no hints, 1
-// (default) hints in kernels that re-read rows from the L2, 2 also streams
-// read-once data in every kernel.
+// (default) hints in kernels that re-read rows from the L2 and streamed
+// loads in reductions that only read, 2 also streams read-once data in
+// every kernel.
 int CudaCacheHintLevel();
 // kStream where read-once data of any kernel is streamed (level 2), else kNormal.
 CacheHint StreamEverywhere();
+// The hint of a read-once load in a reduction that stores nothing per
+// element and reads its rows whole (a row sum): kStream from level 1.
+// Measured on the H200 (bench/experiments/sums.cu): a row sum over 8192 x
+// 8192 4031 GB/s streamed, 3753 not; where the kernel also stores rows
+// (softmax) streaming its loads measured 2% slower, and a column sum's
+// partial kernel 3% slower, so those stay at StreamEverywhere().
+CacheHint StreamReadOnlyReduction();
 
 // Device helpers the hinted accesses call: fb_ld_stream / fb_ld_keep (loads
 // of unsigned int, uint2, uint4 and the scalar storage types) and

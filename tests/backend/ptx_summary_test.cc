@@ -74,6 +74,21 @@ TEST(PtxSummaryTest, CountsHandWrittenPtxByWidthAndReadsThePtxasLog) {
 
 // The tests cross-compile every CPU kernel for sm_90, so CPU kernels carry
 // the summary of their CUDA twin.
+TEST(PtxSummaryTest, CountsAsyncCopiesBySize) {
+  const PtxSummary s = backend::SummarizePtx(R"(
+	cp.async.cg.shared.global [%r4], [%rd7], 16;
+	@%p2 cp.async.cg.shared.global [%r5], [%rd8], 16;
+	cp.async.ca.shared.global [%r6], [%rd9], 8;
+	cp.async.commit_group;
+	cp.async.wait_all;
+	ld.shared.v4.f32 {%f1, %f2, %f3, %f4}, [%r4];
+)", "");
+  EXPECT_THAT(s.async_copies, ElementsAre(Pair(8, 1), Pair(16, 2)));
+  EXPECT_TRUE(s.global_loads.empty());
+  EXPECT_THAT(s.shared_loads, ElementsAre(Pair(16, 1)));
+  EXPECT_THAT(s.ToString(), ::testing::EndsWith(", cp.async: 1 x 8B + 2 x 16B"));
+}
+
 TEST(PtxSummaryTest, ManualGeluMovesSixteenBytesPerThreadWithAScalarTail) {
   auto compiled = compile(ManualGelu);
   // A size no other test of this binary compiles: NVRTC on the H200 machine

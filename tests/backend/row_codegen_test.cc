@@ -60,6 +60,12 @@ Compiled CompileCuda(const backend::Kernel& k) {
   return c;
 }
 
+int64_t CountSubstr(const std::string& text, const std::string& part) {
+  int64_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
 int64_t Count(const std::map<int, int64_t>& by_width, int width) {
   auto it = by_width.find(width);
   return it == by_width.end() ? 0 : it->second;
@@ -97,6 +103,31 @@ TEST(RowCodegenTest, SoftmaxRowsMoveSixteenBytesWithoutSpills) {
     EXPECT_THAT(c.source, HasSubstr("if (fb_vec)"));
     ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
   }
+}
+
+// Rows read once (a sum: one pass, no element stores) take 8 values per
+// thread at any length, so more threads have loads in flight (row sum over
+// 8192 on the H200: 1024 threads of 8 values 4025 GB/s, 512 of 16 3836);
+// softmax keeps 16 past 4096 (above). Their loads stream.
+TEST(RowCodegenTest, RowsReadOnceTakeEightValuesPerThread) {
+  for (int64_t cols : {2048, 8192}) {
+    SCOPED_TRACE(cols);
+    backend::Kernel k = LowerLast([](auto& in) { return sum(in[0], -1); }, {randn({64, cols})});
+    EXPECT_EQ(k.kind, fusion::KernelKind::kPersistent);
+    const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k);
+    EXPECT_EQ(layout.block_size, cols / 8);
+    EXPECT_EQ(layout.groups * layout.vector_width, 8);
+    const Compiled c = CompileCuda(k);
+    EXPECT_EQ(Count(c.summary.global_loads, 16), 2) << c.summary.ToString();
+    ExpectVectorizedWithoutSpills(c, /*stores_rows=*/false);
+    // Read once and nothing stored per element: the loads stream
+    // (evict-first), leaving the L2 to other data.
+    EXPECT_THAT(c.ptx, HasSubstr("ld.global.cs.v4"));
+  }
+  // A column sum's partial kernel does not (measured slower).
+  const Compiled columns = CompileCuda(LowerLast([](auto& in) { return sum(in[0], 0); }, {randn({4096, 1024})}));
+  EXPECT_THAT(columns.source, HasSubstr("_partial("));
+  EXPECT_THAT(columns.ptx, Not(HasSubstr("ld.global.cs")));
 }
 
 TEST(RowCodegenTest, NormsLoadRowsAndWeightsInSixteenBytes) {
@@ -148,7 +179,8 @@ TEST(RowCodegenTest, RowsOverTheRegisterBudgetLoopInsteadOfSpilling) {
 // Re-read rows past the registers of a block of 1024 (softmax over 65536:
 // 64 values per thread) keep the first 32 values of each thread in
 // registers and the rest in dynamic shared memory (128 KB a block), so the
-// row is read from HBM once; consecutive threads touch consecutive words.
+// row is read from HBM once; consecutive threads touch consecutive 16-byte
+// groups, copied there by cp.async (all of a row's loads in flight at once).
 // Where even that is too much (three inputs held) the persistent kernel
 // still loops; before sm_90 the limit is lower.
 TEST(RowCodegenTest, LongReReadRowsStayOnChipInRegistersAndSharedMemory) {
@@ -163,14 +195,26 @@ TEST(RowCodegenTest, LongReReadRowsStayOnChipInRegistersAndSharedMemory) {
   EXPECT_EQ(layout.shared_groups, 8);
   EXPECT_EQ(layout.shared_bytes, 8 * 4 * 1024 * 4);
   const Compiled c = CompileCuda(softmax);
-  EXPECT_THAT(c.source, HasSubstr("fb_row_cache<float, 32, 1024> c0;"));
+  EXPECT_THAT(c.source, HasSubstr("fb_row_cache<float, 32, 1024, 4> c0;"));
   EXPECT_THAT(c.source, HasSubstr("extern __shared__"));
   ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
   EXPECT_EQ(c.summary.stack_frame_bytes, 0) << c.summary.ToString();
-  EXPECT_GT(Count(c.summary.shared_loads, 4), 0) << c.summary.ToString();
-  // One HBM read: 16 groups loaded once, no L2 keep hints needed.
-  EXPECT_EQ(Count(c.summary.global_loads, 16), 16) << c.summary.ToString();
+  // The aligned instance's three passes read the 8 shared groups as
+  // 16-byte vectors.
+  EXPECT_GE(Count(c.summary.shared_loads, 16), 3 * 8) << c.summary.ToString();
+  // The kernel picks its aligned or its scalar instance once.
+  EXPECT_THAT(c.source, HasSubstr("red_fused_div_exp_max_sub_sum_0_rows<true>(in0, out0);"));
+  EXPECT_THAT(c.source, HasSubstr("red_fused_div_exp_max_sub_sum_0_rows<false>(in0, out0);"));
+  // One HBM read: 16 groups loaded once (8 into registers, 8 by cp.async
+  // into shared memory), no L2 keep hints needed.
+  EXPECT_EQ(Count(c.summary.global_loads, 16), 8) << c.summary.ToString();
+  EXPECT_EQ(Count(c.summary.async_copies, 16), 8) << c.summary.ToString();
+  EXPECT_THAT(c.ptx, HasSubstr("cp.async.wait_all"));
   EXPECT_THAT(c.ptx, Not(HasSubstr("cache_hint")));
+  // The division by the row's sum is one reciprocal per instance (aligned
+  // and scalar), not one per element.
+  EXPECT_EQ(CountSubstr(c.ptx, "div.rn.f32") + CountSubstr(c.ptx, "rcp.rn.f32"), 2);
+
 
   for (const backend::Kernel& k : {LowerLast(LayerNorm, {randn({4, 65536}), randn({65536}), randn({65536})}),
                                    LowerLast([](auto& in) { return ManualSoftmax(in[0]); },
@@ -180,6 +224,9 @@ TEST(RowCodegenTest, LongReReadRowsStayOnChipInRegistersAndSharedMemory) {
     const Compiled other = CompileCuda(k);
     EXPECT_EQ(other.summary.spill_store_bytes + other.summary.spill_load_bytes, 0) << other.summary.ToString();
     EXPECT_EQ(other.summary.stack_frame_bytes, 0) << other.summary.ToString();
+    // bf16 rows are held as float: converted on the way, so not copied by cp.async.
+    const bool bf16 = k.buffers[0].dtype == DType::kBFloat16;
+    EXPECT_EQ(other.summary.async_copies.empty(), bf16) << other.summary.ToString();
   }
 
   backend::Kernel on_a100 = softmax;

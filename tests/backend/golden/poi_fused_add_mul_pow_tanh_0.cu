@@ -99,6 +99,10 @@ FB_INLINE float fb_pow(float base, float exp) {
   if (exp == 3.0f) return base * base * base;
   return fb_powf(base, exp);
 }
+#if __CUDA_ARCH__ >= 800
+FB_INLINE float fb_max(float a, float b) { float r; asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
+FB_INLINE float fb_min(float a, float b) { float r; asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
+#endif
 template <typename T> FB_INLINE T fb_ld_stream(const T* p) { return __ldcs(p); }
 FB_INLINE bool fb_ld_stream(const bool* p) { return *p; }
 template <typename T> FB_INLINE void fb_st_stream(T* p, T v) { __stcs(p, v); }

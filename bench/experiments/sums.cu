@@ -1,0 +1,168 @@
+// A/B experiment (not part of the build): row and column sums of an 8192 x
+// 8192 f32 matrix on the H200, the issue-6 rows under their goals (row sum
+// 4000 GB/s, column sum 3900). Same method as long_softmax.cu: zero 256 MB
+// before each trial, CUDA events, median; a read-only pass over the same
+// bytes is the ceiling these kernels can reach under that flush.
+//   nvcc -O3 -std=c++17 -arch=sm_90a bench/experiments/sums.cu -o sums
+#include <cuda_runtime.h>
+
+#include "timing.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+constexpr int kN = 8192;  // rows = columns
+
+__device__ __forceinline__ float Sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+__device__ __forceinline__ float4 Add4(float4 a, float4 b) { return {a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w}; }
+
+// Read ceiling: every thread sums its float4s; one store per block.
+__global__ void ReadAll(const float4* __restrict__ in, long long n4, float* __restrict__ out) {
+  float s = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += (long long)gridDim.x * blockDim.x) {
+    s += Sum4(__ldcs(in + i));
+  }
+  if (s == 12345.f) out[blockIdx.x] = s;  // keeps the loads
+}
+
+// ---- column sums ----
+// fusebox's layout: a thread per column, blockIdx.y takes rows [y * R,
+// (y + 1) * R), U rows in flight; then a combine over the partials.
+template <int T, int U>
+__global__ void __launch_bounds__(T) ColPartial1(const float* __restrict__ in, float* __restrict__ partial, int rows_per_chunk) {
+  const int col = blockIdx.x * T + threadIdx.x;
+  const float* p = in + (long long)blockIdx.y * rows_per_chunk * kN + col;
+  float acc = 0;
+  for (int r = 0; r < rows_per_chunk; r += U) {
+    float v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = __ldcs(p + (long long)(r + u) * kN);
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc += v[u];
+  }
+  partial[(long long)blockIdx.y * kN + col] = acc;
+}
+__global__ void ColCombine(const float* __restrict__ partial, int chunks, float* __restrict__ out) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= kN) return;
+  float s = 0;
+  for (int p = 0; p < chunks; ++p) s += partial[(long long)p * kN + c];
+  out[c] = s;
+}
+// Short-lived 2-D tiles, like a row sum's blocks: TX threads along the
+// columns (a float4 each) by TY along the rows, each thread loading U rows
+// (TY apart) at once; the block folds its TY partial rows in shared memory
+// and writes one partial row of 4 * TX columns for its TY * U rows.
+template <int TX, int TY, int U, bool HINT = true>
+__global__ void __launch_bounds__(TX * TY) ColTile(const float* __restrict__ in, float* __restrict__ partial) {
+  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+  const int col4 = blockIdx.x * TX + tx;
+  const long long row0 = (long long)blockIdx.y * (TY * U) + ty;
+  const float4* p = reinterpret_cast<const float4*>(in) + row0 * (kN / 4) + col4;
+  float4 v[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) v[u] = HINT ? __ldcs(p + (long long)u * TY * (kN / 4)) : p[(long long)u * TY * (kN / 4)];
+  float4 acc = v[0];
+#pragma unroll
+  for (int u = 1; u < U; ++u) acc = Add4(acc, v[u]);
+  __shared__ float4 fold[TY][TX];
+  fold[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0) {
+#pragma unroll
+    for (int y = 1; y < TY; ++y) acc = Add4(acc, fold[y][tx]);
+    reinterpret_cast<float4*>(partial)[(long long)blockIdx.y * (kN / 4) + col4] = acc;
+  }
+}
+
+// ---- row sums ----
+// Block of T threads per row, float4 loads, all of a thread's loads issued first.
+template <int T, bool HINT = true>
+__global__ void __launch_bounds__(T) RowSumBlock(const float* __restrict__ in, float* __restrict__ out) {
+  constexpr int V = kN / 4 / T;
+  const float4* p = reinterpret_cast<const float4*>(in) + (long long)blockIdx.x * (kN / 4);
+  float4 v[V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) v[q] = HINT ? __ldcs(p + threadIdx.x + q * T) : p[threadIdx.x + q * T];
+  float s = 0;
+#pragma unroll
+  for (int q = 0; q < V; ++q) s += Sum4(v[q]);
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  __shared__ float w[32];
+  if ((threadIdx.x & 31) == 0) w[threadIdx.x >> 5] = s;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    s = threadIdx.x < T / 32 ? w[threadIdx.x] : 0;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (threadIdx.x == 0) out[blockIdx.x] = s;
+  }
+}
+int main() {
+  const size_t n = (size_t)kN * kN, bytes = n * 4;
+  float *in, *out, *partial;
+  MedianTimer t;
+  CHECK(cudaMalloc(&in, bytes));
+  CHECK(cudaMalloc(&out, kN * 4));
+  CHECK(cudaMalloc(&partial, 1024 * kN * 4));
+  std::vector<float> x(n);
+  unsigned s = 777;
+  for (auto& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = ((s >> 8) * (1.f / 16777216.f)) * 2.f - 1.f;
+  }
+  CHECK(cudaMemcpy(in, x.data(), bytes, cudaMemcpyHostToDevice));
+  std::vector<double> col(kN, 0), row(kN, 0);
+  for (int r = 0; r < kN; ++r)
+    for (int c = 0; c < kN; ++c) col[c] += x[(size_t)r * kN + c], row[r] += x[(size_t)r * kN + c];
+  int sms;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const double gb = bytes / 1e9;
+  auto check = [&](const std::vector<double>& want) {
+    std::vector<float> got(kN);
+    CHECK(cudaMemcpy(got.data(), out, kN * 4, cudaMemcpyDeviceToHost));
+    double worst = 0;
+    for (int i = 0; i < kN; ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+    return worst;
+  };
+  auto report = [&](const char* name, const std::vector<double>* want, auto launch) {
+    CHECK(cudaMemset(out, 0, kN * 4));
+    const double ms = t.MedianMs(launch, 80);
+    launch();
+    CHECK(cudaDeviceSynchronize());
+    std::printf("%-48s %8.4f ms %7.0f GB/s  max abs err %.2e\n", name, ms, gb / ms * 1e3, want ? check(*want) : 0.0);
+  };
+  for (int k : {4, 8, 16}) {
+    char name[64];
+    std::snprintf(name, sizeof name, "read all (ceiling), %d blocks/SM x 512", k);
+    report(name, nullptr, [&] { ReadAll<<<sms * k, 512>>>((const float4*)in, n / 4, out); });
+  }
+#define COL1(T, U, CHUNKS)                                                                        \
+  report("col scalar T=" #T " U=" #U " chunks=" #CHUNKS " + combine", &col, [&] {                 \
+    ColPartial1<T, U><<<dim3(kN / T, CHUNKS), T>>>(in, partial, kN / CHUNKS);                     \
+    ColCombine<<<kN / 256, 256>>>(partial, CHUNKS, out);                                          \
+  })
+  COL1(256, 8, 16);
+#define COLTILE(TX, TY, U, ...)                                                                   \
+  report("col tile TX=" #TX " TY=" #TY " U=" #U " " #__VA_ARGS__ " + combine", &col, [&] {        \
+    ColTile<TX, TY, U __VA_OPT__(,) __VA_ARGS__><<<dim3(kN / 4 / TX, kN / (TY * U)), TX * TY>>>(in, partial);               \
+    ColCombine<<<kN / 256, 256>>>(partial, kN / (TY * U), out);                                   \
+  })
+  COLTILE(32, 32, 8);
+  COLTILE(32, 32, 8, false);
+  COLTILE(32, 32, 4);
+  COLTILE(32, 16, 8);
+  COLTILE(16, 64, 4);
+  COLTILE(32, 8, 32);
+  COLTILE(32, 32, 2);
+  COLTILE(64, 16, 4);
+  COLTILE(32, 16, 16, false);
+  report("row block T=1024 no hint", &row, [&] { RowSumBlock<1024, false><<<kN, 1024>>>(in, out); });
+  report("row block T=512 no hint", &row, [&] { RowSumBlock<512, false><<<kN, 512>>>(in, out); });
+  report("row block T=512", &row, [&] { RowSumBlock<512><<<kN, 512>>>(in, out); });
+  report("row block T=1024", &row, [&] { RowSumBlock<1024><<<kN, 1024>>>(in, out); });
+
+  std::printf("done\n");
+}

@@ -1,0 +1,64 @@
+// The experiments' shared harness: CHECK for CUDA calls, and MedianMs, which
+// times a launch as triton.testing.do_bench does (zero 256 MB by a fill
+// kernel before each trial, CUDA events around the launch, the median);
+// FLUSH_MEMSET=1 zeroes with cudaMemsetAsync instead (measured the same).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x)                                                                             \
+  do {                                                                                       \
+    cudaError_t e_ = (x);                                                                    \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+__global__ void FillZero(int4* p, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    p[i] = int4{0, 0, 0, 0};
+  }
+}
+
+class MedianTimer {
+ public:
+  MedianTimer() {
+    CHECK(cudaMalloc(&flush_, kFlushBytes));
+    CHECK(cudaEventCreate(&start_));
+    CHECK(cudaEventCreate(&end_));
+  }
+  template <typename F>
+  double MedianMs(F launch, int trials = 60) {
+    for (int i = 0; i < 5; ++i) launch();
+    CHECK(cudaDeviceSynchronize());
+    std::vector<float> t;
+    for (int i = 0; i < trials; ++i) {
+      if (std::getenv("FLUSH_MEMSET")) {
+        CHECK(cudaMemsetAsync(flush_, 0, kFlushBytes));
+      } else {
+        FillZero<<<132 * 4, 512>>>(reinterpret_cast<int4*>(flush_), kFlushBytes / 16);
+      }
+      CHECK(cudaEventRecord(start_));
+      launch();
+      CHECK(cudaEventRecord(end_));
+      CHECK(cudaEventSynchronize(end_));
+      float ms;
+      CHECK(cudaEventElapsedTime(&ms, start_, end_));
+      t.push_back(ms);
+    }
+    CHECK(cudaGetLastError());
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+
+ private:
+  static constexpr size_t kFlushBytes = size_t{256} << 20;
+  void* flush_ = nullptr;
+  cudaEvent_t start_, end_;
+};
