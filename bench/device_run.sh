@@ -163,8 +163,10 @@ run_compare() {
 
 summary() {
   local status=$1
-  echo "== fusebox_bench (again, from bench.log)"
-  sed -n '/^workload /,/^result: /p' "$OUT/bench.log"
+  if [[ -f $OUT/bench.log ]]; then
+    echo "== fusebox_bench (again, from bench.log)"
+    sed -n '/^workload /,/^result: /p' "$OUT/bench.log"
+  fi
   local md
   for md in "$OUT"/*.md; do
     [[ -f $md ]] || continue
