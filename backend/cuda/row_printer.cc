@@ -172,24 +172,21 @@ class RowPrinter {
     // (the shared branches cost the softmax over 65536 7% on the H200, in
     // registers). Looped rows test `fb_vec` inline: picked once, rms_norm
     // over 16384 x 4096 measured 5.5% slower.
-    if (!aligned.empty() && !layout_.on_chip) {
-      absl::StrAppend(&out, "extern \"C\" __global__ void __launch_bounds__(", layout_.block_size, ") ", k_.name, "(",
-                      params, ") {\n");
-    } else if (!aligned.empty()) {
+    const bool instances = !aligned.empty() && layout_.on_chip;
+    const std::string kernel = absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", layout_.block_size, ") ",
+                                            k_.name, "(", params, ") {\n");
+    if (instances) {
+      const std::string rows = absl::StrCat("template <bool fb_vec>\nFB_INLINE void ", k_.name, "_rows(", params, ")");
       std::string args;
       for (const BufferParam& b : k_.buffers) absl::StrAppend(&args, args.empty() ? "" : ", ", b.name);
       if (k_.dynamic_extent) absl::StrAppend(&args, ", fb_n");
-      absl::StrAppend(&out, "template <bool fb_vec>\nFB_INLINE void ", k_.name, "_rows(", params, ");\n",
-                      "extern \"C\" __global__ void __launch_bounds__(", layout_.block_size, ") ", k_.name, "(", params,
-                      ") {\n  if (", aligned, ") {\n    ", k_.name, "_rows<true>(", args, ");\n  } else {\n    ", k_.name,
-                      "_rows<false>(", args, ");\n  }\n}\n", "template <bool fb_vec>\nFB_INLINE void ", k_.name, "_rows(",
-                      params, ") {\n");
+      absl::StrAppend(&out, rows, ";\n", kernel, "  if (", aligned, ") {\n    ", k_.name, "_rows<true>(", args,
+                      ");\n  } else {\n    ", k_.name, "_rows<false>(", args, ");\n  }\n}\n", rows, " {\n");
     } else {
-      absl::StrAppend(&out, "extern \"C\" __global__ void __launch_bounds__(", layout_.block_size, ") ", k_.name, "(",
-                      params, ") {\n");
+      absl::StrAppend(&out, kernel);
     }
     absl::StrAppend(&out, open_row, "    const int fb_lane = ", warp ? "threadIdx.x & 31" : "threadIdx.x", ";\n");
-    if (!aligned.empty() && !layout_.on_chip) absl::StrAppend(&out, "    const bool fb_vec = ", aligned, ";\n");
+    if (!aligned.empty() && !instances) absl::StrAppend(&out, "    const bool fb_vec = ", aligned, ";\n");
 
     if (layout_.on_chip) {
       int64_t shared_offset = 0;  // elements of fb_smem before this slot's

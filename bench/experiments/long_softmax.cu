@@ -134,10 +134,47 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(T) ClusterSoftmax(co
   cluster.sync();  // no block leaves while another may read its slots
 }
 
+// The softmax of a row held by a block of T threads, N float4 values each
+// (at(q)): a block max, a block sum of exp(v - max), then store(q, y) with
+// y = exp(v - max) * (1 / sum), or / sum with DIV. `m`: the thread's max of
+// values it has already seen (-inf: none).
+template <int T, int N, bool DIV = false, typename At, typename Store>
+__device__ __forceinline__ void SoftmaxOfHeldRow(At at, Store store, float m = -INFINITY) {
+  __shared__ float sm_m[32], sm_s[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int q = 0; q < N; ++q) {
+    const float4 v = at(q);
+    m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+  }
+  m = WarpReduce(m, [](float a, float b) { return fmaxf(a, b); });
+  if (lane == 0) sm_m[warp] = m;
+  __syncthreads();
+  m = lane < T / 32 ? sm_m[lane] : -INFINITY;
+  const float M = WarpReduce(m, [](float a, float b) { return fmaxf(a, b); });
+  float s = 0.f;
+#pragma unroll
+  for (int q = 0; q < N; ++q) {
+    const float4 v = at(q);
+    s += expf(v.x - M) + expf(v.y - M) + expf(v.z - M) + expf(v.w - M);
+  }
+  s = WarpReduce(s, [](float a, float b) { return a + b; });
+  if (lane == 0) sm_s[warp] = s;
+  __syncthreads();
+  s = lane < T / 32 ? sm_s[lane] : 0.f;
+  const float S = WarpReduce(s, [](float a, float b) { return a + b; }), inv = 1.f / S;
+#pragma unroll
+  for (int q = 0; q < N; ++q) {
+    const float4 v = at(q);
+    store(q, DIV ? float4{expf(v.x - M) / S, expf(v.y - M) / S, expf(v.z - M) / S, expf(v.w - M) / S}
+                 : float4{expf(v.x - M) * inv, expf(v.y - M) * inv, expf(v.z - M) * inv, expf(v.w - M) * inv});
+  }
+}
+
 // ---- one block per row, registers + shared memory (fusebox's layout now) ----
 // T threads, VR float4 in registers and VS in dynamic shared memory.
-template <int T, int VR, int VS, bool ONLINE>
-__global__ void __launch_bounds__(T) BlockSoftmax(const float* __restrict__ in, float* __restrict__ out) {
+template <int T, int VR, int VS>
+__global__ void __launch_bounds__(T) BlockSoftmaxOnline(const float* __restrict__ in, float* __restrict__ out) {
   extern __shared__ float4 smem[];
   const long long r = blockIdx.x;
   const float4* src = reinterpret_cast<const float4*>(in + r * kCols);
@@ -150,49 +187,29 @@ __global__ void __launch_bounds__(T) BlockSoftmax(const float* __restrict__ in, 
   auto at = [&](int q) { return q < VR ? x[q] : smem[threadIdx.x + (q - VR) * T]; };
   __shared__ float sm_m[32], sm_s[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float M, S;
+  // One (max, sum) reduction: each thread's sum is rescaled as they combine.
   float m = -INFINITY;
 #pragma unroll
   for (int q = 0; q < VR + VS; ++q) {
     float4 v = at(q);
     m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
   }
-  if (ONLINE) {
-    float s = 0.f;
-#pragma unroll
-    for (int q = 0; q < VR + VS; ++q) {
-      float4 v = at(q);
-      s += expf(v.x - m) + expf(v.y - m) + expf(v.z - m) + expf(v.w - m);
-    }
-    MaxSum t = WarpReduceMs({m, s});
-    if (lane == 0) sm_m[warp] = t.m, sm_s[warp] = t.s;
-    __syncthreads();
-    t = lane < T / 32 ? MaxSum{sm_m[lane], sm_s[lane]} : MaxSum{-INFINITY, 0.f};
-    t = WarpReduceMs(t);
-    M = t.m, S = t.s;
-  } else {
-    m = WarpReduce(m, [](float a, float b) { return fmaxf(a, b); });
-    if (lane == 0) sm_m[warp] = m;
-    __syncthreads();
-    m = lane < T / 32 ? sm_m[lane] : -INFINITY;
-    M = WarpReduce(m, [](float a, float b) { return fmaxf(a, b); });
-    float s = 0.f;
-#pragma unroll
-    for (int q = 0; q < VR + VS; ++q) {
-      float4 v = at(q);
-      s += expf(v.x - M) + expf(v.y - M) + expf(v.z - M) + expf(v.w - M);
-    }
-    s = WarpReduce(s, [](float a, float b) { return a + b; });
-    if (lane == 0) sm_s[warp] = s;
-    __syncthreads();
-    s = lane < T / 32 ? sm_s[lane] : 0.f;
-    S = WarpReduce(s, [](float a, float b) { return a + b; });
-  }
-  const float inv = 1.f / S;
+  float s = 0.f;
 #pragma unroll
   for (int q = 0; q < VR + VS; ++q) {
     float4 v = at(q);
-    __stcs(dst + threadIdx.x + q * T, float4{expf(v.x - M) * inv, expf(v.y - M) * inv, expf(v.z - M) * inv, expf(v.w - M) * inv});
+    s += expf(v.x - m) + expf(v.y - m) + expf(v.z - m) + expf(v.w - m);
+  }
+  MaxSum t = WarpReduceMs({m, s});
+  if (lane == 0) sm_m[warp] = t.m, sm_s[warp] = t.s;
+  __syncthreads();
+  t = lane < T / 32 ? MaxSum{sm_m[lane], sm_s[lane]} : MaxSum{-INFINITY, 0.f};
+  t = WarpReduceMs(t);
+  const float inv = 1.f / t.s;
+#pragma unroll
+  for (int q = 0; q < VR + VS; ++q) {
+    float4 v = at(q);
+    __stcs(dst + threadIdx.x + q * T, float4{expf(v.x - t.m) * inv, expf(v.y - t.m) * inv, expf(v.z - t.m) * inv, expf(v.w - t.m) * inv});
   }
 }
 
@@ -225,38 +242,9 @@ __global__ void __launch_bounds__(T) BlockSoftmaxAs(const float* __restrict__ in
     const float* p = sf + threadIdx.x + (q - VR) * 4 * T;
     return float4{p[0], p[T], p[2 * T], p[3 * T]};
   };
-  __shared__ float sm_m[32], sm_s[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float m = -INFINITY;
-#pragma unroll
-  for (int q = 0; q < VR + VS; ++q) {
-    float4 v = at(q);
-    m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
-  }
-  m = WarpReduce(m, [](float a, float b) { return fmaxf(a, b); });
-  if (lane == 0) sm_m[warp] = m;
-  __syncthreads();
-  m = lane < T / 32 ? sm_m[lane] : -INFINITY;
-  const float M = WarpReduce(m, [](float a, float b) { return fmaxf(a, b); });
-  float s = 0.f;
-#pragma unroll
-  for (int q = 0; q < VR + VS; ++q) {
-    float4 v = at(q);
-    s += expf(v.x - M) + expf(v.y - M) + expf(v.z - M) + expf(v.w - M);
-  }
-  s = WarpReduce(s, [](float a, float b) { return a + b; });
-  if (lane == 0) sm_s[warp] = s;
-  __syncthreads();
-  s = lane < T / 32 ? sm_s[lane] : 0.f;
-  const float S = WarpReduce(s, [](float a, float b) { return a + b; });
-  const float inv = 1.f / S;
-#pragma unroll
-  for (int q = 0; q < VR + VS; ++q) {
-    float4 v = at(q);
-    float4 y = DIV ? float4{expf(v.x - M) / S, expf(v.y - M) / S, expf(v.z - M) / S, expf(v.w - M) / S}
-                   : float4{expf(v.x - M) * inv, expf(v.y - M) * inv, expf(v.z - M) * inv, expf(v.w - M) * inv};
+  SoftmaxOfHeldRow<T, VR + VS, DIV>(at, [&](int q, float4 y) {
     if (HINT) __stcs(dst + threadIdx.x + q * T, y); else dst[threadIdx.x + q * T] = y;
-  }
+  });
 }
 
 // Registers + shared memory, the shared part loaded by cp.async (16 bytes
@@ -278,46 +266,17 @@ __global__ void __launch_bounds__(T) CpAsyncSoftmax(const float* __restrict__ in
   float4 x[VR];
 #pragma unroll
   for (int q = 0; q < VR; ++q) x[q] = LDCS ? __ldcs(src + threadIdx.x + q * T) : src[threadIdx.x + q * T];
+  // MAX_FIRST: the registers' max while the copies are still in flight.
   float m = -INFINITY;
   if (MAX_FIRST) {
 #pragma unroll
     for (int q = 0; q < VR; ++q) m = fmaxf(m, fmaxf(fmaxf(x[q].x, x[q].y), fmaxf(x[q].z, x[q].w)));
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // each thread reads only its own copies
-  if (!MAX_FIRST) {
-#pragma unroll
-    for (int q = 0; q < VR; ++q) m = fmaxf(m, fmaxf(fmaxf(x[q].x, x[q].y), fmaxf(x[q].z, x[q].w)));
-  }
-#pragma unroll
-  for (int q = 0; q < VS; ++q) {
-    float4 v = smem[threadIdx.x + q * T];
-    m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
-  }
   auto at = [&](int q) { return q < VR ? x[q] : smem[threadIdx.x + (q - VR) * T]; };
-  __shared__ float sm_m[32], sm_s[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  m = WarpReduce(m, [](float a, float b) { return fmaxf(a, b); });
-  if (lane == 0) sm_m[warp] = m;
-  __syncthreads();
-  m = lane < T / 32 ? sm_m[lane] : -INFINITY;
-  const float M = WarpReduce(m, [](float a, float b) { return fmaxf(a, b); });
-  float s = 0.f;
-#pragma unroll
-  for (int q = 0; q < VR + VS; ++q) {
-    float4 v = at(q);
-    s += expf(v.x - M) + expf(v.y - M) + expf(v.z - M) + expf(v.w - M);
-  }
-  s = WarpReduce(s, [](float a, float b) { return a + b; });
-  if (lane == 0) sm_s[warp] = s;
-  __syncthreads();
-  s = lane < T / 32 ? sm_s[lane] : 0.f;
-  const float inv = 1.f / WarpReduce(s, [](float a, float b) { return a + b; });
-#pragma unroll
-  for (int q = 0; q < VR + VS; ++q) {
-    float4 v = at(q);
-    const float4 y{expf(v.x - M) * inv, expf(v.y - M) * inv, expf(v.z - M) * inv, expf(v.w - M) * inv};
+  SoftmaxOfHeldRow<T, VR + VS>(at, [&](int q, float4 y) {
     if (STCS) __stcs(dst + threadIdx.x + q * T, y); else dst[threadIdx.x + q * T] = y;
-  }
+  }, m);
 }
 
 // Persistent: one block per SM walks rows r, r + gridDim.x, ...; the output
@@ -453,14 +412,9 @@ int main() {
   CLUSTER(8, 512, 4, true, true);
   CLUSTER(4, 1024, 4, true, true);
   CLUSTER(2, 512, 16, true, true);
-#define BLOCK(T, VR, VS, ON)                                                                          \
-  do {                                                                                               \
-    SetSmem(BlockSoftmax<T, VR, VS, ON>, VS * T * 16);                                               \
-    report("block T=" #T " regs=" #VR " smem=" #VS " online=" #ON,                                  \
-           [&] { BlockSoftmax<T, VR, VS, ON><<<kRows, T, VS * T * 16>>>(b.in, b.out); });             \
-  } while (0)
-  BLOCK(1024, 8, 8, false);
-  BLOCK(1024, 8, 8, true);
+  SetSmem(BlockSoftmaxOnline<1024, 8, 8>, 8 * 1024 * 16);
+  report("block T=1024 regs=8 smem=8 online (one reduction)",
+         [&] { BlockSoftmaxOnline<1024, 8, 8><<<kRows, 1024, 8 * 1024 * 16>>>(b.in, b.out); });
 #define AS(DIV, STRIDED, HINT)                                                                       \
   do {                                                                                               \
     SetSmem(BlockSoftmaxAs<1024, 8, 8, DIV, STRIDED, HINT>, 8 * 1024 * 16);                         \
