@@ -44,12 +44,14 @@ std::optional<int64_t> NumberBefore(absl::string_view line, absl::string_view su
   return value;
 }
 
-// A cp.async instruction's operands after its mnemonic ("[%r1], [%rd2], 16;"):
-// the copy's size, its last operand.
+// A cp.async instruction's operands after its mnemonic ("[%r1], [%rd2], 16;",
+// optionally followed by a source size and a cache policy): the copy's size,
+// its third operand.
 int AsyncCopyBytes(absl::string_view operands) {
   const std::vector<absl::string_view> parts = absl::StrSplit(operands, ',');
   int bytes = 0;
-  return absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripAsciiWhitespace(parts.back()), ";")), &bytes)
+  if (parts.size() < 3) return 0;
+  return absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripAsciiWhitespace(parts[2]), ";")), &bytes)
              ? bytes
              : 0;
 }

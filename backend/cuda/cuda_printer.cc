@@ -34,9 +34,9 @@ std::optional<std::vector<std::string>> VectorIndices(const Kernel& k, int v) {
 }
 
 // float max/min that propagate NaN as fb_max/fb_min do, in one instruction
-// on sm_80+ (the common prelude's compare-and-select takes three and, in the
-// softmax over 65536, the registers that kept it under the 64 a 1024-thread
-// block allows).
+// on sm_80+. The common prelude's compare-and-select takes three, and in the
+// softmax over 65536 their registers kept the kernel from fitting the 64 a
+// 1024-thread block allows.
 constexpr char kNanPropagatingMinMax[] = R"(#if __CUDA_ARCH__ >= 800
 FB_INLINE float fb_max(float a, float b) { float r; asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
 FB_INLINE float fb_min(float a, float b) { float r; asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }

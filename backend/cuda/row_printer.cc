@@ -13,13 +13,15 @@
 namespace fusebox::backend {
 namespace {
 
+// Times a row is read: once per pass, once more for the element stores.
+size_t RowReads(const Kernel& k) { return k.passes.size() + (k.elementwise.empty() ? 0 : 1); }
+
 // Values per thread a persistent block row aims at (kCudaRowValuesPerThread):
-// the short rows' count for rows read once (one pass, no element stores).
+// the short rows' count for rows read once (a sum).
 int TunedRowValues(const Kernel& k) {
   static const int64_t tuned = TuneInt("FUSEBOX_TUNE_ROW_VALUES", 0);
   if (tuned > 0) return static_cast<int>(tuned);
-  const bool read_once = k.passes.size() == 1 && k.elementwise.empty();
-  return k.row_length <= kCudaShortRowLength || read_once ? kCudaShortRowValuesPerThread : kCudaRowValuesPerThread;
+  return k.row_length <= kCudaShortRowLength || RowReads(k) == 1 ? kCudaShortRowValuesPerThread : kCudaRowValuesPerThread;
 }
 
 bool Persistent(const Kernel& k) { return k.kind == fusion::KernelKind::kPersistent; }
@@ -458,8 +460,7 @@ bool UsesCudaRowLayout(const Kernel& k) {
 }
 
 bool LoopsReadingTwice(const Kernel& k) {
-  const size_t reads = k.passes.size() + (k.elementwise.empty() ? 0 : 1);
-  return k.strategy == RowStrategy::kBlockPerRow && reads == 2 && k.row_length <= kCudaTwoReadLoopLimit &&
+  return k.strategy == RowStrategy::kBlockPerRow && RowReads(k) == 2 && k.row_length <= kCudaTwoReadLoopLimit &&
          !k.dynamic_extent;
 }
 
@@ -477,7 +478,7 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
     while (Persistent(k) && threads < 1024 && values(threads) > TunedRowValues(k)) threads *= 2;
     const int budget = threads >= 1024 ? kCudaRowRegisterBudget / 2 : kCudaRowRegisterBudget;
     layout.on_chip = may_hold && Persistent(k) && values(threads) * cached <= budget;
-    const bool rereads = k.passes.size() > 1 || !k.elementwise.empty();
+    const bool rereads = RowReads(k) > 1;
     int64_t row_bytes = 0;
     for (const BufferParam& b : k.buffers) row_bytes = std::max<int64_t>(row_bytes, k.row_length * DTypeSize(b.dtype));
     // Re-read rows past the register budget: registers and shared memory of

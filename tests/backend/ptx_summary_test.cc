@@ -79,14 +79,17 @@ TEST(PtxSummaryTest, CountsAsyncCopiesBySize) {
 	cp.async.cg.shared.global [%r4], [%rd7], 16;
 	@%p2 cp.async.cg.shared.global [%r5], [%rd8], 16;
 	cp.async.ca.shared.global [%r6], [%rd9], 8;
+	cp.async.cg.shared.global [%r7], [%rd10], 16, %r8;
 	cp.async.commit_group;
 	cp.async.wait_all;
 	ld.shared.v4.f32 {%f1, %f2, %f3, %f4}, [%r4];
 )", "");
-  EXPECT_THAT(s.async_copies, ElementsAre(Pair(8, 1), Pair(16, 2)));
+  // The last copy's fourth operand is its source size (zero-fill): the
+  // copy is still 16 bytes.
+  EXPECT_THAT(s.async_copies, ElementsAre(Pair(8, 1), Pair(16, 3)));
   EXPECT_TRUE(s.global_loads.empty());
   EXPECT_THAT(s.shared_loads, ElementsAre(Pair(16, 1)));
-  EXPECT_THAT(s.ToString(), ::testing::EndsWith(", cp.async: 1 x 8B + 2 x 16B"));
+  EXPECT_THAT(s.ToString(), ::testing::EndsWith(", cp.async: 1 x 8B + 3 x 16B"));
 }
 
 TEST(PtxSummaryTest, ManualGeluMovesSixteenBytesPerThreadWithAScalarTail) {
