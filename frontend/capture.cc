@@ -47,6 +47,7 @@ CaptureSession::CaptureSession(bool eager) : eager_(eager) {
   if (!eager_) {
     previous_ = current_session;
     current_session = this;
+    lazy_values_.reserve(16);  // a small function's values without regrowing
   }
 }
 
@@ -68,6 +69,18 @@ void CaptureSession::Reset() {
   inputs_.clear();
   lifted_.clear();
   lazy_values_.clear();
+  FollowLastGraph();
+}
+
+void CaptureSession::set_last_graphs(LastGraphFn fn) {
+  last_graphs_ = std::move(fn);
+  if (builder_.size() == 0) FollowLastGraph();
+}
+
+void CaptureSession::FollowLastGraph() {
+  if (!last_graphs_) return;
+  const GraphRecord* last = last_graphs_(records_.size());
+  if (last != nullptr && last->trace) builder_.Follow(last->trace);
 }
 
 graph::NodeId CaptureSession::Operand(const Tensor& t) {
@@ -152,14 +165,29 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
   }
   const std::vector<fusion::InputDim> dynamic =
       dynamic_dims_ ? dynamic_dims_(records_.size(), inputs_) : std::vector<fusion::InputDim>{};
-  // The builder is reset below anyway: move its nodes into the graph. If the
-  // graph fails (a compiler error, out of memory), its values can never be
-  // computed: they say why, and the session starts over.
+  // The builder is reset below anyway: move its nodes into the graph. A
+  // compiled call's graph is kept (with its trace) in its record for the next
+  // call to follow; one that repeated the last call's graph runs that plan as
+  // is. If the graph fails (a compiler error, out of memory), its values can
+  // never be computed: they say why, and the session starts over.
   RunResult run;
+  std::shared_ptr<const graph::Trace> trace;
+  RunOptions options{.dynamic = dynamic, .eager_op = eager_ ? std::string_view(reason) : std::string_view(),
+                     .check_numerics = check_numerics_ && !eager_};
   try {
-    run = RunGraph(std::move(builder_).Build(outputs), inputs_,
-                   {.dynamic = dynamic, .eager_op = eager_ ? std::string_view(reason) : std::string_view(),
-                    .check_numerics = check_numerics_ && !eager_});
+    if (eager_) {
+      run = RunGraph(std::move(builder_).Build(outputs), inputs_, options);
+    } else {
+      if (std::shared_ptr<const graph::Trace> repeated = builder_.Repeated(outputs)) {
+        const GraphRecord* last = last_graphs_ ? last_graphs_(records_.size()) : nullptr;
+        if (last != nullptr && last->trace == repeated && last->dynamic == dynamic) {
+          trace = std::move(repeated);
+          options.known_plan = last->executable;
+        }
+      }
+      if (!trace) trace = std::make_shared<const graph::Trace>(std::move(builder_).BuildTrace(outputs));
+      run = RunGraph(trace->graph, inputs_, options);
+    }
   } catch (const std::exception& e) {
     for (auto& v : pending) {
       v->session = nullptr;
@@ -171,7 +199,8 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
   kernel_compiles_ += run.kernel_compiles;
   if (!eager_) {
     GraphRecord record{.executable = run.executable, .end_reason = reason, .location = loc,
-                       .from_cache = run.plan_cache_hit, .numerics = std::move(run.numerics)};
+                       .from_cache = run.plan_cache_hit, .numerics = std::move(run.numerics),
+                       .trace = std::move(trace), .dynamic = dynamic, .repeated = options.known_plan != nullptr};
     for (const Tensor& in : inputs_) record.inputs.push_back(Signature(in));
     if (keep_inputs_) {
       record.input_tensors = inputs_;

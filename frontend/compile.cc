@@ -24,6 +24,7 @@ CallScope::CallScope(CompiledState* state) : state_(state) {
   session_->set_keep_inputs(state->options().replay);
   session_->set_dynamic_dims(
       [state](size_t graph, const std::vector<Tensor>& inputs) { return state->DynamicDims(graph, inputs); });
+  session_->set_last_graphs([state](size_t graph) { return state->LastGraph(graph); });
 }
 
 CallScope::~CallScope() = default;
@@ -125,7 +126,10 @@ void CompiledState::EndCall(CaptureSession* session) {
   for (const GraphRecord& r : last_graphs_) last_breaks_ += r.end_reason == kEndOfFunction ? 0 : 1;
   stats_.graphs += static_cast<int64_t>(last_graphs_.size());
   stats_.graph_breaks += last_breaks_;
-  for (const GraphRecord& r : last_graphs_) ++(r.from_cache ? stats_.cache_hits : stats_.plan_compiles);
+  for (const GraphRecord& r : last_graphs_) {
+    ++(r.from_cache ? stats_.cache_hits : stats_.plan_compiles);
+    if (r.repeated) ++stats_.repeated_graphs;
+  }
   stats_.kernel_compiles += session->kernel_compiles();
 }
 

@@ -61,6 +61,7 @@ struct CompileStats {
   int64_t plan_compiles = 0;    // graphs whose plan was not cached yet
   int64_t kernel_compiles = 0;  // NVRTC / host-compiler runs (compile-cache misses)
   int64_t cache_hits = 0;       // graphs whose compiled plan came from the cache
+  int64_t repeated_graphs = 0;  // of those, graphs equal to the last call's: its plan ran with no lookup
   int64_t eager_calls = 0;      // calls run eagerly because the recompile limit was reached
   int64_t replays = 0;          // calls that ran a recorded plan without tracing (CompileOptions::replay)
 };
@@ -107,6 +108,10 @@ class CompiledState {
   // The input dims of this call's `graph`-th graph to keep dynamic; notes
   // the sizes seen (automatic dynamic).
   std::vector<fusion::InputDim> DynamicDims(size_t graph, const std::vector<Tensor>& inputs);
+  // The last call's `graph`-th graph, or null.
+  const GraphRecord* LastGraph(size_t graph) const {
+    return graph < last_graphs_.size() ? &last_graphs_[graph] : nullptr;
+  }
   // Records what a finished call ran (`session` null: it ran eagerly).
   void EndCall(CaptureSession* session);
 

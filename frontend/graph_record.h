@@ -10,6 +10,8 @@
 
 #include "backend/executable.h"
 #include "backend/kernel_info.h"
+#include "fusion/dynamic_shapes.h"
+#include "graph/graph.h"
 #include "tensor/tensor.h"
 
 namespace fusebox::frontend {
@@ -48,6 +50,12 @@ struct GraphRecord {
   std::source_location location;  // of the call that ended the graph
   bool from_cache = false;        // the plan was already compiled
   std::vector<KernelNumerics> numerics;  // check_numerics: one per kernel, else empty
+  // The captured graph (with the order its nodes came in) and the dynamic
+  // dims it was planned with: the next call's capture follows it, and when
+  // it repeats the graph exactly, runs `executable` with no cache lookup.
+  std::shared_ptr<const graph::Trace> trace;
+  std::vector<fusion::InputDim> dynamic;
+  bool repeated = false;  // it was the last call's graph, and ran its plan
   // CompileOptions::replay only, until the call ends: the graph's input
   // tensors, and the captured node of each of its outputs, in the order the
   // plan returns them (frontend/replay.h).

@@ -107,6 +107,12 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
   std::shared_ptr<const backend::Executable> exe;
   RunResult result;
   std::vector<InputDim> dynamic(options.dynamic.begin(), options.dynamic.end());
+  if (options.known_plan) {
+    exe = options.known_plan;
+    absl::MutexLock lock(&cache.mu);
+    ++cache.stats.plan_cache_hits;
+    result.plan_cache_hit = true;
+  }
   while (!exe) {
     const fusion::DimSymbols symbols = fusion::FindDimSymbols(graph, dynamic);
     if (symbols.empty()) {

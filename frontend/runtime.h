@@ -37,6 +37,9 @@ struct RunOptions {
   std::string_view eager_op;
   // Also run the graph unfused and compare (numerics_check.h).
   bool check_numerics = false;
+  // The plan this graph had the last time it ran with these dynamic dims
+  // (the caller saw the same graph again): used without a cache lookup.
+  std::shared_ptr<const backend::Executable> known_plan;
 };
 
 // Throws fusebox::Error (with the compiler log on a codegen failure).

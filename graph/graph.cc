@@ -14,30 +14,87 @@ NodeId GraphBuilder::Add(Node node) {
   FUSEBOX_CHECK(static_cast<int>(node.inputs.size()) == info.arity, "op ", info.name, " takes ",
                 info.arity, " inputs, got ", node.inputs.size());
   for (NodeId in : node.inputs) FUSEBOX_CHECK(in >= 0 && in < size(), "dangling input %", in);
+  if (following_) {
+    // The trace's graph is hash-consed too, so its node at this step is this
+    // node's only possible twin, or the next new node.
+    const std::vector<NodeId>& adds = following_->adds;
+    if (followed_adds_ < static_cast<int32_t>(adds.size())) {
+      const NodeId expected = adds[followed_adds_];
+      if (expected <= followed_nodes_ && following_->graph.nodes_[expected] == node) {
+        ++followed_adds_;
+        if (expected == followed_nodes_) ++followed_nodes_;
+        return expected;
+      }
+    }
+    StopFollowing();
+  }
   absl::InlinedVector<NodeId, 1>& same_hash = index_[absl::HashOf(node)];
   for (NodeId id : same_hash) {
-    if (graph_.nodes_[id] == node) return id;
+    if (graph_.nodes_[id] == node) {
+      adds_.push_back(id);
+      return id;
+    }
   }
   const NodeId id = size();
   if (node.op == Op::kInput) ++graph_.num_inputs_;
   same_hash.push_back(id);
   graph_.nodes_.push_back(std::move(node));
+  adds_.push_back(id);
   return id;
 }
 
+void GraphBuilder::Follow(std::shared_ptr<const Trace> trace) {
+  FUSEBOX_CHECK(size() == 0 && adds_.empty() && !following_, "Follow needs an empty builder");
+  following_ = std::move(trace);
+  followed_adds_ = followed_nodes_ = 0;
+}
+
+void GraphBuilder::StopFollowing() {
+  if (!following_) return;
+  const Graph& g = following_->graph;
+  graph_.nodes_.assign(g.nodes_.begin(), g.nodes_.begin() + followed_nodes_);
+  for (NodeId id = 0; id < followed_nodes_; ++id) {
+    index_[absl::HashOf(graph_.nodes_[id])].push_back(id);
+    if (graph_.nodes_[id].op == Op::kInput) ++graph_.num_inputs_;
+  }
+  adds_.assign(following_->adds.begin(), following_->adds.begin() + followed_adds_);
+  following_.reset();
+}
+
+std::shared_ptr<const Trace> GraphBuilder::Repeated(const std::vector<NodeId>& outputs,
+                                                    const std::vector<NodeId>& store_targets) const {
+  if (!following_) return nullptr;
+  const Graph& g = following_->graph;
+  if (followed_nodes_ != g.size() || followed_adds_ != static_cast<int32_t>(following_->adds.size()) ||
+      g.device_ != graph_.device_ || outputs != g.outputs_) {
+    return nullptr;
+  }
+  const bool no_targets = std::all_of(g.store_targets_.begin(), g.store_targets_.end(), [](NodeId t) { return t < 0; });
+  if (store_targets.empty() ? !no_targets : store_targets != g.store_targets_) return nullptr;
+  return following_;
+}
+
 Graph GraphBuilder::Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets) const& {
-  Graph g = graph_;
+  GraphBuilder copy = *this;
+  copy.StopFollowing();
+  Graph g = std::move(copy.graph_);
   Finish(std::move(outputs), std::move(store_targets), &g);
   return g;
 }
 
 Graph GraphBuilder::Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets) && {
-  Graph g = std::move(graph_);
-  Finish(std::move(outputs), std::move(store_targets), &g);
+  return std::move(*this).BuildTrace(std::move(outputs), std::move(store_targets)).graph;
+}
+
+Trace GraphBuilder::BuildTrace(std::vector<NodeId> outputs, std::vector<NodeId> store_targets) && {
+  StopFollowing();
+  Trace t{.graph = std::move(graph_), .adds = std::move(adds_)};
+  Finish(std::move(outputs), std::move(store_targets), &t.graph);
   index_.clear();
+  adds_.clear();
   graph_ = Graph();
-  graph_.device_ = g.device_;
-  return g;
+  graph_.device_ = t.graph.device_;
+  return t;
 }
 
 void GraphBuilder::Finish(std::vector<NodeId> outputs, std::vector<NodeId> store_targets, Graph* g) const {

@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -93,14 +94,34 @@ class Graph {
   int32_t num_inputs_ = 0;
 };
 
+// A built graph and the order its builder was asked for nodes: the k-th
+// Add() returned adds[k] (a new node or a twin). Capturing the same code again
+// asks in the same order, which is what GraphBuilder::Follow checks.
+struct Trace {
+  Graph graph;
+  std::vector<NodeId> adds;
+};
+
 class GraphBuilder {
  public:
   explicit GraphBuilder(Device device = Device::cpu()) { graph_.device_ = device; }
 
   // Adds `node` (or finds its twin). Inputs must already be in the graph.
   NodeId Add(Node node);
-  const Node& node(NodeId id) const { return graph_.nodes_[id]; }
-  int32_t size() const { return graph_.size(); }
+  const Node& node(NodeId id) const { return following_ ? following_->graph.nodes_[id] : graph_.nodes_[id]; }
+  int32_t size() const { return following_ ? followed_nodes_ : graph_.size(); }
+
+  // Expects the nodes to come as they came in `trace` (the same code captured
+  // the last time): while each Add() equals the node `trace` had at that
+  // step, it is checked against it, neither hashed nor stored. The first
+  // difference copies the followed part in, and building goes on as usual.
+  // The builder must be empty.
+  void Follow(std::shared_ptr<const Trace> trace);
+  // The followed trace when the nodes added are exactly its graph's and
+  // `outputs`, `store_targets` (as Build takes them) are its graph's: that
+  // graph is what Build would return. Else null.
+  std::shared_ptr<const Trace> Repeated(const std::vector<NodeId>& outputs,
+                                        const std::vector<NodeId>& store_targets = {}) const;
   void set_device(Device device) { graph_.device_ = device; }
   Device device() const { return graph_.device_; }
 
@@ -111,11 +132,21 @@ class GraphBuilder {
   Graph Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets = {}) const&;
   // The same, moving the nodes out (no copy); the builder is left empty.
   Graph Build(std::vector<NodeId> outputs, std::vector<NodeId> store_targets = {}) &&;
+  // The same with the order the nodes were added in (for Follow).
+  Trace BuildTrace(std::vector<NodeId> outputs, std::vector<NodeId> store_targets = {}) &&;
 
  private:
   // Checks `store_targets` against `g`'s nodes and sets its outputs.
   void Finish(std::vector<NodeId> outputs, std::vector<NodeId> store_targets, Graph* g) const;
+  // Leaves follow mode: the followed nodes become the builder's own.
+  void StopFollowing();
   Graph graph_;
+  std::vector<NodeId> adds_;  // what each Add() returned, in order
+  // Follow mode: the trace, and how many of its Add() calls and nodes the
+  // Add() calls so far have matched.
+  std::shared_ptr<const Trace> following_;
+  int32_t followed_adds_ = 0;
+  int32_t followed_nodes_ = 0;
   // Hash-consing index: node hash -> ids of the nodes with that hash. Ids,
   // not nodes, so adding a node never copies its shape and strides.
   absl::flat_hash_map<size_t, absl::InlinedVector<NodeId, 1>> index_;

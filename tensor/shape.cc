@@ -45,7 +45,7 @@ bool BroadcastShapes(const Shape& a, const Shape& b, Shape* out) {
   return true;
 }
 
-std::string ShapeToString(const Shape& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+std::string ShapeToString(absl::Span<const int64_t> dims) { return absl::StrCat("[", absl::StrJoin(dims, ", "), "]"); }
 
 int64_t WrapDim(int64_t dim, int64_t rank, const char* op) {
   const int64_t lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;

@@ -6,10 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
+
 namespace fusebox {
 
-using Shape = std::vector<int64_t>;    // sizes, outermost first
-using Strides = std::vector<int64_t>;  // element strides, same rank as the shape
+// Sizes (outermost first) and element strides (same rank as the shape). Small
+// vectors: up to five dims live inline, as in PyTorch's SizesAndStrides, so
+// making a tensor or a graph node allocates nothing for them.
+using Shape = absl::InlinedVector<int64_t, 5>;
+using Strides = absl::InlinedVector<int64_t, 5>;
 
 int64_t Numel(const Shape& shape);
 Strides ContiguousStrides(const Shape& shape);
@@ -17,7 +23,7 @@ Strides ContiguousStrides(const Shape& shape);
 bool IsContiguous(const Shape& shape, const Strides& strides);
 // NumPy broadcasting; nullopt-like failure is reported by returning false.
 bool BroadcastShapes(const Shape& a, const Shape& b, Shape* out);
-std::string ShapeToString(const Shape& shape);  // "[8192, 8192]"
+std::string ShapeToString(absl::Span<const int64_t> dims);  // "[8192, 8192]" (shapes, strides, axes)
 // Wraps a possibly negative dim into [0, rank); throws fusebox::Error naming `op`.
 int64_t WrapDim(int64_t dim, int64_t rank, const char* op);
 

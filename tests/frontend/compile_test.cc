@@ -151,6 +151,67 @@ TEST(CompileTest, StrideChangeRecompilesAndResultsFollowTheLayout) {
               HasSubstr("input 0: float32[12, 20] strides [20, 1] on cpu -> float32[12, 20] strides [1, 12] on cpu"));
 }
 
+TEST(CompileTest, ACallRepeatingTheLastCallsGraphRunsItsPlanWithNoLookup) {
+  auto compiled = compile(ManualGelu);
+  for (int call = 0; call < 3; ++call) {
+    Tensor x = randn({37, 11}, Device::cpu(), FreshSeed());
+    std::vector<double> want;
+    for (double v : x.to_double_vector()) want.push_back(GeluRef(v));
+    ExpectClose(compiled(x).to_vector(), want, 1e-5);
+    EXPECT_EQ(compiled.stats().repeated_graphs, call);  // every call after the first
+  }
+  EXPECT_EQ(compiled.stats().cache_hits, 2);
+}
+
+// The capture follows the last call's graph; a call whose graph differs (a
+// constant, an extra op, other strides) is caught wherever it differs, and
+// computes its own graph.
+TEST(CompileTest, ACallWhoseGraphDiffersFromTheLastIsTracedAndComputedAfresh) {
+  double scale = 2.0;
+  bool extra = false;
+  auto compiled = compile([&](const Tensor& x) {
+    Tensor y = x * scale + 1.0;
+    return extra ? tanh(y) : y;
+  }, CompileOptions{.dynamic = false});
+  Tensor a = randn({9, 14}, Device::cpu(), FreshSeed());
+  Tensor b = randn({14, 9}, Device::cpu(), FreshSeed()).transpose(0, 1);
+  struct Step {
+    double scale;
+    bool extra;
+    const Tensor* x;
+    bool repeats;
+  };
+  const Step steps[] = {{2.0, false, &a, false}, {2.0, false, &a, true}, {3.0, false, &a, false},
+                        {3.0, false, &a, true},  {3.0, true, &a, false}, {3.0, true, &a, true},
+                        {3.0, false, &a, false}, {3.0, false, &b, false}, {3.0, false, &b, true},
+                        {2.0, false, &a, false}};
+  int64_t repeated = 0;
+  for (const Step& step : steps) {
+    scale = step.scale;
+    extra = step.extra;
+    std::vector<double> want;
+    for (double v : step.x->to_double_vector()) want.push_back(extra ? std::tanh(v * scale + 1) : v * scale + 1);
+    ExpectClose(compiled(*step.x).to_vector(), want, 1e-5);
+    repeated += step.repeats;
+    EXPECT_EQ(compiled.stats().repeated_graphs, repeated) << "scale " << step.scale << ", extra " << step.extra;
+  }
+  // Four different graphs (scale 2, scale 3, tanh, transposed input); the
+  // rest from the cache, found by lookup or by repeating the last call.
+  EXPECT_EQ(compiled.stats().plan_compiles, 4);
+  EXPECT_EQ(compiled.stats().cache_hits, 6);
+}
+
+TEST(CompileTest, EachGraphOfACallWithABreakFollowsItsOwnLastGraph) {
+  auto compiled = compile(ScaleByFirst);
+  for (int call = 0; call < 3; ++call) {
+    Tensor x = randn({29}, Device::cpu(), FreshSeed());
+    std::vector<double> want;
+    for (double v : x.to_double_vector()) want.push_back(std::exp(v) * 2.0);
+    ExpectClose(compiled(x).to_vector(), want, 1e-5);
+    EXPECT_EQ(compiled.stats().repeated_graphs, 2 * call);
+  }
+}
+
 TEST(CompileTest, AGraphThatFailsToCompileLeavesItsTensorsSayingWhyAndTheFunctionUsable) {
   // Every kernel of this graph (one no other test builds) fails to compile.
   backend::SetSourceRewriteForTesting(
