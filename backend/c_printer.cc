@@ -178,6 +178,10 @@ std::string CPrinter::Statements(const Kernel& kernel, const std::vector<Stmt>& 
         break;
       }
       case StmtKind::kStore: {
+        if (cached_loads && s.cache_slot >= 0) {  // into a held row slot (cuda/held_row_values.h)
+          absl::StrAppend(&out, indent, "c", s.cache_slot, "[k] = ", Temp(s.args[0]), ";\n");
+          break;
+        }
         const BufferParam& b = kernel.buffers[s.buffer];
         absl::StrAppend(&out, indent, b.name, "[", s.index.ToString(), "] = ", StoreExpr(b.dtype, Temp(s.args[0])),
                         ";\n");

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cache_hints.h"
+#include "backend/cuda/held_row_values.h"
 #include "backend/tune.h"
 #include "fusion/plan.h"
 
@@ -322,7 +323,7 @@ class RowPrinter {
         s.cache_slot = static_cast<int>(plan.loads.size());
         plan.loads.push_back({s.buffer, s.index, s.cache_slot, Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_),
                               LoadHint(s.buffer, s.index, loop + 1)});
-      } else if (s.kind == StmtKind::kStore && Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_)) {
+      } else if (s.kind == StmtKind::kStore && s.cache_slot < 0 && Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_)) {
         const int array = static_cast<int>(plan.stores.size());
         plan.stores.push_back({s.buffer, s.index, array, true, StoreHint(s.index)});
         plan.lanes.buffers.push_back({absl::StrCat("s", array), k_.buffers[s.buffer].dtype, true});
@@ -531,6 +532,11 @@ bool CudaSharedRowsEnabled() {
 
 int CudaRowBlockSize(const Kernel& k) { return ChooseCudaRowLayout(k).block_size; }
 
-std::string PrintCudaRows(const Kernel& kernel, const CudaRowHooks& hooks) { return RowPrinter(kernel, hooks).Print(); }
+std::string PrintCudaRows(const Kernel& kernel, const CudaRowHooks& hooks) {
+  if (ChooseCudaRowLayout(kernel).on_chip && HeldRowValuesEnabled()) {
+    return RowPrinter(ReuseHeldRowValues(kernel), hooks).Print();
+  }
+  return RowPrinter(kernel, hooks).Print();
+}
 
 }  // namespace fusebox::backend

@@ -52,6 +52,23 @@ void CheckRowOps(const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows
   auto softmax_fn = compile([](const Tensor& t) { return ManualSoftmax(t); });
   ExpectClose(softmax_fn(x).to_vector(), SoftmaxRef(xv, rows, cols), tol);
 
+  // Rows on chip hold exp(x - max) after softmax's sum pass, x - max after
+  // log_softmax's, and keep x where the output reads it too
+  // (backend/cuda/held_row_values.h).
+  auto log_softmax_fn = compile([](const Tensor& t) {
+    Tensor shifted = t - max(t, -1, /*keepdim=*/true);
+    return shifted - log(sum(exp(shifted), -1, /*keepdim=*/true));
+  });
+  const std::vector<double> softmax_ref = SoftmaxRef(xv, rows, cols);
+  std::vector<double> log_softmax_ref, softmax_plus_ref;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    log_softmax_ref.push_back(std::log(softmax_ref[i]));
+    softmax_plus_ref.push_back(softmax_ref[i] + 2 * xv[i]);
+  }
+  ExpectClose(log_softmax_fn(x).to_vector(), log_softmax_ref, 10 * tol);
+  auto softmax_plus_fn = compile([](const Tensor& t) { return ManualSoftmax(t) + t * 2.0; });
+  ExpectClose(softmax_plus_fn(x).to_vector(), softmax_plus_ref, 10 * tol);
+
   auto layer_norm_fn = compile([](const Tensor& t, const Tensor& w, const Tensor& b) {
     return layer_norm(t, {t.shape().back()}, w, b, 1e-5);
   });

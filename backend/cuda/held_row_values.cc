@@ -1,0 +1,170 @@
+#include "backend/cuda/held_row_values.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "backend/c_printer.h"
+#include "backend/tune.h"
+
+namespace fusebox::backend {
+namespace {
+
+// Per temporary of one loop body: its expression as text (temporaries from
+// outside the body, such as an earlier pass's result, by name), how many
+// statements it spans, the cache slots it reads and the outside temporaries.
+struct Expressions {
+  absl::flat_hash_map<int, std::string> key;
+  absl::flat_hash_map<int, int> size;
+  absl::flat_hash_map<int, std::set<int>> slots;
+  absl::flat_hash_map<int, std::set<int>> outside;
+};
+
+Expressions Describe(const std::vector<Stmt>& body) {
+  Expressions e;
+  for (const Stmt& s : body) {
+    if (s.result < 0 || s.kind == StmtKind::kStore) continue;
+    std::string key;
+    int size = 1;
+    std::set<int> slots, outside;
+    if (s.kind == StmtKind::kLoad) {
+      key = s.cache_slot >= 0 ? absl::StrCat("c", s.cache_slot)
+                              : absl::StrCat("load ", s.buffer, "[", s.index.ToString(), "]");
+      if (s.cache_slot >= 0) slots.insert(s.cache_slot);
+    } else if (s.kind == StmtKind::kConstant) {
+      key = absl::StrCat("const ", std::bit_cast<uint64_t>(s.constant));
+    } else {
+      key = absl::StrCat(graph::OpName(s.op), "(");
+      for (int arg : s.args) {
+        if (auto it = e.key.find(arg); it != e.key.end()) {
+          absl::StrAppend(&key, it->second, ",");
+          size += e.size[arg];
+          slots.insert(e.slots[arg].begin(), e.slots[arg].end());
+          outside.insert(e.outside[arg].begin(), e.outside[arg].end());
+        } else {
+          absl::StrAppend(&key, "t", arg, ",");
+          outside.insert(arg);
+        }
+      }
+      absl::StrAppend(&key, ")");
+    }
+    e.key[s.result] = absl::StrCat(DTypeName(s.dtype), " ", key);
+    e.size[s.result] = size;
+    e.slots[s.result] = std::move(slots);
+    e.outside[s.result] = std::move(outside);
+  }
+  return e;
+}
+
+bool ReadsSlot(const std::vector<Stmt>& body, int slot) {
+  return std::any_of(body.begin(), body.end(),
+                     [&](const Stmt& s) { return s.kind == StmtKind::kLoad && s.cache_slot == slot; });
+}
+
+std::vector<Stmt>& Loop(Kernel& k, size_t loop) { return loop < k.passes.size() ? k.passes[loop].body : k.elementwise; }
+
+// Removes the statements of loops `first`.. whose results nothing reads.
+void RemoveDeadStatements(Kernel& k, size_t first) {
+  for (bool removed = true; removed;) {
+    absl::flat_hash_set<int> used;
+    auto use = [&](const std::vector<Stmt>& body) {
+      for (const Stmt& s : body) used.insert(s.args.begin(), s.args.end());
+    };
+    for (const Pass& p : k.passes) {
+      use(p.body);
+      for (const Accumulator& a : p.accumulators) used.insert(a.value);
+    }
+    use(k.elementwise);
+    use(k.row_body);
+    removed = false;
+    for (size_t l = first; l <= k.passes.size(); ++l) {
+      std::vector<Stmt>& body = Loop(k, l);
+      const size_t before = body.size();
+      std::erase_if(body, [&](const Stmt& s) { return s.kind != StmtKind::kStore && !used.contains(s.result); });
+      removed |= body.size() != before;
+    }
+  }
+}
+
+// Holds `value` (a temporary of pass `p`) in `slot` from pass p on, if every
+// later read of the slot is a copy of its expression.
+bool TryHold(Kernel& k, size_t p, int slot, int value, const std::string& key) {
+  Kernel trial = k;
+  const CachedLoad& c = k.cached_loads[slot];
+  absl::flat_hash_set<int> replaced;
+  for (size_t l = p + 1; l <= trial.passes.size(); ++l) {
+    std::vector<Stmt>& body = Loop(trial, l);
+    const Expressions e = Describe(body);
+    for (Stmt& s : body) {
+      if (s.kind != StmtKind::kCompute || e.key.at(s.result) != key) continue;
+      s = Stmt{.kind = StmtKind::kLoad, .result = s.result, .dtype = s.dtype, .buffer = c.buffer, .index = c.index,
+               .cache_slot = slot};
+      replaced.insert(s.result);
+    }
+  }
+  if (replaced.empty()) return false;
+  RemoveDeadStatements(trial, p + 1);
+  for (size_t l = p + 1; l <= trial.passes.size(); ++l) {
+    for (const Stmt& s : Loop(trial, l)) {
+      if (s.kind == StmtKind::kLoad && s.cache_slot == slot && !replaced.contains(s.result)) return false;
+    }
+  }
+  trial.passes[p].body.push_back(Stmt{.kind = StmtKind::kStore, .dtype = c.dtype, .args = {value}, .buffer = c.buffer,
+                                      .index = c.index, .cache_slot = slot});
+  k = std::move(trial);
+  return true;
+}
+
+}  // namespace
+
+Kernel ReuseHeldRowValues(Kernel kernel) {
+  for (int slot = 0; slot < static_cast<int>(kernel.cached_loads.size()); ++slot) {
+    // The last pass reading the slot, and whether a later loop reads it.
+    int last = -1;
+    for (size_t p = 0; p < kernel.passes.size(); ++p) {
+      if (ReadsSlot(kernel.passes[p].body, slot)) last = static_cast<int>(p);
+    }
+    if (last < 0) continue;
+    bool read_later = false;
+    for (size_t l = last + 1; l <= kernel.passes.size(); ++l) read_later |= ReadsSlot(Loop(kernel, l), slot);
+    if (!read_later) continue;
+    // Candidates: values computed from the slot, held in its C type, and
+    // reading no running result of this pass or a later one (those change
+    // along the row); the largest first (the most work saved).
+    std::set<int> running;
+    for (size_t p = last; p < kernel.passes.size(); ++p) {
+      for (const Accumulator& a : kernel.passes[p].accumulators) running.insert({a.temp, a.index_temp});
+    }
+    const std::vector<Stmt>& body = kernel.passes[last].body;
+    const Expressions e = Describe(body);
+    const char* held_type = ComputeCType(kernel.cached_loads[slot].dtype);
+    std::vector<int> candidates;
+    for (const Stmt& s : body) {
+      if (s.kind != StmtKind::kCompute || !e.slots.at(s.result).contains(slot) ||
+          std::strcmp(ComputeCType(s.dtype), held_type) != 0) {
+        continue;
+      }
+      const std::set<int>& outside = e.outside.at(s.result);
+      if (std::none_of(outside.begin(), outside.end(), [&](int t) { return running.contains(t); })) {
+        candidates.push_back(s.result);
+      }
+    }
+    std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) { return e.size.at(a) > e.size.at(b); });
+    for (int value : candidates) {
+      if (TryHold(kernel, last, slot, value, e.key.at(value))) break;
+    }
+  }
+  return kernel;
+}
+
+bool HeldRowValuesEnabled() {
+  static const bool on = TuneInt("FUSEBOX_TUNE_HELD_VALUES", 1) != 0;
+  return on;
+}
+
+}  // namespace fusebox::backend
