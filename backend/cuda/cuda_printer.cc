@@ -364,7 +364,7 @@ int64_t CudaGridSize(const Kernel& k, int64_t iterations) {
   if (k.cluster.blocks > 1) return iterations * k.cluster.blocks;
   switch (k.strategy) {
     case RowStrategy::kBlockPerRow: return k.split > 1 ? iterations * k.split : iterations;
-    case RowStrategy::kWarpPerRow: return (iterations + kCudaRowsPerWarpBlock - 1) / kCudaRowsPerWarpBlock;
+    case RowStrategy::kWarpPerRow: return (iterations + CudaWarpRowsPerBlock() - 1) / CudaWarpRowsPerBlock();
     case RowStrategy::kThreadPerRow: return (iterations + kCudaBlockSize - 1) / kCudaBlockSize * std::max<int64_t>(k.split, 1);
   }
   return 0;

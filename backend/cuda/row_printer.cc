@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cache_hints.h"
+#include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/held_row_values.h"
 #include "backend/tune.h"
 #include "fusion/plan.h"
@@ -505,6 +506,8 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
     layout.rows_per_block = 1;
   } else {
     layout.on_chip = Persistent(k) && values(32) * cached <= kCudaRowRegisterBudget;
+    layout.rows_per_block = CudaWarpRowsPerBlock();
+    layout.block_size = 32 * layout.rows_per_block;
   }
   // An SM's 1024 grid-stride threads have 64 registers each: two groups
   // ahead, not four, and one where several inputs are loaded per element.
@@ -523,6 +526,14 @@ int64_t CudaRowSharedBytes(int cuda_arch) {
   if (cuda_arch == 0 || cuda_arch >= 90) return kCudaRowSharedBytes;
   if (cuda_arch == 80) return int64_t{128} << 10;
   return cuda_arch > 80 ? int64_t{64} << 10 : int64_t{32} << 10;
+}
+
+int CudaWarpRowsPerBlock() {
+  static const int rows = [] {
+    const int64_t n = TuneInt("FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK", kCudaRowsPerWarpBlock);
+    return n >= 1 && n <= 32 ? static_cast<int>(n) : kCudaRowsPerWarpBlock;
+  }();
+  return rows;
 }
 
 bool CudaSharedRowsEnabled() {

@@ -89,6 +89,9 @@ bool LoopsReadingTwice(const Kernel& kernel);
 // (CudaRowLayout::shared_groups); FUSEBOX_TUNE_SHARED_ROWS=0 turns it off
 // (read once), for A/B runs against the grid-stride walk.
 bool CudaSharedRowsEnabled();
+// Rows per block of the warp-per-row layout (one warp each):
+// kCudaRowsPerWarpBlock, or FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK (1 to 32) for A/B runs.
+int CudaWarpRowsPerBlock();
 
 // Whether PrintCuda prints `kernel` through PrintCudaRows.
 bool UsesCudaRowLayout(const Kernel& kernel);
