@@ -4,6 +4,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backend/compile_ahead.h"
@@ -221,7 +222,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
     return shape;
   };
   absl::flat_hash_map<graph::NodeId, Tensor> stored;
-  std::vector<void*> args;
+  absl::InlinedVector<void*, 16> args;  // a kernel's buffers: no allocation per call
   for (const auto& k : kernels_) {
     if (k->extern_node >= 0) {
       if (g.StoreTarget(k->extern_node) >= 0) {
@@ -278,7 +279,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
         }
       }
       // cuLaunchKernel takes a pointer to each argument's value.
-      std::vector<void*> params(args.size());
+      absl::InlinedVector<void*, 16> params(args.size());
       for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
       long long fb_n = iterations;
       if (k->ir.dynamic_extent) params.push_back(&fb_n);

@@ -5,7 +5,6 @@
 #include <initializer_list>
 #include <optional>
 #include <span>
-#include <variant>
 
 #include "absl/strings/str_join.h"
 #include "frontend/capture.h"
@@ -15,15 +14,22 @@ namespace {
 
 using graph::DTypeRule;
 using graph::Op;
-using Operand = std::variant<Tensor, double>;
+// A tensor (held by reference: the caller's tensors outlive the op, and
+// copying a handle costs two atomic reference-count updates) or a scalar.
+struct Operand {
+  Operand(const Tensor& t) : tensor(&t) {}  // NOLINT: implicit, as the braced operand lists need
+  Operand(double v) : scalar(v) {}          // NOLINT
+  const Tensor* tensor = nullptr;
+  double scalar = 0;
+};
 
 std::string Describe(std::span<const Operand> xs) {
   std::vector<std::string> parts;
   for (const Operand& x : xs) {
-    if (const Tensor* t = std::get_if<Tensor>(&x)) {
+    if (const Tensor* t = x.tensor) {
       parts.push_back(absl::StrCat(DTypeName(t->dtype()), ShapeToString(t->shape()), " on ", t->device().str()));
     } else {
-      parts.push_back(absl::StrCat("scalar ", std::get<double>(x)));
+      parts.push_back(absl::StrCat("scalar ", x.scalar));
     }
   }
   return absl::StrJoin(parts, ", ");
@@ -44,11 +50,11 @@ Tensor Apply(Op op, std::initializer_list<Operand> operands, DType cast_to = DTy
   bool have_tensor_dtype = false;
   const bool where = info.dtype_rule == DTypeRule::kWhere;
   for (size_t k = 0; k < xs.size(); ++k) {
-    if (!std::holds_alternative<Tensor>(xs[k])) {
+    if (xs[k].tensor == nullptr) {
       scalar_operand = true;
       continue;
     }
-    const Tensor& t = std::get<Tensor>(xs[k]);
+    const Tensor& t = *xs[k].tensor;
     FUSEBOX_ENSURE(t.defined(), name, ": operand ", k, " is an undefined Tensor");
     if (first) {
       device = t.device();
@@ -96,14 +102,15 @@ Tensor Apply(Op op, std::initializer_list<Operand> operands, DType cast_to = DTy
   for (size_t k = 0; k < xs.size(); ++k) {
     const DType want = (where && k == 0) ? DType::kBool : input_dtype;
     graph::NodeId id;
-    if (const Tensor* t = std::get_if<Tensor>(&xs[k])) {
-      const Tensor operand = t->shape() == shape ? *t : t->expand(shape);
+    if (const Tensor* t = xs[k].tensor) {
+      Tensor expanded;  // only for an operand that broadcasts
+      const Tensor& operand = t->shape() == shape ? *t : (expanded = t->expand(shape));
       id = session->Operand(operand);
       if (operand.dtype() != want) {
         id = session->AddNode(graph::Node{.op = Op::kCast, .dtype = want, .shape = shape, .inputs = {id}});
       }
     } else {
-      id = session->Constant(std::get<double>(xs[k]), want, shape);
+      id = session->Constant(xs[k].scalar, want, shape);
     }
     node.inputs.push_back(id);
   }
