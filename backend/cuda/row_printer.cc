@@ -502,7 +502,8 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
     layout.grid_stride = !layout.on_chip && rereads && !k.dynamic_extent && k.row_length > fusion::kPersistentRowLimit &&
                          row_bytes <= kCudaL2RowBytes;
     const int long_row_threads = 1024 / CudaLongRowBlocksPerSm();
-    layout.threads_per_row = layout.block_size = layout.on_chip ? threads : layout.grid_stride ? long_row_threads : 256;
+    layout.threads_per_row = layout.block_size =
+        layout.on_chip ? threads : layout.grid_stride ? long_row_threads : CudaLoopThreads();
     layout.rows_per_block = 1;
   } else {
     layout.on_chip = Persistent(k) && values(32) * cached <= kCudaRowRegisterBudget;
@@ -511,7 +512,7 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   }
   // An SM's 1024 grid-stride threads have 64 registers each: two groups
   // ahead, not four, and one where several inputs are loaded per element.
-  layout.groups = layout.on_chip ? values(layout.threads_per_row) / v : layout.grid_stride ? (cached > 1 ? 1 : 2) : kCudaLoopGroups;
+  layout.groups = layout.on_chip ? values(layout.threads_per_row) / v : layout.grid_stride ? (cached > 1 ? 1 : 2) : CudaLoopGroups();
   return layout;
 }
 
@@ -526,6 +527,19 @@ int64_t CudaRowSharedBytes(int cuda_arch) {
   if (cuda_arch == 0 || cuda_arch >= 90) return kCudaRowSharedBytes;
   if (cuda_arch == 80) return int64_t{128} << 10;
   return cuda_arch > 80 ? int64_t{64} << 10 : int64_t{32} << 10;
+}
+
+int CudaLoopThreads() {
+  static const int threads = [] {
+    const int64_t n = TuneInt("FUSEBOX_TUNE_LOOP_THREADS", 256);
+    return n >= 32 && n <= 1024 && (n & (n - 1)) == 0 ? static_cast<int>(n) : 256;
+  }();
+  return threads;
+}
+
+int CudaLoopGroups() {
+  static const int groups = static_cast<int>(std::clamp<int64_t>(TuneInt("FUSEBOX_TUNE_LOOP_GROUPS", kCudaLoopGroups), 1, 16));
+  return groups;
 }
 
 int CudaWarpRowsPerBlock() {

@@ -92,6 +92,12 @@ bool CudaSharedRowsEnabled();
 // Rows per block of the warp-per-row layout (one warp each):
 // kCudaRowsPerWarpBlock, or FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK (1 to 32) for A/B runs.
 int CudaWarpRowsPerBlock();
+// Looped block rows (neither on chip nor grid-stride): threads per row, 256
+// or FUSEBOX_TUNE_LOOP_THREADS (a power of two, 32 to 1024), and groups each
+// thread loads per step, kCudaLoopGroups or FUSEBOX_TUNE_LOOP_GROUPS (1 to
+// 16); for A/B runs.
+int CudaLoopThreads();
+int CudaLoopGroups();
 
 // Whether PrintCuda prints `kernel` through PrintCudaRows.
 bool UsesCudaRowLayout(const Kernel& kernel);
