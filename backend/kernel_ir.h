@@ -117,6 +117,11 @@ struct Kernel {
   int num_temps = 0;
 
   bool is_reduction() const { return kind != fusion::KernelKind::kPointwise; }
+  // Reductions: the loops over a row in order, each pass's body and then
+  // `elementwise` (loop passes.size()).
+  size_t NumRowLoops() const { return passes.size() + 1; }
+  const std::vector<Stmt>& RowLoop(size_t loop) const { return loop < passes.size() ? passes[loop].body : elementwise; }
+  std::vector<Stmt>& RowLoop(size_t loop) { return loop < passes.size() ? passes[loop].body : elementwise; }
   // Iterations of this launch: numel / num_rows, or from the symbols' sizes.
   int64_t Iterations(const std::vector<int64_t>& symbol_values) const;
 

@@ -66,8 +66,6 @@ bool ReadsSlot(const std::vector<Stmt>& body, int slot) {
                      [&](const Stmt& s) { return s.kind == StmtKind::kLoad && s.cache_slot == slot; });
 }
 
-std::vector<Stmt>& Loop(Kernel& k, size_t loop) { return loop < k.passes.size() ? k.passes[loop].body : k.elementwise; }
-
 // Removes the statements of loops `first`.. whose results nothing reads.
 void RemoveDeadStatements(Kernel& k, size_t first) {
   for (bool removed = true; removed;) {
@@ -82,8 +80,8 @@ void RemoveDeadStatements(Kernel& k, size_t first) {
     use(k.elementwise);
     use(k.row_body);
     removed = false;
-    for (size_t l = first; l <= k.passes.size(); ++l) {
-      std::vector<Stmt>& body = Loop(k, l);
+    for (size_t l = first; l < k.NumRowLoops(); ++l) {
+      std::vector<Stmt>& body = k.RowLoop(l);
       const size_t before = body.size();
       std::erase_if(body, [&](const Stmt& s) { return s.kind != StmtKind::kStore && !used.contains(s.result); });
       removed |= body.size() != before;
@@ -97,8 +95,8 @@ bool TryHold(Kernel& k, size_t p, int slot, int value, const std::string& key) {
   Kernel trial = k;
   const CachedLoad& c = k.cached_loads[slot];
   absl::flat_hash_set<int> replaced;
-  for (size_t l = p + 1; l <= trial.passes.size(); ++l) {
-    std::vector<Stmt>& body = Loop(trial, l);
+  for (size_t l = p + 1; l < trial.NumRowLoops(); ++l) {
+    std::vector<Stmt>& body = trial.RowLoop(l);
     const Expressions e = Describe(body);
     for (Stmt& s : body) {
       if (s.kind != StmtKind::kCompute || e.key.at(s.result) != key) continue;
@@ -109,8 +107,8 @@ bool TryHold(Kernel& k, size_t p, int slot, int value, const std::string& key) {
   }
   if (replaced.empty()) return false;
   RemoveDeadStatements(trial, p + 1);
-  for (size_t l = p + 1; l <= trial.passes.size(); ++l) {
-    for (const Stmt& s : Loop(trial, l)) {
+  for (size_t l = p + 1; l < trial.NumRowLoops(); ++l) {
+    for (const Stmt& s : trial.RowLoop(l)) {
       if (s.kind == StmtKind::kLoad && s.cache_slot == slot && !replaced.contains(s.result)) return false;
     }
   }
@@ -131,7 +129,7 @@ Kernel ReuseHeldRowValues(Kernel kernel) {
     }
     if (last < 0) continue;
     bool read_later = false;
-    for (size_t l = last + 1; l <= kernel.passes.size(); ++l) read_later |= ReadsSlot(Loop(kernel, l), slot);
+    for (size_t l = last + 1; l < kernel.NumRowLoops(); ++l) read_later |= ReadsSlot(kernel.RowLoop(l), slot);
     if (!read_later) continue;
     // Candidates: values computed from the slot, held in its C type, and
     // reading no running result of this pass or a later one (those change

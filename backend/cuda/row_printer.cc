@@ -230,18 +230,12 @@ class RowPrinter {
  private:
   static const char* OpTemplate(graph::Op op) { return graph::Info(op).cuda_expr; }
 
-  // The loops over the row in order: the passes' bodies, then `elementwise`.
-  const std::vector<Stmt>& LoopBody(size_t loop) const {
-    return loop < k_.passes.size() ? k_.passes[loop].body : k_.elementwise;
-  }
-  size_t NumLoops() const { return k_.passes.size() + 1; }
-
   // Whether a loop from `next_loop` on reads element (buffer, index) from
   // memory again.
   bool ReadAgain(int buffer, const IndexExpr& index, size_t next_loop) const {
     const std::string at = index.ToString();
-    for (size_t l = next_loop; l < NumLoops(); ++l) {
-      for (const Stmt& s : LoopBody(l)) {
+    for (size_t l = next_loop; l < k_.NumRowLoops(); ++l) {
+      for (const Stmt& s : k_.RowLoop(l)) {
         const bool from_registers = layout_.on_chip && s.cache_slot >= 0 && preloaded_.contains(s.cache_slot);
         if (s.kind == StmtKind::kLoad && s.buffer == buffer && !from_registers && s.index.ToString() == at) return true;
       }
@@ -250,8 +244,8 @@ class RowPrinter {
   }
   // Whether the kernel re-reads rows: some per-element load is read again.
   bool RereadsRows() const {
-    for (size_t l = 0; l < NumLoops(); ++l) {
-      for (const Stmt& s : LoopBody(l)) {
+    for (size_t l = 0; l < k_.NumRowLoops(); ++l) {
+      for (const Stmt& s : k_.RowLoop(l)) {
         if (s.kind == StmtKind::kLoad && TouchesEachElementOnce(s.index) && ReadAgain(s.buffer, s.index, l + 1)) return true;
       }
     }
@@ -311,7 +305,7 @@ class RowPrinter {
   // persistent rows: cached values the passes did not preload) and which
   // stores are (the vectorizable ones).
   LoopPlan Plan(size_t loop) const {
-    LoopPlan plan{.lanes = k_, .body = LoopBody(loop)};
+    LoopPlan plan{.lanes = k_, .body = k_.RowLoop(loop)};
     std::set<int> staged;
     for (Stmt& s : plan.body) {
       if (s.kind == StmtKind::kLoad && layout_.on_chip && s.cache_slot >= 0) {
