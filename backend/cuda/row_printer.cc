@@ -138,8 +138,10 @@ struct LoopPlan {
 
 class RowPrinter {
  public:
-  RowPrinter(const Kernel& k, const CudaRowHooks& hooks)
-      : k_(k), hooks_(hooks), layout_(ChooseCudaRowLayout(k)), v_(layout_.vector_width),
+  // `layout`: ChooseCudaRowLayout's, of `k` as lowered (held row values
+  // leave it unchanged).
+  RowPrinter(const Kernel& k, const CudaRowLayout& layout, const CudaRowHooks& hooks)
+      : k_(k), hooks_(hooks), layout_(layout), v_(layout_.vector_width),
         idx_(k.index64 ? "long long" : "int"), n_(absl::StrCat(k.row_length, k.index64 ? "LL" : "")),
         preloaded_(layout_.on_chip ? PreloadedSlots(k) : std::set<int>{}),
         rereads_rows_(CudaCacheHintLevel() >= 1 && RereadsRows()) {}
@@ -552,10 +554,9 @@ bool CudaSharedRowsEnabled() {
 int CudaRowBlockSize(const Kernel& k) { return ChooseCudaRowLayout(k).block_size; }
 
 std::string PrintCudaRows(const Kernel& kernel, const CudaRowHooks& hooks) {
-  if (ChooseCudaRowLayout(kernel).on_chip && HeldRowValuesEnabled()) {
-    return RowPrinter(ReuseHeldRowValues(kernel), hooks).Print();
-  }
-  return RowPrinter(kernel, hooks).Print();
+  const CudaRowLayout layout = ChooseCudaRowLayout(kernel);
+  if (layout.on_chip && HeldRowValuesEnabled()) return RowPrinter(ReuseHeldRowValues(kernel), layout, hooks).Print();
+  return RowPrinter(kernel, layout, hooks).Print();
 }
 
 }  // namespace fusebox::backend
