@@ -375,10 +375,7 @@ int64_t CudaCombineGridSize(const Kernel& k) {
 }
 
 int CudaColumnUnroll() {
-  static const int unroll = [] {
-    const int64_t n = TuneInt("FUSEBOX_TUNE_COLUMN_UNROLL", 8);
-    return n >= 1 && n <= 64 && (n & (n - 1)) == 0 ? static_cast<int>(n) : 8;
-  }();
+  static const int unroll = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_COLUMN_UNROLL", 8, 1, 64, /*power_of_two=*/true));
   return unroll;
 }
 

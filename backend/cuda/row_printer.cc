@@ -526,10 +526,7 @@ int64_t CudaRowSharedBytes(int cuda_arch) {
 }
 
 int CudaLoopThreads() {
-  static const int threads = [] {
-    const int64_t n = TuneInt("FUSEBOX_TUNE_LOOP_THREADS", 256);
-    return n >= 32 && n <= 1024 && (n & (n - 1)) == 0 ? static_cast<int>(n) : 256;
-  }();
+  static const int threads = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_LOOP_THREADS", 256, 32, 1024, /*power_of_two=*/true));
   return threads;
 }
 
@@ -539,10 +536,7 @@ int CudaLoopGroups() {
 }
 
 int CudaWarpRowsPerBlock() {
-  static const int rows = [] {
-    const int64_t n = TuneInt("FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK", kCudaRowsPerWarpBlock);
-    return n >= 1 && n <= 32 ? static_cast<int>(n) : kCudaRowsPerWarpBlock;
-  }();
+  static const int rows = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK", kCudaRowsPerWarpBlock, 1, 32));
   return rows;
 }
 
