@@ -158,6 +158,7 @@ class RowPrinter {
     absl::StrAppend(&out, "; ", layout_.threads_per_row, " threads per row, groups of ", v_,
                     !Persistent(k_) || layout_.on_chip ? ""
                     : LoopsReadingTwice(k_)            ? ", looped (read twice, the second time from the L2)"
+                    : LoopsWideRows(k_)                ? ", looped (one group per step, the row kept in the L2)"
                                                        : ", looped (over the register budget)",
                     layout_.shared_groups > 0 ? absl::StrCat(", on chip: the last ", layout_.shared_groups,
                                                              " groups of each thread in shared memory")
@@ -462,17 +463,37 @@ bool LoopsReadingTwice(const Kernel& k) {
          !k.dynamic_extent;
 }
 
+// Whether a row loop of `k` loads an operand broadcast over the rows (its
+// index runs over `j` but not `r`: a norm's weight).
+bool ReadsBroadcastOperand(const Kernel& k) {
+  for (size_t l = 0; l < k.NumRowLoops(); ++l) {
+    for (const Stmt& s : k.RowLoop(l)) {
+      if (s.kind == StmtKind::kLoad && s.index.DependsOn("j") && !s.index.DependsOn("r")) return true;
+    }
+  }
+  return false;
+}
+
+bool LoopsWideRows(const Kernel& k) {
+  static const bool on = TuneInt("FUSEBOX_TUNE_WIDE_ROW_LOOP", 1) != 0;
+  return on && k.strategy == RowStrategy::kBlockPerRow && Persistent(k) && RowReads(k) > 1 &&
+         k.row_length > kCudaShortRowLength && k.row_length <= kCudaWideLoopRowLimit && !k.dynamic_extent &&
+         !ReadsBroadcastOperand(k) && ChooseVectorWidth(k) >= 4;
+}
+
 CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   CudaRowLayout layout;
   const int v = layout.vector_width = ChooseVectorWidth(k);
   const int64_t cached = static_cast<int64_t>(PreloadedSlots(k).size());
   // Values each thread holds per cached input, with `threads` per row.
   auto values = [&](int64_t threads) { return (k.row_length + threads * v - 1) / (threads * v) * v; };
+  bool wide_loop = false;  // LoopsWideRows: one group per step
   if (k.strategy == RowStrategy::kBlockPerRow) {
     int threads = 256;
     // FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT (A/B runs): longer block rows loop.
     static const int64_t on_chip_limit = TuneInt("FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT", 0);
-    const bool may_hold = (on_chip_limit <= 0 || k.row_length <= on_chip_limit) && !LoopsReadingTwice(k);
+    wide_loop = LoopsWideRows(k);
+    const bool may_hold = (on_chip_limit <= 0 || k.row_length <= on_chip_limit) && !LoopsReadingTwice(k) && !wide_loop;
     while (Persistent(k) && threads < 1024 && values(threads) > TunedRowValues(k)) threads *= 2;
     const int budget = threads >= 1024 ? kCudaRowRegisterBudget / 2 : kCudaRowRegisterBudget;
     layout.on_chip = may_hold && Persistent(k) && values(threads) * cached <= budget;
@@ -499,7 +520,7 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
                          row_bytes <= kCudaL2RowBytes;
     const int long_row_threads = 1024 / CudaLongRowBlocksPerSm();
     layout.threads_per_row = layout.block_size =
-        layout.on_chip ? threads : layout.grid_stride ? long_row_threads : CudaLoopThreads();
+        layout.on_chip ? threads : layout.grid_stride ? long_row_threads : wide_loop ? kCudaWideLoopThreads : CudaLoopThreads();
     layout.rows_per_block = 1;
   } else {
     layout.on_chip = Persistent(k) && values(32) * cached <= kCudaRowRegisterBudget;
@@ -508,7 +529,10 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   }
   // An SM's 1024 grid-stride threads have 64 registers each: two groups
   // ahead, not four, and one where several inputs are loaded per element.
-  layout.groups = layout.on_chip ? values(layout.threads_per_row) / v : layout.grid_stride ? (cached > 1 ? 1 : 2) : CudaLoopGroups();
+  layout.groups = layout.on_chip      ? values(layout.threads_per_row) / v
+                  : layout.grid_stride ? (cached > 1 ? 1 : 2)
+                  : wide_loop          ? 1
+                                       : CudaLoopGroups();
   return layout;
 }
 

@@ -85,6 +85,22 @@ int CudaLongRowBlocksPerSm();
 inline constexpr int64_t kCudaTwoReadLoopLimit = 4096;
 bool LoopsReadingTwice(const Kernel& kernel);
 
+// Re-read block rows longer than kCudaShortRowLength, up to
+// kCudaWideLoopRowLimit, in groups of 4 or more elements, that read no
+// operand broadcast over the rows (a softmax over 8192) are not held on chip:
+// they loop, kCudaWideLoopThreads threads loading one group per step, the row
+// kept in the L2 between passes, as Inductor's looped reductions of 512
+// threads do. Measured on the H200, not derived (bench/NOTES.md): softmax
+// 8192 x 8192 4047-4054 GB/s on chip, 4160-4172 looped with one group per
+// step, 4011 with two and 3681 with four; both kernels use 32 registers, so
+// occupancy is not the difference. Rows with a broadcast weight (layer_norm,
+// rms_norm over 4096) measured far slower looped this way (2869 and 2577
+// against 4047 and 4153), so they keep their layouts.
+// FUSEBOX_TUNE_WIDE_ROW_LOOP=0 turns it off (read once), for A/B runs.
+inline constexpr int64_t kCudaWideLoopRowLimit = 8192;
+inline constexpr int kCudaWideLoopThreads = 512;
+bool LoopsWideRows(const Kernel& kernel);
+
 // Whether long re-read rows may be held in registers and shared memory
 // (CudaRowLayout::shared_groups); FUSEBOX_TUNE_SHARED_ROWS=0 turns it off
 // (read once), for A/B runs against the grid-stride walk.

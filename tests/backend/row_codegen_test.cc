@@ -268,6 +268,43 @@ TEST(RowCodegenTest, ArgmaxHalfPrecisionAndRunTimeRowsCompile) {
   EXPECT_EQ(backend::ChooseCudaRowLayout(LowerLast(Softmax, {x.to(DType::kBFloat16)})).vector_width, 8);
 }
 
+// Re-read block rows past 4096 up to kCudaWideLoopRowLimit, in 16-byte
+// groups, without a broadcast operand (a softmax over 8192) loop with 512 threads and one group
+// per step, keeping the row in the L2 until its last pass; shorter or longer
+// rows, rows read once and norms (a weight read by every row) keep their
+// layouts.
+TEST(RowCodegenTest, WideReReadRowsLoopOneGroupPerStep) {
+  const backend::Kernel softmax = LowerLast(Softmax, {randn({19, 8192})});
+  ASSERT_TRUE(backend::LoopsWideRows(softmax));
+  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(softmax);
+  EXPECT_FALSE(layout.on_chip);
+  EXPECT_FALSE(layout.grid_stride);
+  EXPECT_EQ(layout.block_size, backend::kCudaWideLoopThreads);
+  EXPECT_EQ(layout.groups, 1);
+  const Compiled c = CompileCuda(softmax);
+  EXPECT_THAT(c.source, HasSubstr("looped (one group per step, the row kept in the L2)"));
+  EXPECT_THAT(c.ptx, HasSubstr("ld.global.L2::cache_hint.v4"));  // the first two passes keep the row
+  EXPECT_THAT(c.ptx, HasSubstr("ld.global.cs.v4"));               // the last streams it
+  ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
+  // Two inputs, and a length that leaves a partial step: still looped.
+  EXPECT_TRUE(backend::LoopsWideRows(
+      LowerLast([](auto& in) { return ManualSoftmax(in[0] * in[1]); }, {randn({3, 4100}), randn({3, 4100})})));
+
+  for (int64_t cols : {4096, 4099, 12288}) {  // 4099: scalar groups
+    SCOPED_TRACE(cols);
+    const backend::Kernel k = LowerLast(Softmax, {randn({3, cols})});
+    EXPECT_FALSE(backend::LoopsWideRows(k));
+    EXPECT_TRUE(backend::ChooseCudaRowLayout(k).on_chip);
+  }
+  Tensor x = randn({3, 8192}), w = randn({8192}), b = randn({8192});
+  for (const backend::Kernel& k : {LowerLast(LayerNorm, {x, w, b}), LowerLast(RmsNorm, {x, w}),
+                                   LowerLast([](auto& in) { return sum(in[0], -1); }, {x})}) {
+    SCOPED_TRACE(k.name);
+    EXPECT_FALSE(backend::LoopsWideRows(k));
+    EXPECT_TRUE(backend::ChooseCudaRowLayout(k).on_chip);
+  }
+}
+
 }  // namespace
 }  // namespace fusebox
 
