@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Nsight Compute on fusebox's and torch.compile's kernels for the row
+# workloads short of their goals (layer_norm 16384 x 4096, softmax 32768 x
+# 1024): time, DRAM bytes, L1/L2 hit rates, instructions, occupancy, stalls
+# (bench/NOTES.md, session 9). Not part of the build or the bench. On the
+# device, from the repository root, after `bash bench/device_run.sh` here
+# (carry build-device/dist):
+#   bash bench/experiments/ncu_rows.sh
+# FUSEBOX_TUNE_* settings in the environment reach fusebox's kernels. ncu
+# replays each profiled kernel with the caches flushed (no dirty lines, unlike
+# the bench's zeroing) at the GPU's own clocks; the fourth launch is profiled.
+set -uo pipefail
+export LD_LIBRARY_PATH=$PWD/build-device/dist/lib FUSEBOX_CACHE_DIR=/tmp/fbc
+metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct
+metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,l1tex__t_sector_hit_rate.pct,launch__registers_per_thread
+metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
+metrics+=,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio
+metrics+=,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio
+ncu=(/usr/local/cuda/bin/ncu --clock-control none --cache-control all --launch-skip 3 --launch-count 1 --metrics "$metrics")
+keep='^  [a-z_]+.*\(|gpu__|dram__|lts__|l1tex__|launch__|sm__|smsp__'
+driver=$(mktemp --suffix=.py)
+cat >"$driver" <<'PY'
+import sys
+sys.path.insert(0, "bench")
+import torch
+from compare_torch import torch_workloads
+name, shapes = sys.argv[1], eval(sys.argv[2])
+fn = torch.compile(torch_workloads(torch)[name][0])
+args = [torch.randn(s, device="cuda") for s in shapes]
+for _ in range(6):
+    fn(*args)
+torch.cuda.synchronize()
+PY
+profile() {  # title, kernel regex, command...
+  echo "=== $1"
+  timeout 150 "${ncu[@]}" -k "regex:$2" "${@:3}" 2>&1 | grep -E "$keep"
+}
+profile "fusebox layer_norm" per_fused build-device/dist/bin/fusebox_bench --filter manual_layer_norm
+profile "fusebox softmax 32768x1024" per_fused build-device/dist/bin/fusebox_bench --filter manual_softmax
+profile "torch.compile layer_norm" triton_ python3 "$driver" manual_layer_norm "[(16384, 4096), (4096,), (4096,)]"
+profile "torch.compile softmax 32768x1024" triton_ python3 "$driver" manual_softmax "[(32768, 1024)]"
+rm -f "$driver"
