@@ -339,17 +339,29 @@ class RowPrinter {
   // together.
   std::string Loop(const LoopPlan& plan, const std::vector<Accumulator>* accumulators, bool preload = false) const {
     const int64_t width = int64_t{layout_.threads_per_row} * v_;  // elements per group of all the row's threads
+    const int64_t step = width * layout_.groups;                      // elements per step of a looped row
     const bool persistent = layout_.on_chip;
+    // FUSEBOX_TUNE_COUNTED_LOOP=1 (read once; experiment for A/B runs): looped
+    // rows count their steps (a constant trip count, which the compiler can
+    // unroll without remainder code) and skip the group guards where the
+    // steps tile the row.
+    static const bool counted = TuneInt("FUSEBOX_TUNE_COUNTED_LOOP", 0) != 0;
     std::string out, in = "    ";
+    if (!persistent && counted) {
+      absl::StrAppend(&out, in, "for (int fb_step = 0; fb_step < ", (k_.row_length + step - 1) / step,
+                      "; ++fb_step) {\n", in, "  const ", idx_, " jc = (", idx_, ")fb_lane * ", v_, " + (", idx_,
+                      ")fb_step * ", step, ";\n");
+    } else if (!persistent) {
+      absl::StrAppend(&out, in, "for (", idx_, " jc = (", idx_, ")fb_lane * ", v_, "; jc < ", n_, "; jc += ", step,
+                      ") {\n");
+    }
     if (!persistent) {
-      absl::StrAppend(&out, in, "for (", idx_, " jc = (", idx_, ")fb_lane * ", v_, "; jc < ", n_, "; jc += ",
-                      width * layout_.groups, ") {\n");
       in += "  ";
       for (const Access& a : plan.loads) {
         absl::StrAppend(&out, in, ComputeCType(k_.buffers[a.buffer].dtype), " c", a.array, "[", layout_.groups * v_, "];\n");
       }
     }
-    const bool guard = !persistent || k_.row_length % width != 0;
+    const bool guard = persistent ? k_.row_length % width != 0 : !counted || k_.row_length % step != 0;
     const std::string body_in = in + (guard ? "    " : "  ");
     const std::string open_groups = absl::StrCat(
         in, "#pragma unroll\n", in, "for (int q = 0; q < ", layout_.groups, "; ++q) {\n", in, "  const ", idx_, " jv = ",
