@@ -180,8 +180,14 @@ class RowPrinter {
     // registers). Looped rows test `fb_vec` inline: picked once, rms_norm
     // over 16384 x 4096 measured 5.5% slower.
     const bool instances = !aligned.empty() && layout_.on_chip;
-    const std::string kernel = absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", layout_.block_size, ") ",
-                                            k_.name, "(", params, ") {\n");
+    // FUSEBOX_TUNE_LOOP_MIN_BLOCKS=N (read once; experiment for A/B runs):
+    // looped block rows ask ptxas for N blocks per SM, which caps registers
+    // (N = 4 at 512 threads: 32, the count that fits four blocks).
+    static const int64_t min_blocks = TuneInt("FUSEBOX_TUNE_LOOP_MIN_BLOCKS", 0);
+    const bool bounded = min_blocks > 0 && !layout_.on_chip && !layout_.grid_stride && !warp;
+    const std::string kernel =
+        absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", layout_.block_size,
+                     bounded ? absl::StrCat(", ", min_blocks) : "", ") ", k_.name, "(", params, ") {\n");
     if (instances) {
       const std::string rows = absl::StrCat("template <bool fb_vec>\nFB_INLINE void ", k_.name, "_rows(", params, ")");
       std::string args;
