@@ -470,17 +470,6 @@ class RowPrinter {
   const bool rereads_rows_;        // hints on, and rows are read from memory more than once
 };
 
-}  // namespace
-
-bool UsesCudaRowLayout(const Kernel& k) {
-  return k.is_reduction() && k.split <= 1 && k.cluster.blocks <= 1 && k.strategy != RowStrategy::kThreadPerRow;
-}
-
-bool LoopsReadingTwice(const Kernel& k) {
-  return k.strategy == RowStrategy::kBlockPerRow && RowReads(k) == 2 && k.row_length <= kCudaTwoReadLoopLimit &&
-         !k.dynamic_extent;
-}
-
 // Whether a row loop of `k` loads an operand broadcast over the rows (its
 // index runs over `j` but not `r`: a norm's weight).
 bool ReadsBroadcastOperand(const Kernel& k) {
@@ -490,6 +479,17 @@ bool ReadsBroadcastOperand(const Kernel& k) {
     }
   }
   return false;
+}
+
+}  // namespace
+
+bool UsesCudaRowLayout(const Kernel& k) {
+  return k.is_reduction() && k.split <= 1 && k.cluster.blocks <= 1 && k.strategy != RowStrategy::kThreadPerRow;
+}
+
+bool LoopsReadingTwice(const Kernel& k) {
+  return k.strategy == RowStrategy::kBlockPerRow && RowReads(k) == 2 && k.row_length <= kCudaTwoReadLoopLimit &&
+         !k.dynamic_extent;
 }
 
 bool LoopsWideRows(const Kernel& k) {
