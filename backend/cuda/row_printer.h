@@ -92,8 +92,9 @@ bool LoopsReadingTwice(const Kernel& kernel);
 // kept in the L2 between passes, as Inductor's looped reductions of 512
 // threads do. Measured on the H200, not derived (bench/NOTES.md): softmax
 // 8192 x 8192 4047-4054 GB/s on chip, 4160-4172 looped with one group per
-// step, 4011 with two and 3681 with four; both kernels use 32 registers, so
-// occupancy is not the difference. Rows with a broadcast weight (layer_norm,
+// step, 4011 with two and 3681 with four. The on-chip kernel already fits
+// four blocks per SM (32 registers; the looped one 36, three), so occupancy
+// does not explain it. Rows with a broadcast weight (layer_norm,
 // rms_norm over 4096) measured far slower looped this way (2869 and 2577
 // against 4047 and 4153), so they keep their layouts.
 // FUSEBOX_TUNE_WIDE_ROW_LOOP=0 turns it off (read once), for A/B runs.
