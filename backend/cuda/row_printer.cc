@@ -353,15 +353,13 @@ class RowPrinter {
     // steps tile the row.
     static const bool counted = TuneInt("FUSEBOX_TUNE_COUNTED_LOOP", 0) != 0;
     std::string out, in = "    ";
-    if (!persistent && counted) {
-      absl::StrAppend(&out, in, "for (int fb_step = 0; fb_step < ", (k_.row_length + step - 1) / step,
-                      "; ++fb_step) {\n", in, "  const ", idx_, " jc = (", idx_, ")fb_lane * ", v_, " + (", idx_,
-                      ")fb_step * ", step, ";\n");
-    } else if (!persistent) {
-      absl::StrAppend(&out, in, "for (", idx_, " jc = (", idx_, ")fb_lane * ", v_, "; jc < ", n_, "; jc += ", step,
-                      ") {\n");
-    }
     if (!persistent) {
+      absl::StrAppend(&out, in,
+                      counted ? absl::StrCat("for (int fb_step = 0; fb_step < ", (k_.row_length + step - 1) / step,
+                                             "; ++fb_step) {\n", in, "  const ", idx_, " jc = (", idx_, ")fb_lane * ",
+                                             v_, " + (", idx_, ")fb_step * ", step, ";\n")
+                              : absl::StrCat("for (", idx_, " jc = (", idx_, ")fb_lane * ", v_, "; jc < ", n_,
+                                             "; jc += ", step, ") {\n"));
       in += "  ";
       for (const Access& a : plan.loads) {
         absl::StrAppend(&out, in, ComputeCType(k_.buffers[a.buffer].dtype), " c", a.array, "[", layout_.groups * v_, "];\n");
@@ -505,12 +503,11 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   const int64_t cached = static_cast<int64_t>(PreloadedSlots(k).size());
   // Values each thread holds per cached input, with `threads` per row.
   auto values = [&](int64_t threads) { return (k.row_length + threads * v - 1) / (threads * v) * v; };
-  bool wide_loop = false;  // LoopsWideRows: one group per step
+  const bool wide_loop = LoopsWideRows(k);  // block rows only: one group per step
   if (k.strategy == RowStrategy::kBlockPerRow) {
     int threads = 256;
     // FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT (A/B runs): longer block rows loop.
     static const int64_t on_chip_limit = TuneInt("FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT", 0);
-    wide_loop = LoopsWideRows(k);
     const bool may_hold = (on_chip_limit <= 0 || k.row_length <= on_chip_limit) && !LoopsReadingTwice(k) && !wide_loop;
     while (Persistent(k) && threads < 1024 && values(threads) > TunedRowValues(k)) threads *= 2;
     const int budget = threads >= 1024 ? kCudaRowRegisterBudget / 2 : kCudaRowRegisterBudget;
