@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 constexpr int kN = 8192;  // rows = columns
@@ -167,16 +168,20 @@ int main() {
     std::snprintf(name, sizeof name, "read all (ceiling), %d blocks/SM x 512", k);
     report(name, nullptr, [&] { ReadAll<<<sms * k, 512>>>((const float4*)in, n / 4, out); });
   }
-#define COL1(T, U, CHUNKS)                                                                        \
-  report("col scalar T=" #T " U=" #U " chunks=" #CHUNKS " + combine", &col, [&] {                 \
-    ColPartial1<T, U><<<dim3(kN / T, CHUNKS), T>>>(in, partial, kN / CHUNKS);                     \
-    ColCombine<<<kN / 256, 256>>>(partial, CHUNKS, out);                                          \
-  })
+  // A column sum's two launches: `partials` writes `chunks` partial rows, the combine folds them.
+  auto col_partials = [&](const std::string& name, int chunks, auto partials) {
+    report((name + " + combine").c_str(), &col, [&] {
+      partials();
+      ColCombine<<<kN / 256, 256>>>(partial, chunks, out);
+    });
+  };
+#define COL1(T, U, CHUNKS)                                                                     \
+  col_partials("col scalar T=" #T " U=" #U " chunks=" #CHUNKS, CHUNKS,                         \
+               [&] { ColPartial1<T, U><<<dim3(kN / T, CHUNKS), T>>>(in, partial, kN / CHUNKS); })
   COL1(256, 8, 16);
-#define COLTILE(TX, TY, U, ...)                                                                   \
-  report("col tile TX=" #TX " TY=" #TY " U=" #U " " #__VA_ARGS__ " + combine", &col, [&] {        \
-    ColTile<TX, TY, U __VA_OPT__(,) __VA_ARGS__><<<dim3(kN / 4 / TX, kN / (TY * U)), TX * TY>>>(in, partial);               \
-    ColCombine<<<kN / 256, 256>>>(partial, kN / (TY * U), out);                                   \
+#define COLTILE(TX, TY, U, ...)                                                                \
+  col_partials("col tile TX=" #TX " TY=" #TY " U=" #U " " #__VA_ARGS__, kN / (TY * U), [&] {   \
+    ColTile<TX, TY, U __VA_OPT__(, ) __VA_ARGS__><<<dim3(kN / 4 / TX, kN / (TY * U)), TX * TY>>>(in, partial); \
   })
   COLTILE(32, 32, 8);
   COLTILE(32, 32, 8, false);
@@ -187,11 +192,8 @@ int main() {
   COLTILE(32, 32, 2);
   COLTILE(64, 16, 4);
   COLTILE(32, 16, 16, false);
-#define COLROWS(T, R, U)                                                                          \
-  report("col rows T=" #T " R=" #R " U=" #U " + combine", &col, [&] {                             \
-    ColRows<T, R, U><<<kN / R, T>>>(in, partial);                                                 \
-    ColCombine<<<kN / 256, 256>>>(partial, kN / R, out);                                          \
-  })
+#define COLROWS(T, R, U) \
+  col_partials("col rows T=" #T " R=" #R " U=" #U, kN / R, [&] { ColRows<T, R, U><<<kN / R, T>>>(in, partial); })
   COLROWS(1024, 32, 2);
   COLROWS(1024, 32, 4);
   COLROWS(1024, 64, 4);
