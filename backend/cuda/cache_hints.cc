@@ -14,12 +14,35 @@ int CudaCacheHintLevel() {
 
 CacheHint StreamEverywhere() { return CudaCacheHintLevel() >= 2 ? CacheHint::kStream : CacheHint::kNormal; }
 
+int CudaL1HintBits() {
+  static const int bits = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_L1_HINTS", 15, 0, 15));
+  return bits;
+}
+
 CacheHint StreamReadOnlyReduction() { return CudaCacheHintLevel() >= 1 ? CacheHint::kStream : CacheHint::kNormal; }
 
 // __ldcs / __stcs are PTX's .cs ("cache streaming": evict-first in L1 and
 // L2); evict-last needs a cache policy (createpolicy) on the load.
-const char* CacheHintPrelude() {
-  return R"(template <typename T> FB_INLINE T fb_ld_stream(const T* p) { return __ldcs(p); }
+namespace {
+
+// The three widths of a hinted 16-, 8- and 4-byte load `name`, PTX
+// `ld.global<qualifiers>` with the L2 cache policy `policy()`.
+std::string PolicyLoads(const std::string& name, const std::string& qualifiers, const std::string& policy) {
+  const std::string ld = absl::StrCat("ld.global", qualifiers, ".L2::cache_hint");
+  return absl::StrCat("FB_INLINE uint4 ", name, "(const uint4* a) {\n  uint4 v;\n  asm(\"", ld,
+                      ".v4.u32 {%0, %1, %2, %3}, [%4], %5;\" : \"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w) : \"l\"(a), \"l\"(",
+                      policy, "()));\n  return v;\n}\n", "FB_INLINE uint2 ", name, "(const uint2* a) {\n  uint2 v;\n  asm(\"", ld,
+                      ".v2.u32 {%0, %1}, [%2], %3;\" : \"=r\"(v.x), \"=r\"(v.y) : \"l\"(a), \"l\"(", policy,
+                      "()));\n  return v;\n}\n", "FB_INLINE unsigned int ", name, "(const unsigned int* a) {\n  unsigned int v;\n  asm(\"",
+                      ld, ".u32 %0, [%1], %2;\" : \"=r\"(v) : \"l\"(a), \"l\"(", policy, "()));\n  return v;\n}\n");
+}
+
+}  // namespace
+
+// __ldcs / __stcs are PTX's .cs ("cache streaming": evict-first in L1 and
+// L2); evict-last needs a cache policy (createpolicy) on the load.
+std::string CacheHintPrelude() {
+  std::string out = R"(template <typename T> FB_INLINE T fb_ld_stream(const T* p) { return __ldcs(p); }
 FB_INLINE bool fb_ld_stream(const bool* p) { return *p; }
 template <typename T> FB_INLINE void fb_st_stream(T* p, T v) { __stcs(p, v); }
 FB_INLINE void fb_st_stream(bool* p, bool v) { *p = v; }
@@ -28,29 +51,26 @@ FB_INLINE unsigned long long fb_keep_policy() {
   asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
   return p;
 }
-FB_INLINE uint4 fb_ld_keep(const uint4* a) {
-  uint4 v;
-  asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a), "l"(fb_keep_policy()));
-  return v;
-}
-FB_INLINE uint2 fb_ld_keep(const uint2* a) {
-  uint2 v;
-  asm("ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(v.x), "=r"(v.y) : "l"(a), "l"(fb_keep_policy()));
-  return v;
-}
-FB_INLINE unsigned int fb_ld_keep(const unsigned int* a) {
-  unsigned int v;
-  asm("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(a), "l"(fb_keep_policy()));
-  return v;
-}
 )";
+  absl::StrAppend(&out, PolicyLoads("fb_ld_keep", (CudaL1HintBits() & 1) ? ".L1::evict_last" : "", "fb_keep_policy"));
+  if (CudaL1HintBits() & 2) {
+    absl::StrAppend(&out, R"(FB_INLINE unsigned long long fb_last_policy() {
+  unsigned long long p;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+)",
+                    PolicyLoads("fb_ld_last", ".L1::evict_first", "fb_last_policy"));
+  }
+  return out;
 }
 
 bool TouchesEachElementOnce(const IndexExpr& index) { return index.DependsOn("r") && index.DependsOn("j"); }
 
 std::string HintedLoad(CacheHint hint, const std::string& ptr) {
   if (hint == CacheHint::kNormal) return absl::StrCat("*(", ptr, ")");
-  return absl::StrCat(hint == CacheHint::kStream ? "fb_ld_stream(" : "fb_ld_keep(", ptr, ")");
+  const char* load = hint == CacheHint::kStream ? "fb_ld_stream(" : hint == CacheHint::kKeep ? "fb_ld_keep(" : "fb_ld_last(";
+  return absl::StrCat(load, ptr, ")");
 }
 
 std::string HintedStore(CacheHint hint, const std::string& ptr, const std::string& value) {

@@ -1,12 +1,14 @@
-// L2 eviction priorities of the generated kernels' global accesses. A fused
+// Eviction priorities of the generated kernels' global accesses. A fused
 // kernel knows which of its accesses come back to an element: a looped row
 // (too long for registers) is read once per pass, the later passes from the
-// L2. Its loads before the last pass are kept (evict-last), so other rows'
-// traffic does not push the row out before it is re-read; its last read and
-// its full-size stores are streamed (evict-first), so they make room for the
-// rows still in flight. Read-once data elsewhere (pointwise operands,
-// persistent rows, column chunks) may be streamed too (level 2), which
-// measured no faster on the H200 (bench/NOTES.md), so it is off by default.
+// L1 or the L2. Its loads before the last pass are kept (evict-last in both),
+// so other rows' traffic does not push the row out before it is re-read, and
+// so are the operands every row reads (a norm's weight); its last read is
+// evict-first, so it makes room for the rows still in flight (Inductor's
+// hints for its looped reductions). Read-once data elsewhere (pointwise
+// operands, persistent rows, column chunks) may be streamed too (level 2),
+// which measured no faster on the H200 (bench/NOTES.md), so it is off by
+// default.
 #pragma once
 
 #include <string>
@@ -15,7 +17,9 @@
 
 namespace fusebox::backend {
 
-enum class CacheHint { kNormal, kStream, kKeep };
+// kStream: PTX .cs; kKeep: evict-last in the L2 (and in L1, CudaL1HintBits
+// bit 1); kLastRead: evict-first in L1 and the L2 (bit 2; else kStream).
+enum class CacheHint { kNormal, kStream, kKeep, kLastRead };
 
 // FUSEBOX_TUNE_CACHE_HINTS (read once; docs/debugging.md): 0 no hints, 1
 // (default) hints in kernels that re-read rows from the L2 and streamed
@@ -32,10 +36,21 @@ CacheHint StreamEverywhere();
 // partial kernel 3% slower, so those stay at StreamEverywhere().
 CacheHint StreamReadOnlyReduction();
 
-// Device helpers the hinted accesses call: fb_ld_stream / fb_ld_keep (loads
+// Kernels that re-read rows from memory also use the L1 hints of Inductor's
+// looped reductions, as bits (FUSEBOX_TUNE_L1_HINTS, 0-15, read once; 15 by
+// default): 1: kept loads are also evict-last in L1 (the row's next pass may
+// hit L1); 2: the last read is kLastRead instead of kStream; 4: operands
+// broadcast over the rows (a weight) are kept; 8: per-element stores carry
+// no hint instead of kStream. Measured on the H200 (bench/NOTES.md, session
+// 10), the looped layer_norm 16384 x 4096: 3898 GB/s with none, 3915 with
+// 1, 4082 with 7, 4103 with all; the other row kernels the same either way.
+int CudaL1HintBits();
+
+// Device helpers the hinted accesses call: fb_ld_stream / fb_ld_keep /
+// fb_ld_last (loads
 // of unsigned int, uint2, uint4 and the scalar storage types) and
 // fb_st_stream (stores); part of the CUDA prelude.
-const char* CacheHintPrelude();
+std::string CacheHintPrelude();
 
 // A read-once access of a reduction: its index runs over both the row `r`
 // and the position in it `j`, so each element is touched by one row, once

@@ -158,7 +158,7 @@ class RowPrinter {
     absl::StrAppend(&out, "; ", layout_.threads_per_row, " threads per row, groups of ", v_,
                     !Persistent(k_) || layout_.on_chip ? ""
                     : LoopsReadingTwice(k_)            ? ", looped (read twice, the second time from the L2)"
-                    : LoopsWideRows(k_)                ? ", looped (one group per step, the row kept in the L2)"
+                    : LoopsWideRows(k_) || LoopsNormRows(k_) ? ", looped (one group per step, the row kept in the L2)"
                                                        : ", looped (over the register budget)",
                     layout_.shared_groups > 0 ? absl::StrCat(", on chip: the last ", layout_.shared_groups,
                                                              " groups of each thread in shared memory")
@@ -180,14 +180,9 @@ class RowPrinter {
     // registers). Looped rows test `fb_vec` inline: picked once, rms_norm
     // over 16384 x 4096 measured 5.5% slower.
     const bool instances = !aligned.empty() && layout_.on_chip;
-    // FUSEBOX_TUNE_LOOP_MIN_BLOCKS=N (read once; experiment for A/B runs):
-    // looped block rows ask ptxas for N blocks per SM, which caps registers
-    // (N = 4 at 512 threads: 32, the count that fits four blocks).
-    static const int64_t min_blocks = TuneInt("FUSEBOX_TUNE_LOOP_MIN_BLOCKS", 0);
-    const bool bounded = min_blocks > 0 && !layout_.on_chip && !layout_.grid_stride && !warp;
     const std::string kernel =
         absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", layout_.block_size,
-                     bounded ? absl::StrCat(", ", min_blocks) : "", ") ", k_.name, "(", params, ") {\n");
+                     layout_.min_blocks > 0 ? absl::StrCat(", ", layout_.min_blocks) : "", ") ", k_.name, "(", params, ") {\n");
     if (instances) {
       const std::string rows = absl::StrCat("template <bool fb_vec>\nFB_INLINE void ", k_.name, "_rows(", params, ")");
       std::string args;
@@ -264,13 +259,18 @@ class RowPrinter {
   // `next_loop`, of an element of `buffer` at `index` that a row touches
   // once per pass: kept while a later loop reads it again, else streamed.
   CacheHint LoadHint(int buffer, const IndexExpr& index, size_t next_loop) const {
-    if (!TouchesEachElementOnce(index)) return CacheHint::kNormal;
+    if (!TouchesEachElementOnce(index)) {
+      const bool broadcast = rereads_rows_ && index.DependsOn("j") && (CudaL1HintBits() & 4);
+      return broadcast ? CacheHint::kKeep : CacheHint::kNormal;
+    }
     if (!rereads_rows_) return k_.elementwise.empty() ? StreamReadOnlyReduction() : StreamEverywhere();
-    return ReadAgain(buffer, index, next_loop) ? CacheHint::kKeep : CacheHint::kStream;
+    if (ReadAgain(buffer, index, next_loop)) return CacheHint::kKeep;
+    return (CudaL1HintBits() & 2) ? CacheHint::kLastRead : CacheHint::kStream;
   }
   CacheHint StoreHint(const IndexExpr& index) const {
     if (!TouchesEachElementOnce(index)) return CacheHint::kNormal;
-    return rereads_rows_ ? CacheHint::kStream : StreamEverywhere();
+    if (!rereads_rows_) return StreamEverywhere();
+    return (CudaL1HintBits() & 8) ? CacheHint::kNormal : CacheHint::kStream;
   }
 
   Access CachedAccess(int slot, size_t next_loop) const {
@@ -347,11 +347,12 @@ class RowPrinter {
     const int64_t width = int64_t{layout_.threads_per_row} * v_;  // elements per group of all the row's threads
     const int64_t step = width * layout_.groups;                      // elements per step of a looped row
     const bool persistent = layout_.on_chip;
-    // FUSEBOX_TUNE_COUNTED_LOOP=1 (read once; experiment for A/B runs): looped
-    // rows count their steps (a constant trip count, which the compiler can
-    // unroll without remainder code) and skip the group guards where the
-    // steps tile the row.
-    static const bool counted = TuneInt("FUSEBOX_TUNE_COUNTED_LOOP", 0) != 0;
+    // Looped rows count their steps (a constant trip count, which the
+    // compiler unrolls without remainder code) and skip the group guards
+    // where the steps tile the row: a looped layer_norm's PTX 609 -> 390
+    // lines, 39 -> 34 registers. FUSEBOX_TUNE_COUNTED_LOOP=0 (read once)
+    // tests `jc < n` instead, for A/B runs.
+    static const bool counted = TuneInt("FUSEBOX_TUNE_COUNTED_LOOP", 1) != 0;
     std::string out, in = "    ";
     if (!persistent) {
       absl::StrAppend(&out, in,
@@ -497,13 +498,20 @@ bool LoopsWideRows(const Kernel& k) {
          !ReadsBroadcastOperand(k) && ChooseVectorWidth(k) >= 4;
 }
 
+bool LoopsNormRows(const Kernel& k) {
+  static const bool on = TuneInt("FUSEBOX_TUNE_NORM_ROW_LOOP", 1) != 0;
+  return on && k.strategy == RowStrategy::kBlockPerRow && Persistent(k) && RowReads(k) > 1 &&
+         k.row_length >= kCudaNormLoopMinLength && k.row_length <= kCudaShortRowLength && !k.dynamic_extent &&
+         ReadsBroadcastOperand(k) && ChooseVectorWidth(k) >= 4;
+}
+
 CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   CudaRowLayout layout;
   const int v = layout.vector_width = ChooseVectorWidth(k);
   const int64_t cached = static_cast<int64_t>(PreloadedSlots(k).size());
   // Values each thread holds per cached input, with `threads` per row.
   auto values = [&](int64_t threads) { return (k.row_length + threads * v - 1) / (threads * v) * v; };
-  const bool wide_loop = LoopsWideRows(k);  // block rows only: one group per step
+  const bool wide_loop = LoopsWideRows(k) || LoopsNormRows(k);  // block rows only: one group per step
   if (k.strategy == RowStrategy::kBlockPerRow) {
     int threads = 256;
     // FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT (A/B runs): longer block rows loop.
@@ -548,6 +556,12 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
                   : layout.grid_stride ? (cached > 1 ? 1 : 2)
                   : wide_loop          ? 1
                                        : CudaLoopGroups();
+  // FUSEBOX_TUNE_LOOP_MIN_BLOCKS=N (read once; A/B runs): every looped
+  // block row asks for N blocks per SM (0: none).
+  static const int64_t min_blocks = TuneInt("FUSEBOX_TUNE_LOOP_MIN_BLOCKS", -1);
+  if (k.strategy == RowStrategy::kBlockPerRow && !layout.on_chip && !layout.grid_stride) {
+    layout.min_blocks = min_blocks >= 0 ? static_cast<int>(min_blocks) : wide_loop ? kCudaOneGroupLoopMinBlocks : 0;
+  }
   return layout;
 }
 

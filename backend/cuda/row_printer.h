@@ -39,6 +39,8 @@ struct CudaRowLayout {
   // read from HBM once.
   int64_t shared_groups = 0;
   int64_t shared_bytes = 0;
+  // Looped block rows: the blocks per SM in __launch_bounds__ (0: none).
+  int min_blocks = 0;
 };
 
 // Dynamic shared memory a block may hold of a long row on sm_90 (of the
@@ -81,7 +83,8 @@ int CudaLongRowBlocksPerSm();
 // flight per SM, the second read from the L2 (kept there by cache hints).
 // Measured on the H200 (bench/NOTES.md): rms_norm 16384 x 4096 4010 GB/s on
 // chip, 4190 looped; rows read three times (softmax, layer_norm) lost ~11%
-// looped, so they stay on chip.
+// looped, so they stay on chip. Those with a broadcast weight loop one group
+// per step instead (LoopsNormRows, below).
 inline constexpr int64_t kCudaTwoReadLoopLimit = 4096;
 bool LoopsReadingTwice(const Kernel& kernel);
 
@@ -94,13 +97,27 @@ bool LoopsReadingTwice(const Kernel& kernel);
 // 8192 x 8192 4047-4054 GB/s on chip, 4160-4172 looped with one group per
 // step, 4011 with two and 3681 with four. The on-chip kernel already fits
 // four blocks per SM (32 registers; the looped one 36, three), so occupancy
-// does not explain it. Rows with a broadcast weight (layer_norm,
-// rms_norm over 4096) measured far slower looped this way (2869 and 2577
-// against 4047 and 4153), so they keep their layouts.
+// does not explain it.
 // FUSEBOX_TUNE_WIDE_ROW_LOOP=0 turns it off (read once), for A/B runs.
 inline constexpr int64_t kCudaWideLoopRowLimit = 8192;
 inline constexpr int kCudaWideLoopThreads = 512;
 bool LoopsWideRows(const Kernel& kernel);
+
+// Re-read block rows of kCudaNormLoopMinLength to kCudaShortRowLength that
+// read an operand broadcast over the rows (layer_norm and rms_norm over 4096,
+// with their weights) loop the same way, 512 threads and one group per step:
+// with counted steps, __launch_bounds__(512, kCudaOneGroupLoopMinBlocks) and
+// the L1 hints of cache_hints.h (CudaL1HintBits), as Inductor's kernel for
+// them. Measured on the H200 (bench/NOTES.md, session 10), layer_norm 16384
+// x 4096: 4035-4040 GB/s on chip, 4103 looped so; without the L1 hints the
+// same loop measured 3898, and without counted steps 2869.
+// FUSEBOX_TUNE_NORM_ROW_LOOP=0 turns it off (read once), for A/B runs.
+inline constexpr int64_t kCudaNormLoopMinLength = 2049;
+bool LoopsNormRows(const Kernel& kernel);
+// Blocks per SM that one-group loops (LoopsWideRows, LoopsNormRows) ask
+// ptxas for (32 registers at 512 threads); FUSEBOX_TUNE_LOOP_MIN_BLOCKS
+// overrides it for every looped block row (0: no bound), read once.
+inline constexpr int kCudaOneGroupLoopMinBlocks = 4;
 
 // Whether long re-read rows may be held in registers and shared memory
 // (CudaRowLayout::shared_groups); FUSEBOX_TUNE_SHARED_ROWS=0 turns it off

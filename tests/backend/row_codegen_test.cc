@@ -283,8 +283,9 @@ TEST(RowCodegenTest, WideReReadRowsLoopOneGroupPerStep) {
   EXPECT_EQ(layout.groups, 1);
   const Compiled c = CompileCuda(softmax);
   EXPECT_THAT(c.source, HasSubstr("looped (one group per step, the row kept in the L2)"));
-  EXPECT_THAT(c.ptx, HasSubstr("ld.global.L2::cache_hint.v4"));  // the first two passes keep the row
-  EXPECT_THAT(c.ptx, HasSubstr("ld.global.cs.v4"));               // the last streams it
+  EXPECT_THAT(c.source, HasSubstr(absl::StrCat("__launch_bounds__(512, ", backend::kCudaOneGroupLoopMinBlocks, ")")));
+  EXPECT_THAT(c.ptx, HasSubstr("ld.global.L1::evict_last.L2::cache_hint.v4"));   // the first two passes keep the row
+  EXPECT_THAT(c.ptx, HasSubstr("ld.global.L1::evict_first.L2::cache_hint.v4"));  // the last lets it go
   ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
   // Two inputs, and a length that leaves a partial step: still looped.
   EXPECT_TRUE(backend::LoopsWideRows(
@@ -336,15 +337,15 @@ TEST(RowCodegenTest, LongReReadRowsWalkTheGridWithOneBlockPerSm) {
   EXPECT_FALSE(backend::ChooseCudaRowLayout(huge).grid_stride);
 }
 
-// L2 eviction hints (backend/cuda/cache_hints.h), in the PTX: a looped row
-// that later passes re-read is kept (createpolicy evict_last +
-// ld.global.L2::cache_hint) until its last pass, which streams it
-// (ld.global.cs), as it does the rows it writes (st.global.cs); a kernel
-// that reads its rows once (a persistent layer_norm) keeps the default
-// policy (level 1, the default), and so does the weight every row reads.
+// Eviction hints (backend/cuda/cache_hints.h), in the PTX: a looped row that
+// later passes re-read is kept (createpolicy evict_last, and evict-last in
+// L1) until its last pass, which reads it evict-first in both; its stores
+// and the rows of a kernel that reads them once (a persistent layer_norm)
+// keep the default policy (level 1, the default).
 TEST(RowCodegenTest, CacheHintsKeepReReadRowsUntilTheirLastPass) {
   ASSERT_EQ(backend::CudaCacheHintLevel(), 1) << "FUSEBOX_TUNE_CACHE_HINTS is set";
-  const Compiled norm = CompileCuda(LowerLast(LayerNorm, {randn({64, 4096}), randn({4096}), randn({4096})}));
+  ASSERT_EQ(backend::CudaL1HintBits(), 15) << "FUSEBOX_TUNE_L1_HINTS is set";
+  const Compiled norm = CompileCuda(LowerLast(LayerNorm, {randn({64, 2048}), randn({2048}), randn({2048})}));
   EXPECT_THAT(norm.ptx, Not(HasSubstr("ld.global.cs")));
   EXPECT_THAT(norm.ptx, Not(HasSubstr("st.global.cs")));
   EXPECT_THAT(norm.ptx, Not(HasSubstr("cache_hint")));
@@ -353,32 +354,78 @@ TEST(RowCodegenTest, CacheHintsKeepReReadRowsUntilTheirLastPass) {
   const Compiled looped = CompileCuda(LowerLast([](auto& in) { return ManualSoftmax(in[0] * in[1]); },
                                                 {randn({3, 65536}), randn({3, 65536})}));
   EXPECT_THAT(looped.ptx, HasSubstr("createpolicy.fractional.L2::evict_last"));
-  EXPECT_THAT(looped.ptx, HasSubstr("ld.global.L2::cache_hint.v4"));
-  EXPECT_THAT(looped.ptx, HasSubstr("ld.global.cs.v4"));  // the last of its three passes
-  EXPECT_THAT(looped.ptx, HasSubstr("st.global.cs.v4"));
+  EXPECT_THAT(looped.ptx, HasSubstr("createpolicy.fractional.L2::evict_first"));
+  EXPECT_THAT(looped.ptx, HasSubstr("ld.global.L1::evict_last.L2::cache_hint.v4"));
+  EXPECT_THAT(looped.ptx, HasSubstr("ld.global.L1::evict_first.L2::cache_hint.v4"));  // the last of its three passes
+  EXPECT_THAT(looped.ptx, Not(HasSubstr("ld.global.cs")));
+  EXPECT_THAT(looped.ptx, Not(HasSubstr("st.global.cs")));
   EXPECT_EQ(looped.summary.spill_store_bytes + looped.summary.spill_load_bytes, 0) << looped.summary.ToString();
   EXPECT_GT(looped.summary.registers, 0) << "NVRTC log:\n" << looped.log;
   // The hinted loads are still counted as 16-byte loads (two inputs, three passes, two groups each).
   EXPECT_GE(Count(looped.summary.global_loads, 16), 6) << looped.summary.ToString();
 }
 
-// Rows read twice (rms_norm: one pass, then the stores) up to
-// kCudaTwoReadLoopLimit loop with 256 threads, the pass keeping the row in
-// the L2 for the stores' read; rows read three times stay on chip.
+// Rows read twice (an unweighted rms_norm: one pass, then the stores) up to
+// kCudaTwoReadLoopLimit loop with 256 threads, the pass keeping the row for
+// the stores' read; with a weight the rows loop one group per step
+// (LoopsNormRows); rows read three times stay on chip below that rule.
 TEST(RowCodegenTest, RowsReadTwiceLoopThroughTheL2) {
-  const backend::Kernel rms = LowerLast(RmsNorm, {randn({64, 4096}), randn({4096})});
+  const backend::Kernel rms = LowerLast([](auto& in) { return in[0] * rsqrt(mean(in[0] * in[0], -1, true) + 1e-6); },
+                                        {randn({64, 4096})});
   EXPECT_TRUE(backend::LoopsReadingTwice(rms));
+  EXPECT_FALSE(backend::LoopsNormRows(rms));
   EXPECT_FALSE(backend::ChooseCudaRowLayout(rms).on_chip);
   EXPECT_EQ(backend::CudaBlockSize(rms), 256);
   const Compiled c = CompileCuda(rms);
   EXPECT_THAT(c.source, HasSubstr("looped (read twice, the second time from the L2)"));
-  EXPECT_THAT(c.ptx, HasSubstr("ld.global.L2::cache_hint.v4"));
+  EXPECT_THAT(c.ptx, HasSubstr("ld.global.L1::evict_last.L2::cache_hint.v4"));
   ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
 
+  const backend::Kernel weighted = LowerLast(RmsNorm, {randn({64, 4096}), randn({4096})});
+  EXPECT_TRUE(backend::LoopsReadingTwice(weighted));
+  EXPECT_EQ(backend::CudaBlockSize(weighted), backend::kCudaWideLoopThreads);
   EXPECT_FALSE(backend::LoopsReadingTwice(LowerLast(RmsNorm, {randn({64, 8192}), randn({8192})})));
-  const backend::Kernel norm = LowerLast(LayerNorm, {randn({64, 4096}), randn({4096}), randn({4096})});
+  const backend::Kernel norm = LowerLast(LayerNorm, {randn({64, 2048}), randn({2048}), randn({2048})});
   EXPECT_FALSE(backend::LoopsReadingTwice(norm));
   EXPECT_TRUE(backend::ChooseCudaRowLayout(norm).on_chip);
+}
+
+// Norm rows of 2049-4096 with a broadcast weight (LoopsNormRows) loop as
+// Inductor's kernel for them: 512 threads, one 16-byte group per step,
+// counted steps, __launch_bounds__(512, 4) (32 registers, no spills); the
+// row is kept in L1 and the L2 for the later passes and read evict-first
+// the last time, the weights kept, the stores unhinted.
+TEST(RowCodegenTest, NormRowsLoopOneGroupPerStepWithL1Hints) {
+  const backend::Kernel norm = LowerLast(LayerNorm, {randn({64, 4096}), randn({4096}), randn({4096})});
+  ASSERT_TRUE(backend::LoopsNormRows(norm));
+  EXPECT_FALSE(backend::LoopsWideRows(norm));
+  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(norm);
+  EXPECT_FALSE(layout.on_chip);
+  EXPECT_FALSE(layout.grid_stride);
+  EXPECT_EQ(layout.block_size, backend::kCudaWideLoopThreads);
+  EXPECT_EQ(layout.groups, 1);
+  EXPECT_EQ(layout.min_blocks, backend::kCudaOneGroupLoopMinBlocks);
+  const Compiled c = CompileCuda(norm);
+  EXPECT_THAT(c.source, HasSubstr("looped (one group per step, the row kept in the L2)"));
+  EXPECT_THAT(c.source, HasSubstr("fb_step < 2;"));  // counted: 4096 in two steps of 512 x 4
+  EXPECT_THAT(c.source, Not(HasSubstr("if (jv < ")));  // the steps tile the row: no group guards
+  EXPECT_THAT(c.ptx, HasSubstr(".minnctapersm 4"));
+  // Two kept passes of two steps, and the weight and bias of the last pass.
+  EXPECT_EQ(CountSubstr(c.ptx, "ld.global.L1::evict_last.L2::cache_hint.v4"), 8) << c.source;
+  EXPECT_EQ(CountSubstr(c.ptx, "ld.global.L1::evict_first.L2::cache_hint.v4"), 2);
+  EXPECT_THAT(c.ptx, Not(HasSubstr("st.global.cs")));
+  ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
+  EXPECT_LE(c.summary.registers, 32) << c.summary.ToString();
+
+  EXPECT_TRUE(backend::LoopsNormRows(LowerLast(LayerNorm, {randn({3, 3000}), randn({3000}), randn({3000})})));
+  Tensor x = randn({3, 2048}), w = randn({2048}), b = randn({2048});
+  for (const backend::Kernel& k :
+       {LowerLast(LayerNorm, {x, w, b}), LowerLast(LayerNorm, {randn({3, 8192}), randn({8192}), randn({8192})}),
+        LowerLast([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 4096})}),
+        LowerLast(LayerNorm, {randn({3, 4095}), randn({4095}), randn({4095})})}) {  // 4095: scalar groups
+    SCOPED_TRACE(k.ToString().substr(0, 120));
+    EXPECT_FALSE(backend::LoopsNormRows(k));
+  }
 }
 
 }  // namespace

@@ -114,17 +114,37 @@ FB_INLINE unsigned long long fb_keep_policy() {
 }
 FB_INLINE uint4 fb_ld_keep(const uint4* a) {
   uint4 v;
-  asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a), "l"(fb_keep_policy()));
+  asm("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a), "l"(fb_keep_policy()));
   return v;
 }
 FB_INLINE uint2 fb_ld_keep(const uint2* a) {
   uint2 v;
-  asm("ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(v.x), "=r"(v.y) : "l"(a), "l"(fb_keep_policy()));
+  asm("ld.global.L1::evict_last.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(v.x), "=r"(v.y) : "l"(a), "l"(fb_keep_policy()));
   return v;
 }
 FB_INLINE unsigned int fb_ld_keep(const unsigned int* a) {
   unsigned int v;
-  asm("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(a), "l"(fb_keep_policy()));
+  asm("ld.global.L1::evict_last.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(a), "l"(fb_keep_policy()));
+  return v;
+}
+FB_INLINE unsigned long long fb_last_policy() {
+  unsigned long long p;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+FB_INLINE uint4 fb_ld_last(const uint4* a) {
+  uint4 v;
+  asm("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a), "l"(fb_last_policy()));
+  return v;
+}
+FB_INLINE uint2 fb_ld_last(const uint2* a) {
+  uint2 v;
+  asm("ld.global.L1::evict_first.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(v.x), "=r"(v.y) : "l"(a), "l"(fb_last_policy()));
+  return v;
+}
+FB_INLINE unsigned int fb_ld_last(const unsigned int* a) {
+  unsigned int v;
+  asm("ld.global.L1::evict_first.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(a), "l"(fb_last_policy()));
   return v;
 }
 
