@@ -52,16 +52,6 @@ __global__ void Copy(const float4* __restrict__ in, float4* __restrict__ out, lo
   }
 }
 
-// A copy with 4 float4 in flight per thread, a block per 4 * 512 float4.
-__global__ void __launch_bounds__(512) Copy4(const float4* __restrict__ in, float4* __restrict__ out) {
-  const long long base = blockIdx.x * 2048LL + threadIdx.x;
-  float4 v[4];
-#pragma unroll
-  for (int u = 0; u < 4; ++u) v[u] = __ldcs(in + base + u * 512);
-#pragma unroll
-  for (int u = 0; u < 4; ++u) __stcs(out + base + u * 512, v[u]);
-}
-
 // ---- cluster, registers only ----
 // Row r over a cluster of C blocks of T threads; each thread holds V float4.
 // ONLINE: one (max, sum) reduction; else two (max, then sum of exp).

@@ -57,8 +57,9 @@ __global__ void ColCombine(const float* __restrict__ partial, int chunks, float*
 // columns (a float4 each) by TY along the rows, each thread loading U rows
 // (TY apart) at once; the block folds its TY partial rows in shared memory
 // and writes one partial row of 4 * TX columns for its TY * U rows.
-template <int TX, int TY, int U, bool HINT = true>
-__global__ void __launch_bounds__(TX * TY) ColTile(const float* __restrict__ in, float* __restrict__ partial) {
+template <int TX, int TY, int U, bool HINT>
+__device__ __forceinline__ void ColTilePartial(const float* __restrict__ in, float* __restrict__ partial,
+                                               float4 (&fold)[TY][TX]) {
   const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
   const int col4 = blockIdx.x * TX + tx;
   const long long row0 = (long long)blockIdx.y * (TY * U) + ty;
@@ -69,13 +70,46 @@ __global__ void __launch_bounds__(TX * TY) ColTile(const float* __restrict__ in,
   float4 acc = v[0];
 #pragma unroll
   for (int u = 1; u < U; ++u) acc = Add4(acc, v[u]);
-  __shared__ float4 fold[TY][TX];
   fold[ty][tx] = acc;
   __syncthreads();
   if (ty == 0) {
 #pragma unroll
     for (int y = 1; y < TY; ++y) acc = Add4(acc, fold[y][tx]);
     reinterpret_cast<float4*>(partial)[(long long)blockIdx.y * (kN / 4) + col4] = acc;
+  }
+}
+template <int TX, int TY, int U, bool HINT = true>
+__global__ void __launch_bounds__(TX * TY) ColTile(const float* __restrict__ in, float* __restrict__ partial) {
+  __shared__ float4 fold[TY][TX];
+  ColTilePartial<TX, TY, U, HINT>(in, partial, fold);
+}
+
+// One launch (session 10): ColTile's partial rows, then the last block to
+// finish each column strip (an arrival counter per strip, reset by that
+// block) folds the strip's partials, TY threads per column in parallel,
+// instead of a second kernel of a thread per column walking all partials.
+template <int TX, int TY, int U>
+__global__ void __launch_bounds__(TX * TY) ColTileLast(const float* __restrict__ in, float* __restrict__ partial,
+                                                      unsigned* __restrict__ count, float* __restrict__ out) {
+  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+  const int col4 = blockIdx.x * TX + tx;
+  __shared__ float4 fold[TY][TX];
+  __shared__ bool last;
+  ColTilePartial<TX, TY, U, true>(in, partial, fold);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&count[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  float4 acc{0, 0, 0, 0};
+  for (int q = ty; q < (int)gridDim.y; q += TY) acc = Add4(acc, __ldcg(reinterpret_cast<const float4*>(partial) + (long long)q * (kN / 4) + col4));
+  fold[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0) {
+    for (int y = 1; y < TY; ++y) acc = Add4(acc, fold[y][tx]);
+    reinterpret_cast<float4*>(out)[col4] = acc;
+    if (tx == 0) count[blockIdx.x] = 0;
   }
 }
 
@@ -192,6 +226,26 @@ int main() {
   COLTILE(32, 32, 2);
   COLTILE(64, 16, 4);
   COLTILE(32, 16, 16, false);
+  // The partial launch alone (no combine): what the second kernel costs.
+  report("col tile TX=16 TY=64 U=4 partial only", nullptr,
+         [&] { ColTile<16, 64, 4><<<dim3(kN / 4 / 16, kN / 256), 1024>>>(in, partial); });
+  report("col tile TX=32 TY=32 U=8 partial only", nullptr,
+         [&] { ColTile<32, 32, 8><<<dim3(kN / 4 / 32, kN / 256), 1024>>>(in, partial); });
+  report("col scalar T=256 U=8 chunks=16 partial only", nullptr,
+         [&] { ColPartial1<256, 8><<<dim3(kN / 256, 16), 256>>>(in, partial, kN / 16); });
+  unsigned* count;
+  CHECK(cudaMalloc(&count, kN * 4));
+  CHECK(cudaMemset(count, 0, kN * 4));
+#define COLLAST(TX, TY, U)                                                                     \
+  report("col tile last-block fold TX=" #TX " TY=" #TY " U=" #U, &col, [&] {                  \
+    ColTileLast<TX, TY, U><<<dim3(kN / 4 / TX, kN / (TY * U)), TX * TY>>>(in, partial, count, out); \
+  })
+  COLLAST(16, 64, 4);
+  COLLAST(32, 32, 8);
+  COLLAST(32, 32, 4);
+  COLLAST(16, 64, 2);
+  COLLAST(32, 16, 8);
+  COLLAST(16, 32, 8);
 #define COLROWS(T, R, U) \
   col_partials("col rows T=" #T " R=" #R " U=" #U, kN / R, [&] { ColRows<T, R, U><<<kN / R, T>>>(in, partial); })
   COLROWS(1024, 32, 2);

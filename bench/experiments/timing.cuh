@@ -1,4 +1,5 @@
-// The experiments' shared harness: CHECK for CUDA calls, and MedianMs, which
+// The experiments' shared harness: CHECK for CUDA calls, the Copy4 ceiling
+// kernel, and MedianMs, which
 // times a launch as triton.testing.do_bench does (zero 256 MB by a fill
 // kernel before each trial, CUDA events around the launch, the median);
 // FLUSH_MEMSET=1 zeroes with cudaMemsetAsync instead (measured the same).
@@ -24,6 +25,17 @@ __global__ void FillZero(int4* p, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     p[i] = int4{0, 0, 0, 0};
   }
+}
+
+// A streaming copy (the ceiling of a plain kernel over the same bytes), 4
+// float4 in flight per thread, a block per 4 * 512 float4.
+__global__ void __launch_bounds__(512) Copy4(const float4* __restrict__ in, float4* __restrict__ out) {
+  const long long base = blockIdx.x * 2048LL + threadIdx.x;
+  float4 v[4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) v[u] = __ldcs(in + base + u * 512);
+#pragma unroll
+  for (int u = 0; u < 4; ++u) __stcs(out + base + u * 512, v[u]);
 }
 
 class MedianTimer {
