@@ -21,20 +21,22 @@ int CudaL1HintBits() {
 
 CacheHint StreamReadOnlyReduction() { return CudaCacheHintLevel() >= 1 ? CacheHint::kStream : CacheHint::kNormal; }
 
-// __ldcs / __stcs are PTX's .cs ("cache streaming": evict-first in L1 and
-// L2); evict-last needs a cache policy (createpolicy) on the load.
 namespace {
 
-// The three widths of a hinted 16-, 8- and 4-byte load `name`, PTX
-// `ld.global<qualifiers>` with the L2 cache policy `policy()`.
+// The 16-, 8- and 4-byte overloads of the hinted load `name`: PTX
+// `ld.global<qualifiers>.L2::cache_hint` with the L2 policy `policy()`.
 std::string PolicyLoads(const std::string& name, const std::string& qualifiers, const std::string& policy) {
   const std::string ld = absl::StrCat("ld.global", qualifiers, ".L2::cache_hint");
-  return absl::StrCat("FB_INLINE uint4 ", name, "(const uint4* a) {\n  uint4 v;\n  asm(\"", ld,
-                      ".v4.u32 {%0, %1, %2, %3}, [%4], %5;\" : \"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w) : \"l\"(a), \"l\"(",
-                      policy, "()));\n  return v;\n}\n", "FB_INLINE uint2 ", name, "(const uint2* a) {\n  uint2 v;\n  asm(\"", ld,
-                      ".v2.u32 {%0, %1}, [%2], %3;\" : \"=r\"(v.x), \"=r\"(v.y) : \"l\"(a), \"l\"(", policy,
-                      "()));\n  return v;\n}\n", "FB_INLINE unsigned int ", name, "(const unsigned int* a) {\n  unsigned int v;\n  asm(\"",
-                      ld, ".u32 %0, [%1], %2;\" : \"=r\"(v) : \"l\"(a), \"l\"(", policy, "()));\n  return v;\n}\n");
+  // One overload: `type` loaded as `shape` into the registers `outputs`.
+  auto overload = [&](const char* type, const char* shape, const char* outputs, int address) {
+    return absl::StrCat("FB_INLINE ", type, " ", name, "(const ", type, "* a) {\n  ", type, " v;\n  asm(\"", ld, shape,
+                        " [%", address, "], %", address + 1, ";\" : ", outputs, " : \"l\"(a), \"l\"(", policy,
+                        "()));\n  return v;\n}\n");
+  };
+  return absl::StrCat(
+      overload("uint4", ".v4.u32 {%0, %1, %2, %3},", "\"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w)", 4),
+      overload("uint2", ".v2.u32 {%0, %1},", "\"=r\"(v.x), \"=r\"(v.y)", 2),
+      overload("unsigned int", ".u32 %0,", "\"=r\"(v)", 1));
 }
 
 }  // namespace

@@ -46,10 +46,9 @@ CacheHint StreamReadOnlyReduction();
 // 1, 4082 with 7, 4103 with all; the other row kernels the same either way.
 int CudaL1HintBits();
 
-// Device helpers the hinted accesses call: fb_ld_stream / fb_ld_keep /
-// fb_ld_last (loads
-// of unsigned int, uint2, uint4 and the scalar storage types) and
-// fb_st_stream (stores); part of the CUDA prelude.
+// Device helpers the hinted accesses call: fb_ld_stream, fb_ld_keep and
+// fb_ld_last (loads of unsigned int, uint2, uint4; fb_ld_stream also of the
+// scalar storage types) and fb_st_stream (stores); part of the CUDA prelude.
 std::string CacheHintPrelude();
 
 // A read-once access of a reduction: its index runs over both the row `r`
