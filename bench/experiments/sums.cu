@@ -46,7 +46,10 @@ __global__ void __launch_bounds__(T) ColPartial1(const float* __restrict__ in, f
   }
   partial[(long long)blockIdx.y * kN + col] = acc;
 }
+// PDL: launched as a programmatic dependent of the partial kernel (session
+// 10), the combine may start before it ends and waits here for its results.
 __global__ void ColCombine(const float* __restrict__ partial, int chunks, float* __restrict__ out) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // a no-op unless launched as a dependent
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= kN) return;
   float s = 0;
@@ -209,6 +212,21 @@ int main() {
       ColCombine<<<kN / 256, 256>>>(partial, chunks, out);
     });
   };
+  // The same, the combine launched with programmatic stream serialization.
+  auto col_partials_pdl = [&](const std::string& name, int chunks, auto partials) {
+    report((name + " + PDL combine").c_str(), &col, [&] {
+      partials();
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr.val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t config{};
+      config.gridDim = kN / 256;
+      config.blockDim = 256;
+      config.attrs = &attr;
+      config.numAttrs = 1;
+      CHECK(cudaLaunchKernelEx(&config, ColCombine, (const float*)partial, chunks, out));
+    });
+  };
 #define COL1(T, U, CHUNKS)                                                                     \
   col_partials("col scalar T=" #T " U=" #U " chunks=" #CHUNKS, CHUNKS,                         \
                [&] { ColPartial1<T, U><<<dim3(kN / T, CHUNKS), T>>>(in, partial, kN / CHUNKS); })
@@ -226,6 +244,12 @@ int main() {
   COLTILE(32, 32, 2);
   COLTILE(64, 16, 4);
   COLTILE(32, 16, 16, false);
+  col_partials_pdl("col tile TX=16 TY=64 U=4", kN / 256,
+                   [&] { ColTile<16, 64, 4><<<dim3(kN / 4 / 16, kN / 256), 1024>>>(in, partial); });
+  col_partials_pdl("col tile TX=32 TY=32 U=8", kN / 256,
+                   [&] { ColTile<32, 32, 8><<<dim3(kN / 4 / 32, kN / 256), 1024>>>(in, partial); });
+  col_partials_pdl("col scalar T=256 U=8 chunks=16", 16,
+                   [&] { ColPartial1<256, 8><<<dim3(kN / 256, 16), 256>>>(in, partial, kN / 16); });
   // The partial launch alone (no combine): what the second kernel costs.
   report("col tile TX=16 TY=64 U=4 partial only", nullptr,
          [&] { ColTile<16, 64, 4><<<dim3(kN / 4 / 16, kN / 256), 1024>>>(in, partial); });
