@@ -33,6 +33,8 @@ struct Stmt {
   IndexExpr index;         // kLoad / kStore: element index into the buffer
   double constant = 0;     // kConstant
   int cache_slot = -1;     // rows held on chip: the load reads this register slot
+
+  bool is_access() const { return kind == StmtKind::kLoad || kind == StmtKind::kStore; }
 };
 
 // Persistent reductions: a value loaded once per row element into registers

@@ -96,7 +96,7 @@ class Lowerer {
 
   int Emit(Stmt s) {
     if (s.kind != StmtKind::kStore) s.result = kernel_.num_temps++;
-    if (s.kind == StmtKind::kLoad || s.kind == StmtKind::kStore) max_bound_ = std::max(max_bound_, s.index.bound());
+    if (s.is_access()) max_bound_ = std::max(max_bound_, s.index.bound());
     kernel_.body.push_back(std::move(s));
     return kernel_.body.back().result;
   }

@@ -222,7 +222,7 @@ class ReductionLowerer {
 
   int Emit(Stmt s) {
     if (s.kind != StmtKind::kStore) s.result = kernel_.num_temps++;
-    if (s.kind == StmtKind::kLoad || s.kind == StmtKind::kStore) max_bound_ = std::max(max_bound_, s.index.bound());
+    if (s.is_access()) max_bound_ = std::max(max_bound_, s.index.bound());
     block_->push_back(std::move(s));
     return block_->back().result;
   }

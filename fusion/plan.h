@@ -54,7 +54,7 @@ Shape RowShape(const KernelGroup& group);
 // the reduced dims include the innermost one (rows are contiguous runs) and a
 // row is at most kPersistentRowLimit elements. The CUDA printer spreads such a
 // row over up to 1024 threads so each holds at most 16 values per cached
-// input (backend/cuda/row_printer.h; with 256 threads and 32 values, the H200
+// input (backend/cuda/row_layout.h; with 256 threads and 32 values, the H200
 // ran softmax over 8192-element rows slower than the looped kernel).
 inline constexpr int64_t kPersistentRowLimit = 16384;
 bool KeepsRowOnChip(const Shape& shape, const std::vector<int64_t>& axes);

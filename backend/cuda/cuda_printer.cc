@@ -299,7 +299,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       b.name += "_v";
     }
     for (Stmt& st : lanes.body) {
-      if (st.kind == StmtKind::kLoad || st.kind == StmtKind::kStore) st.index = IndexExpr::Var("k", v);
+      if (st.is_access()) st.index = IndexExpr::Var("k", v);
     }
     std::string out = absl::StrCat(Prelude(), "\n// ", k.name, ": ", k.dynamic_extent ? "fb_n (run-time)" : absl::StrCat(k.numel),
                                    " elements, ", v, " per thread in 16-byte accesses\n");

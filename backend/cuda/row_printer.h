@@ -1,143 +1,17 @@
-// CUDA reductions along contiguous rows (a warp or a block per row, not
-// split): how many threads share a row and how many consecutive elements each
-// moves at once, and the printer for that layout. Thread `lane` of a row takes
-// groups of V consecutive elements, j = (lane + q * threads) * V + e, and every
-// access contiguous in j moves a group as one 16-byte access when the
-// pointers are aligned (checked at run time), else as V scalar ones in the
-// same layout. Persistent rows keep their groups in registers between passes.
+// The CUDA printer of reductions along contiguous rows, for the layout
+// row_layout.h chooses: every access contiguous in j moves a group as one
+// 16-byte access when the pointers are aligned (checked at run time), else
+// as V scalar ones in the same layout. Persistent rows keep their groups in
+// registers between passes.
 #pragma once
 
-#include <cstdint>
 #include <functional>
 #include <string>
 
+#include "backend/cuda/row_layout.h"
 #include "backend/kernel_ir.h"
 
 namespace fusebox::backend {
-
-struct CudaRowLayout {
-  int threads_per_row = 32;  // one warp (kWarpPerRow) or the whole block
-  int block_size = 256;
-  int rows_per_block = 8;
-  int vector_width = 1;  // V: elements per group (1: no access is vectorized)
-  // Persistent kernels whose cached values fit the register budget
-  // (kCudaRowRegisterBudget); the others are printed looped.
-  bool on_chip = false;
-  // Persistent rows: groups each thread holds (the row is done in one step).
-  // Looped rows: groups each thread loads before using any, per step.
-  int64_t groups = 0;
-  // Looped rows read more than once (several passes, or per-element stores)
-  // and too long for one block's registers: 1024 threads per block and a grid
-  // of one block per SM walking the rows (r += gridDim.x), so the rows in
-  // flight (one per SM, at most kCudaL2RowBytes each) stay in the L2 and only
-  // the first pass reads HBM.
-  bool grid_stride = false;
-  // On-chip rows too long for registers alone (looped kernels that re-read
-  // their rows): 1024 threads hold each cached value's first groups in
-  // registers and the last `shared_groups` in shared memory, `shared_bytes`
-  // of dynamic shared memory per block (one block per SM), so the row is
-  // read from HBM once.
-  int64_t shared_groups = 0;
-  int64_t shared_bytes = 0;
-  // Looped block rows: the blocks per SM in __launch_bounds__ (0: none).
-  int min_blocks = 0;
-};
-
-// Dynamic shared memory a block may hold of a long row on sm_90 (of the
-// H200's 227 KB per block, leaving room for the reductions' static shared
-// memory); CudaRowSharedBytes gives it per compute capability.
-inline constexpr int64_t kCudaRowSharedBytes = int64_t{192} << 10;
-int64_t CudaRowSharedBytes(int cuda_arch);
-
-// Rows up to this many bytes per cached input may rely on the L2 between
-// passes with one row per SM in flight (132 x 256 KB = 33 MB of a 60 MB L2).
-inline constexpr int64_t kCudaL2RowBytes = int64_t{256} << 10;
-
-// Persistent block-per-row kernels: block threads grow from 256 (to 1024)
-// until each holds at most this many elements per cached input: 8 for rows
-// up to 4096 and for rows read once (a sum), 16 beyond (measured on the
-// H200: 8 at 4096 made layer_norm and rms_norm ~1.5% faster, 8 at 8192 made
-// softmax 7% slower; a row sum over 8192 ran at 4025 GB/s with 1024 threads
-// of 8 values, 3836 with 512 of 16).
-// FUSEBOX_TUNE_ROW_VALUES overrides both, read once.
-inline constexpr int kCudaShortRowValuesPerThread = 8;
-inline constexpr int64_t kCudaShortRowLength = 4096;
-inline constexpr int kCudaRowValuesPerThread = 16;
-// Registers a thread may spend on a persistent row's cached values (all
-// inputs the passes read): 32 in blocks of 1024 threads (64 registers each at
-// most), 64 otherwise. Rows over it loop instead of spilling, 256 threads
-// per row.
-inline constexpr int kCudaRowRegisterBudget = 64;
-// Looped rows: groups loaded per thread before the first is folded in.
-inline constexpr int kCudaLoopGroups = 4;
-
-// Grid-stride rows (CudaRowLayout::grid_stride): blocks per SM, sharing an
-// SM's 1024 threads (1: one 1024-thread block walks the rows; 2: two blocks of
-// 512 overlap one row's reduction with the other's loads, with twice the rows
-// in flight in the L2). FUSEBOX_TUNE_LONG_ROW_BLOCKS overrides it, read once.
-inline constexpr int kCudaLongRowBlocksPerSm = 1;
-int CudaLongRowBlocksPerSm();
-
-// Block rows read twice (one pass, then the stores; rms_norm) up to this
-// long loop instead of being held on chip: 256 threads a row and many rows in
-// flight per SM, the second read from the L2 (kept there by cache hints).
-// Measured on the H200 (bench/NOTES.md): rms_norm 16384 x 4096 4010 GB/s on
-// chip, 4190 looped; rows read three times (softmax, layer_norm) lost ~11%
-// looped, so they stay on chip. Those with a broadcast weight loop one group
-// per step instead (LoopsNormRows, below).
-inline constexpr int64_t kCudaTwoReadLoopLimit = 4096;
-bool LoopsReadingTwice(const Kernel& kernel);
-
-// Re-read block rows longer than kCudaShortRowLength, up to
-// kCudaWideLoopRowLimit, in groups of 4 or more elements, that read no
-// operand broadcast over the rows (a softmax over 8192) are not held on chip:
-// they loop, kCudaWideLoopThreads threads loading one group per step, the row
-// kept in the L2 between passes, as Inductor's looped reductions of 512
-// threads do. Measured on the H200, not derived (bench/NOTES.md): softmax
-// 8192 x 8192 4047-4054 GB/s on chip, 4160-4172 looped with one group per
-// step, 4011 with two and 3681 with four. The on-chip kernel already fits
-// four blocks per SM (32 registers; the looped one 36, three), so occupancy
-// does not explain it.
-// FUSEBOX_TUNE_WIDE_ROW_LOOP=0 turns it off (read once), for A/B runs.
-inline constexpr int64_t kCudaWideLoopRowLimit = 8192;
-inline constexpr int kCudaWideLoopThreads = 512;
-bool LoopsWideRows(const Kernel& kernel);
-
-// Re-read block rows of kCudaNormLoopMinLength to kCudaShortRowLength that
-// read an operand broadcast over the rows (layer_norm and rms_norm over 4096,
-// with their weights) loop the same way, 512 threads and one group per step:
-// with counted steps, __launch_bounds__(512, kCudaOneGroupLoopMinBlocks) and
-// the L1 hints of cache_hints.h (CudaL1HintBits), as Inductor's kernel for
-// them. Measured on the H200 (bench/NOTES.md, session 10), layer_norm 16384
-// x 4096: 4035-4040 GB/s on chip, 4103 looped so; without the L1 hints the
-// same loop measured 3898, and without counted steps 2869.
-// FUSEBOX_TUNE_NORM_ROW_LOOP=0 turns it off (read once), for A/B runs.
-inline constexpr int64_t kCudaNormLoopMinLength = 2049;
-bool LoopsNormRows(const Kernel& kernel);
-// Blocks per SM that one-group loops (LoopsWideRows, LoopsNormRows) ask
-// ptxas for (32 registers at 512 threads); FUSEBOX_TUNE_LOOP_MIN_BLOCKS
-// overrides it for every looped block row (0: no bound), read once.
-inline constexpr int kCudaOneGroupLoopMinBlocks = 4;
-
-// Whether long re-read rows may be held in registers and shared memory
-// (CudaRowLayout::shared_groups); FUSEBOX_TUNE_SHARED_ROWS=0 turns it off
-// (read once), for A/B runs against the grid-stride walk.
-bool CudaSharedRowsEnabled();
-// Rows per block of the warp-per-row layout (one warp each):
-// kCudaRowsPerWarpBlock, or FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK (1 to 32) for A/B runs.
-int CudaWarpRowsPerBlock();
-// Looped block rows (neither on chip nor grid-stride): threads per row, 256
-// or FUSEBOX_TUNE_LOOP_THREADS (a power of two, 32 to 1024), and groups each
-// thread loads per step, kCudaLoopGroups or FUSEBOX_TUNE_LOOP_GROUPS (1 to
-// 16); for A/B runs.
-int CudaLoopThreads();
-int CudaLoopGroups();
-
-// Whether PrintCuda prints `kernel` through PrintCudaRows.
-bool UsesCudaRowLayout(const Kernel& kernel);
-CudaRowLayout ChooseCudaRowLayout(const Kernel& kernel);
-// Its block_size (launches ask for it).
-int CudaRowBlockSize(const Kernel& kernel);
 
 // What the row printer takes from the CUDA printer: its prelude, the
 // combine after a pass (warp or block), and the scope of the per-row stores.

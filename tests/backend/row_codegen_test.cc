@@ -1,4 +1,4 @@
-// The CUDA row layout (backend/cuda/row_printer.h) without a GPU: for the
+// The CUDA row layout (backend/cuda/row_layout.h) without a GPU: for the
 // bench's row reductions, NVRTC compiles the kernel, its PTX moves rows in
 // 16-byte loads (and stores, where the kernel writes rows) and ptxas reports
 // no spills; layouts that cannot vectorize keep scalar accesses.

@@ -1,0 +1,195 @@
+#include "backend/cuda/row_layout.h"
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_printer.h"
+#include "backend/tune.h"
+#include "fusion/plan.h"
+
+namespace fusebox::backend {
+namespace {
+
+// Times a row is read: once per pass, once more for the element stores.
+size_t RowReads(const Kernel& k) { return k.passes.size() + (k.elementwise.empty() ? 0 : 1); }
+
+// Values per thread a persistent block row aims at (kCudaRowValuesPerThread):
+// the short rows' count for rows read once (a sum).
+int TunedRowValues(const Kernel& k) {
+  static const int64_t tuned = TuneInt("FUSEBOX_TUNE_ROW_VALUES", 0);
+  if (tuned > 0) return static_cast<int>(tuned);
+  return k.row_length <= kCudaShortRowLength || RowReads(k) == 1 ? kCudaShortRowValuesPerThread : kCudaRowValuesPerThread;
+}
+
+// Element size of a dtype whose accesses may be vectorized (2 or 4 bytes), else 0.
+int VectorElementSize(DType dtype) {
+  const int size = DTypeSize(dtype);
+  return size == 2 || size == 4 ? size : 0;
+}
+
+// V: 16 bytes of the narrowest access that is contiguous in j, halved until
+// it divides the row; 1 when no access qualifies.
+int ChooseVectorWidth(const Kernel& k) {
+  int size = 0;
+  auto visit = [&](const std::vector<Stmt>& block) {
+    for (const Stmt& s : block) {
+      const int bytes = s.is_access() ? VectorElementSize(k.buffers[s.buffer].dtype) : 0;
+      if (bytes != 0 && s.index.IsVarPlusMultipleOf("j", 16 / bytes)) size = size == 0 ? bytes : std::min(size, bytes);
+    }
+  };
+  for (const Pass& p : k.passes) visit(p.body);
+  visit(k.elementwise);
+  if (size == 0) return 1;
+  int v = 16 / size;
+  while (v > 1 && k.row_length % v != 0) v /= 2;
+  return v;
+}
+
+// Whether a row loop of `k` loads an operand broadcast over the rows (its
+// index runs over `j` but not `r`: a norm's weight).
+bool ReadsBroadcastOperand(const Kernel& k) {
+  for (size_t l = 0; l < k.NumRowLoops(); ++l) {
+    for (const Stmt& s : k.RowLoop(l)) {
+      if (s.kind == StmtKind::kLoad && s.index.DependsOn("j") && !s.index.DependsOn("r")) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool PersistentRows(const Kernel& k) { return k.kind == fusion::KernelKind::kPersistent; }
+
+std::set<int> PreloadedSlots(const Kernel& k) {
+  std::set<int> slots;
+  for (const Pass& p : k.passes) {
+    for (const Stmt& s : p.body) {
+      if (s.kind == StmtKind::kLoad && s.cache_slot >= 0) slots.insert(s.cache_slot);
+    }
+  }
+  return slots;
+}
+
+bool Vectorizable(DType dtype, const IndexExpr& index, int v) {
+  const int size = VectorElementSize(dtype);
+  return v > 1 && size != 0 && index.IsVarPlusMultipleOf("j", std::min(v, 16 / size));
+}
+
+
+bool UsesCudaRowLayout(const Kernel& k) {
+  return k.is_reduction() && k.split <= 1 && k.cluster.blocks <= 1 && k.strategy != RowStrategy::kThreadPerRow;
+}
+
+bool LoopsReadingTwice(const Kernel& k) {
+  return k.strategy == RowStrategy::kBlockPerRow && RowReads(k) == 2 && k.row_length <= kCudaTwoReadLoopLimit &&
+         !k.dynamic_extent;
+}
+
+bool LoopsWideRows(const Kernel& k) {
+  static const bool on = TuneInt("FUSEBOX_TUNE_WIDE_ROW_LOOP", 1) != 0;
+  return on && k.strategy == RowStrategy::kBlockPerRow && PersistentRows(k) && RowReads(k) > 1 &&
+         k.row_length > kCudaShortRowLength && k.row_length <= kCudaWideLoopRowLimit && !k.dynamic_extent &&
+         !ReadsBroadcastOperand(k) && ChooseVectorWidth(k) >= 4;
+}
+
+bool LoopsNormRows(const Kernel& k) {
+  static const bool on = TuneInt("FUSEBOX_TUNE_NORM_ROW_LOOP", 1) != 0;
+  return on && k.strategy == RowStrategy::kBlockPerRow && PersistentRows(k) && RowReads(k) > 1 &&
+         k.row_length >= kCudaNormLoopMinLength && k.row_length <= kCudaShortRowLength && !k.dynamic_extent &&
+         ReadsBroadcastOperand(k) && ChooseVectorWidth(k) >= 4;
+}
+
+CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
+  CudaRowLayout layout;
+  const int v = layout.vector_width = ChooseVectorWidth(k);
+  const int64_t cached = static_cast<int64_t>(PreloadedSlots(k).size());
+  // Values each thread holds per cached input, with `threads` per row.
+  auto values = [&](int64_t threads) { return (k.row_length + threads * v - 1) / (threads * v) * v; };
+  const bool wide_loop = LoopsWideRows(k) || LoopsNormRows(k);  // block rows only: one group per step
+  if (k.strategy == RowStrategy::kBlockPerRow) {
+    int threads = 256;
+    // FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT (A/B runs): longer block rows loop.
+    static const int64_t on_chip_limit = TuneInt("FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT", 0);
+    const bool may_hold = (on_chip_limit <= 0 || k.row_length <= on_chip_limit) && !LoopsReadingTwice(k) && !wide_loop;
+    while (PersistentRows(k) && threads < 1024 && values(threads) > TunedRowValues(k)) threads *= 2;
+    const int budget = threads >= 1024 ? kCudaRowRegisterBudget / 2 : kCudaRowRegisterBudget;
+    layout.on_chip = may_hold && PersistentRows(k) && values(threads) * cached <= budget;
+    const bool rereads = RowReads(k) > 1;
+    int64_t row_bytes = 0;
+    for (const BufferParam& b : k.buffers) row_bytes = std::max<int64_t>(row_bytes, k.row_length * DTypeSize(b.dtype));
+    // Re-read rows past the register budget: registers and shared memory of
+    // a 1024-thread block, or else the grid-stride walk through the L2.
+    if (may_hold && !layout.on_chip && rereads && !k.dynamic_extent && cached > 0 && CudaSharedRowsEnabled()) {
+      threads = 1024;
+      const int64_t groups = values(threads) / v;
+      const int64_t register_groups = std::min<int64_t>(groups, kCudaRowRegisterBudget / 2 / cached / v);
+      int64_t bytes = 0;
+      for (int slot : PreloadedSlots(k)) {
+        bytes += (groups - register_groups) * v * threads * DTypeSize(ComputeDType(k.cached_loads[slot].dtype));
+      }
+      if (register_groups > 0 && bytes <= CudaRowSharedBytes(k.cuda_arch)) {
+        layout.on_chip = true;
+        layout.shared_groups = groups - register_groups;
+        layout.shared_bytes = bytes;
+      }
+    }
+    layout.grid_stride = !layout.on_chip && rereads && !k.dynamic_extent && k.row_length > fusion::kPersistentRowLimit &&
+                         row_bytes <= kCudaL2RowBytes;
+    const int long_row_threads = 1024 / CudaLongRowBlocksPerSm();
+    layout.threads_per_row = layout.block_size =
+        layout.on_chip ? threads : layout.grid_stride ? long_row_threads : wide_loop ? kCudaWideLoopThreads : CudaLoopThreads();
+    layout.rows_per_block = 1;
+  } else {
+    layout.on_chip = PersistentRows(k) && values(32) * cached <= kCudaRowRegisterBudget;
+    layout.rows_per_block = CudaWarpRowsPerBlock();
+    layout.block_size = 32 * layout.rows_per_block;
+  }
+  // An SM's 1024 grid-stride threads have 64 registers each: two groups
+  // ahead, not four, and one where several inputs are loaded per element.
+  layout.groups = layout.on_chip      ? values(layout.threads_per_row) / v
+                  : layout.grid_stride ? (cached > 1 ? 1 : 2)
+                  : wide_loop          ? 1
+                                       : CudaLoopGroups();
+  // FUSEBOX_TUNE_LOOP_MIN_BLOCKS=N (read once; A/B runs): every looped
+  // block row asks for N blocks per SM (0: none).
+  static const int64_t min_blocks = TuneInt("FUSEBOX_TUNE_LOOP_MIN_BLOCKS", -1);
+  if (k.strategy == RowStrategy::kBlockPerRow && !layout.on_chip && !layout.grid_stride) {
+    layout.min_blocks = min_blocks >= 0 ? static_cast<int>(min_blocks) : wide_loop ? kCudaOneGroupLoopMinBlocks : 0;
+  }
+  return layout;
+}
+
+int CudaLongRowBlocksPerSm() {
+  static const int blocks = static_cast<int>(std::clamp<int64_t>(TuneInt("FUSEBOX_TUNE_LONG_ROW_BLOCKS", kCudaLongRowBlocksPerSm), 1, 4));
+  return blocks;
+}
+
+// Under each device's opt-in limit per block: sm_90 227 KB, sm_80 163 KB,
+// sm_86/89 99 KB; below sm_80, within the default 48 KB.
+int64_t CudaRowSharedBytes(int cuda_arch) {
+  if (cuda_arch == 0 || cuda_arch >= 90) return kCudaRowSharedBytes;
+  if (cuda_arch == 80) return int64_t{128} << 10;
+  return cuda_arch > 80 ? int64_t{64} << 10 : int64_t{32} << 10;
+}
+
+int CudaLoopThreads() {
+  static const int threads = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_LOOP_THREADS", 256, 32, 1024, /*power_of_two=*/true));
+  return threads;
+}
+
+int CudaLoopGroups() {
+  static const int groups = static_cast<int>(std::clamp<int64_t>(TuneInt("FUSEBOX_TUNE_LOOP_GROUPS", kCudaLoopGroups), 1, 16));
+  return groups;
+}
+
+int CudaWarpRowsPerBlock() {
+  static const int rows = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK", kCudaRowsPerWarpBlock, 1, 32));
+  return rows;
+}
+
+bool CudaSharedRowsEnabled() {
+  static const bool on = TuneInt("FUSEBOX_TUNE_SHARED_ROWS", 1) != 0;
+  return on;
+}
+
+int CudaRowBlockSize(const Kernel& k) { return ChooseCudaRowLayout(k).block_size; }
+}  // namespace fusebox::backend
