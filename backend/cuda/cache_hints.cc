@@ -69,6 +69,8 @@ FB_INLINE unsigned long long fb_keep_policy() {
 
 bool TouchesEachElementOnce(const IndexExpr& index) { return index.DependsOn("r") && index.DependsOn("j"); }
 
+bool BroadcastOverRows(const IndexExpr& index) { return index.DependsOn("j") && !index.DependsOn("r"); }
+
 std::string HintedLoad(CacheHint hint, const std::string& ptr) {
   if (hint == CacheHint::kNormal) return absl::StrCat("*(", ptr, ")");
   const char* load = hint == CacheHint::kStream ? "fb_ld_stream(" : hint == CacheHint::kKeep ? "fb_ld_keep(" : "fb_ld_last(";

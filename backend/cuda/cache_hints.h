@@ -56,6 +56,9 @@ std::string CacheHintPrelude();
 // per pass. Indices free of `r` (a weight broadcast over rows) are re-read
 // by every row, and indices free of `j` once per row.
 bool TouchesEachElementOnce(const IndexExpr& index);
+// An operand every row reads alike (a norm's weight): its index runs over
+// the position `j` but not the row `r`.
+bool BroadcastOverRows(const IndexExpr& index);
 
 // `*ptr` with `hint` (ptr: an expression of pointer type): "*(ptr)" when the
 // hint is kNormal.

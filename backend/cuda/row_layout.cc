@@ -2,11 +2,15 @@
 
 #include <algorithm>
 
+#include "backend/cuda/cache_hints.h"
 #include "backend/cuda/cuda_printer.h"
 #include "backend/tune.h"
 #include "fusion/plan.h"
 
 namespace fusebox::backend {
+
+bool PersistentRows(const Kernel& k) { return k.kind == fusion::KernelKind::kPersistent; }
+
 namespace {
 
 // Times a row is read: once per pass, once more for the element stores.
@@ -44,20 +48,26 @@ int ChooseVectorWidth(const Kernel& k) {
   return v;
 }
 
-// Whether a row loop of `k` loads an operand broadcast over the rows (its
-// index runs over `j` but not `r`: a norm's weight).
+// Whether a row loop of `k` loads an operand broadcast over the rows (a
+// norm's weight).
 bool ReadsBroadcastOperand(const Kernel& k) {
   for (size_t l = 0; l < k.NumRowLoops(); ++l) {
     for (const Stmt& s : k.RowLoop(l)) {
-      if (s.kind == StmtKind::kLoad && s.index.DependsOn("j") && !s.index.DependsOn("r")) return true;
+      if (s.kind == StmtKind::kLoad && BroadcastOverRows(s.index)) return true;
     }
   }
   return false;
 }
 
-}  // namespace
+// What both one-group loops (LoopsWideRows, LoopsNormRows) need: persistent
+// block rows with a static row count, read more than once, in groups of 4 or
+// more.
+bool MayLoopOneGroupPerStep(const Kernel& k) {
+  return k.strategy == RowStrategy::kBlockPerRow && PersistentRows(k) && RowReads(k) > 1 &&
+         !k.dynamic_extent && ChooseVectorWidth(k) >= 4;
+}
 
-bool PersistentRows(const Kernel& k) { return k.kind == fusion::KernelKind::kPersistent; }
+}  // namespace
 
 std::set<int> PreloadedSlots(const Kernel& k) {
   std::set<int> slots;
@@ -86,17 +96,17 @@ bool LoopsReadingTwice(const Kernel& k) {
 
 bool LoopsWideRows(const Kernel& k) {
   static const bool on = TuneInt("FUSEBOX_TUNE_WIDE_ROW_LOOP", 1) != 0;
-  return on && k.strategy == RowStrategy::kBlockPerRow && PersistentRows(k) && RowReads(k) > 1 &&
-         k.row_length > kCudaShortRowLength && k.row_length <= kCudaWideLoopRowLimit && !k.dynamic_extent &&
-         !ReadsBroadcastOperand(k) && ChooseVectorWidth(k) >= 4;
+  return on && MayLoopOneGroupPerStep(k) && k.row_length > kCudaShortRowLength &&
+         k.row_length <= kCudaWideLoopRowLimit && !ReadsBroadcastOperand(k);
 }
 
 bool LoopsNormRows(const Kernel& k) {
   static const bool on = TuneInt("FUSEBOX_TUNE_NORM_ROW_LOOP", 1) != 0;
-  return on && k.strategy == RowStrategy::kBlockPerRow && PersistentRows(k) && RowReads(k) > 1 &&
-         k.row_length >= kCudaNormLoopMinLength && k.row_length <= kCudaShortRowLength && !k.dynamic_extent &&
-         ReadsBroadcastOperand(k) && ChooseVectorWidth(k) >= 4;
+  return on && MayLoopOneGroupPerStep(k) && k.row_length >= kCudaNormLoopMinLength &&
+         k.row_length <= kCudaShortRowLength && ReadsBroadcastOperand(k);
 }
+
+bool LoopsOneGroupPerStep(const Kernel& k) { return LoopsWideRows(k) || LoopsNormRows(k); }
 
 CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   CudaRowLayout layout;
@@ -104,7 +114,7 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   const int64_t cached = static_cast<int64_t>(PreloadedSlots(k).size());
   // Values each thread holds per cached input, with `threads` per row.
   auto values = [&](int64_t threads) { return (k.row_length + threads * v - 1) / (threads * v) * v; };
-  const bool wide_loop = LoopsWideRows(k) || LoopsNormRows(k);  // block rows only: one group per step
+  const bool wide_loop = LoopsOneGroupPerStep(k);  // block rows only
   if (k.strategy == RowStrategy::kBlockPerRow) {
     int threads = 256;
     // FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT (A/B runs): longer block rows loop.

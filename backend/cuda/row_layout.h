@@ -112,7 +112,9 @@ bool LoopsWideRows(const Kernel& kernel);
 // FUSEBOX_TUNE_NORM_ROW_LOOP=0 turns it off (read once), for A/B runs.
 inline constexpr int64_t kCudaNormLoopMinLength = 2049;
 bool LoopsNormRows(const Kernel& kernel);
-// Blocks per SM that one-group loops (LoopsWideRows, LoopsNormRows) ask
+// LoopsWideRows or LoopsNormRows: the rows loop one group per step.
+bool LoopsOneGroupPerStep(const Kernel& kernel);
+// Blocks per SM that one-group loops (LoopsOneGroupPerStep) ask
 // ptxas for (32 registers at 512 threads); FUSEBOX_TUNE_LOOP_MIN_BLOCKS
 // overrides it for every looped block row (0: no bound), read once.
 inline constexpr int kCudaOneGroupLoopMinBlocks = 4;

@@ -98,7 +98,7 @@ class RowPrinter {
     absl::StrAppend(&out, "; ", layout_.threads_per_row, " threads per row, groups of ", v_,
                     !PersistentRows(k_) || layout_.on_chip ? ""
                     : LoopsReadingTwice(k_)            ? ", looped (read twice, the second time from the L2)"
-                    : LoopsWideRows(k_) || LoopsNormRows(k_) ? ", looped (one group per step, the row kept in the L2)"
+                    : LoopsOneGroupPerStep(k_)         ? ", looped (one group per step, the row kept in the L2)"
                                                        : ", looped (over the register budget)",
                     layout_.shared_groups > 0 ? absl::StrCat(", on chip: the last ", layout_.shared_groups,
                                                              " groups of each thread in shared memory")
@@ -200,8 +200,8 @@ class RowPrinter {
   // once per pass: kept while a later loop reads it again, else streamed.
   CacheHint LoadHint(int buffer, const IndexExpr& index, size_t next_loop) const {
     if (!TouchesEachElementOnce(index)) {
-      const bool broadcast = rereads_rows_ && index.DependsOn("j") && (CudaL1HintBits() & 4);
-      return broadcast ? CacheHint::kKeep : CacheHint::kNormal;
+      const bool kept = rereads_rows_ && BroadcastOverRows(index) && (CudaL1HintBits() & 4);
+      return kept ? CacheHint::kKeep : CacheHint::kNormal;
     }
     if (!rereads_rows_) return k_.elementwise.empty() ? StreamReadOnlyReduction() : StreamEverywhere();
     if (ReadAgain(buffer, index, next_loop)) return CacheHint::kKeep;
