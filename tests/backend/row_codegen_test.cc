@@ -268,6 +268,22 @@ TEST(RowCodegenTest, ArgmaxHalfPrecisionAndRunTimeRowsCompile) {
   EXPECT_EQ(backend::ChooseCudaRowLayout(LowerLast(Softmax, {x.to(DType::kBFloat16)})).vector_width, 8);
 }
 
+// A one-group loop (LoopsOneGroupPerStep): looped, not grid-stride, 512
+// threads of one group per step, four blocks per SM; compiled.
+Compiled ExpectOneGroupLoop(const backend::Kernel& k) {
+  EXPECT_TRUE(backend::LoopsOneGroupPerStep(k));
+  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k);
+  EXPECT_FALSE(layout.on_chip);
+  EXPECT_FALSE(layout.grid_stride);
+  EXPECT_EQ(layout.block_size, backend::kCudaWideLoopThreads);
+  EXPECT_EQ(layout.groups, 1);
+  EXPECT_EQ(layout.min_blocks, backend::kCudaOneGroupLoopMinBlocks);
+  Compiled c = CompileCuda(k);
+  EXPECT_THAT(c.source, HasSubstr("looped (one group per step, the row kept in the L2)"));
+  EXPECT_THAT(c.source, HasSubstr(absl::StrCat("__launch_bounds__(512, ", backend::kCudaOneGroupLoopMinBlocks, ")")));
+  return c;
+}
+
 // Re-read block rows past 4096 up to kCudaWideLoopRowLimit, in 16-byte
 // groups, without a broadcast operand (a softmax over 8192) loop with 512 threads and one group
 // per step, keeping the row in the L2 until its last pass; shorter or longer
@@ -276,14 +292,7 @@ TEST(RowCodegenTest, ArgmaxHalfPrecisionAndRunTimeRowsCompile) {
 TEST(RowCodegenTest, WideReReadRowsLoopOneGroupPerStep) {
   const backend::Kernel softmax = LowerLast(Softmax, {randn({19, 8192})});
   ASSERT_TRUE(backend::LoopsWideRows(softmax));
-  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(softmax);
-  EXPECT_FALSE(layout.on_chip);
-  EXPECT_FALSE(layout.grid_stride);
-  EXPECT_EQ(layout.block_size, backend::kCudaWideLoopThreads);
-  EXPECT_EQ(layout.groups, 1);
-  const Compiled c = CompileCuda(softmax);
-  EXPECT_THAT(c.source, HasSubstr("looped (one group per step, the row kept in the L2)"));
-  EXPECT_THAT(c.source, HasSubstr(absl::StrCat("__launch_bounds__(512, ", backend::kCudaOneGroupLoopMinBlocks, ")")));
+  const Compiled c = ExpectOneGroupLoop(softmax);
   EXPECT_THAT(c.ptx, HasSubstr("ld.global.L1::evict_last.L2::cache_hint.v4"));   // the first two passes keep the row
   EXPECT_THAT(c.ptx, HasSubstr("ld.global.L1::evict_first.L2::cache_hint.v4"));  // the last lets it go
   ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
@@ -399,14 +408,7 @@ TEST(RowCodegenTest, NormRowsLoopOneGroupPerStepWithL1Hints) {
   const backend::Kernel norm = LowerLast(LayerNorm, {randn({64, 4096}), randn({4096}), randn({4096})});
   ASSERT_TRUE(backend::LoopsNormRows(norm));
   EXPECT_FALSE(backend::LoopsWideRows(norm));
-  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(norm);
-  EXPECT_FALSE(layout.on_chip);
-  EXPECT_FALSE(layout.grid_stride);
-  EXPECT_EQ(layout.block_size, backend::kCudaWideLoopThreads);
-  EXPECT_EQ(layout.groups, 1);
-  EXPECT_EQ(layout.min_blocks, backend::kCudaOneGroupLoopMinBlocks);
-  const Compiled c = CompileCuda(norm);
-  EXPECT_THAT(c.source, HasSubstr("looped (one group per step, the row kept in the L2)"));
+  const Compiled c = ExpectOneGroupLoop(norm);
   EXPECT_THAT(c.source, HasSubstr("fb_step < 2;"));  // counted: 4096 in two steps of 512 x 4
   EXPECT_THAT(c.source, Not(HasSubstr("if (jv < ")));  // the steps tile the row: no group guards
   EXPECT_THAT(c.ptx, HasSubstr(".minnctapersm 4"));
