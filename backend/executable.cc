@@ -98,6 +98,11 @@ struct Executable::CompiledKernel {
   unsigned block_size = 0;
   int64_t max_grid = 0;
   unsigned shared_bytes = 0;  // dynamic shared memory per block (CudaRowLayout::shared_bytes)
+  // Split reductions: the partial kernel's threads per block, and whether the
+  // combine is launched as its programmatic dependent (sm_90+; it starts
+  // while the partial kernel's last blocks run, hiding most of its launch).
+  unsigned partial_block_size = 0;
+  bool programmatic_combine = false;
   graph::NodeId extern_node = -1;  // extern kernels: the value stored (a matmul, or its epilogue's end)
 };
 
@@ -186,6 +191,8 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
         absl::StatusOr<CUfunction> partial = driver.GetFunction(*module, group.name + "_partial");
         if (!partial.ok()) return partial.status();
         compiled->cuda_partial_fn = *partial;
+        compiled->partial_block_size = static_cast<unsigned>(CudaPartialBlockSize(compiled->ir));
+        compiled->programmatic_combine = arch >= 90;
       }
     }
     exe->compiled_kernels_ += static_cast<int>(CompileCache::Get().stats().compiles - misses_before);
@@ -290,9 +297,12 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       dims.block_x = k->block_size;
       dims.shared_bytes = k->shared_bytes;
       if (k->ir.split > 1) {
-        absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_partial_fn, dims, params.data());
+        cuda::LaunchDims partial = dims;
+        partial.block_x = k->partial_block_size;
+        absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_partial_fn, partial, params.data());
         if (!s.ok()) return s;
         dims.grid_x = static_cast<unsigned>(CudaCombineGridSize(k->ir));
+        dims.programmatic = k->programmatic_combine;
       }
       absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_fn, dims, params.data());
       if (!s.ok()) return s;

@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_printer.h"  // kCudaBlockSize: the split fills the GPU
 #include "backend/lower_util.h"
 #include "backend/tune.h"
@@ -170,12 +171,15 @@ class ReductionLowerer {
     if (k.strategy == RowStrategy::kBlockPerRow && k.num_rows < 128 && k.row_length >= (1 << 16)) {
       return std::clamp<int64_t>(1024 / k.num_rows, 2, k.row_length / 8192);
     }
-    // Columns, a thread per 256-column tile: split the columns into chunks
-    // of at least 64 rows for ~512 blocks in all (~4 per SM of an H200's
-    // 132, all resident at once). Measured on the H200 with 8192 x 8192 f32:
+    // Columns: 2-D tiles where an access moves 4 adjacent columns at once
+    // (column_tiles.h), else a thread per column in 256-column blocks: those
+    // split the columns into chunks of at least 64 rows for ~512 blocks in
+    // all (~4 per SM of an H200's 132, all resident at once). Measured on the
+    // H200 with 8192 x 8192 f32 under a read flush:
     // 512 blocks 4090 GB/s, 256 or 1024 3920, 4096 3650.
     // FUSEBOX_TUNE_COLUMN_BLOCKS sets the 512, for A/B runs.
     if (k.strategy == RowStrategy::kThreadPerRow) {
+      if (CudaColumnTilesFit(k)) return CudaColumnTileSplit(k);  // groups of 256-row tile steps
       static const int64_t blocks = std::max<int64_t>(TuneInt("FUSEBOX_TUNE_COLUMN_BLOCKS", 512), 1);
       const int64_t tiles = (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
       const int64_t split = std::min(blocks / tiles, k.row_length / 64);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cache_hints.h"
+#include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/row_printer.h"
 #include "backend/tune.h"
@@ -15,6 +16,12 @@
 
 namespace fusebox::backend {
 namespace {
+
+// The top of a kernel launched as a programmatic dependent of the one before
+// it (LaunchDims::programmatic): wait for that grid's results. A no-op when
+// launched plainly; sm_90 and later only.
+constexpr char kWaitForPriorGrid[] =
+    "#if __CUDA_ARCH__ >= 900\n  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n";
 
 // Per buffer, the index its loads or stores use in a pointwise kernel whose
 // V-element runs line up in every buffer: every store at `i` itself, every
@@ -222,31 +229,45 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", name, "(", params, ") {\n");
     };
 
+    const bool tiled = UsesCudaColumnTiles(k);
     std::string out = absl::StrCat(Prelude(), "\n// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ",
-                                   k.row_length, ", each split over ", k.split, " chunks of ", CudaSplitChunk(k), "\n");
-    absl::StrAppend(&out, open(k.name + "_partial"));
-    if (columns) {
-      absl::StrAppend(&out, "  const ", idx, " part = blockIdx.x / ", tiles, ";\n  const ", idx, " r = (", idx,
-                      ")(blockIdx.x % ", tiles, ") * ", kCudaBlockSize, " + threadIdx.x;\n");
+                                   k.row_length, ", each split over ", k.split, " chunks of ", CudaSplitChunk(k),
+                                   tiled ? absl::StrCat("; tiles of ", kCudaColumnTileThreadsX, " x ", kCudaColumnTileThreadsY,
+                                                        " threads, ", kCudaColumnTileWidth, " columns and ",
+                                                        kCudaColumnTileSteps, " rows each (column_tiles.h)")
+                                         : "",
+                                   "\n");
+    if (tiled) {
+      absl::StrAppend(&out, PrintCudaColumnTiles(k, params));
     } else {
-      absl::StrAppend(&out, "  const long long r = blockIdx.x / ", k.split, ", part = blockIdx.x % ", k.split, ";\n");
+      absl::StrAppend(&out, open(k.name + "_partial"));
+      if (columns) {
+        absl::StrAppend(&out, "  const ", idx, " part = blockIdx.x / ", tiles, ";\n  const ", idx, " r = (", idx,
+                        ")(blockIdx.x % ", tiles, ") * ", kCudaBlockSize, " + threadIdx.x;\n");
+      } else {
+        absl::StrAppend(&out, "  const long long r = blockIdx.x / ", k.split, ", part = blockIdx.x % ", k.split, ";\n");
+      }
+      absl::StrAppend(&out, "  const ", idx, " begin = part * ", chunk, ", end = begin + ", chunk, " < ", length,
+                      " ? begin + ", chunk, " : ", length, ";\n", columns ? absl::StrCat("  if (r < ", rows, ") {\n") : "  {\n");
+      for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
+      if (columns) {
+        // Chunks are whole steps of CudaColumnUnroll() rows; only the last has a tail.
+        absl::StrAppend(&out, "    ", idx, " j0 = begin;\n    for (; j0 + ", CudaColumnUnroll(), " <= end; j0 += ",
+                        CudaColumnUnroll(), ") {\n#pragma unroll\n      for (int u = 0; u < ", CudaColumnUnroll(),
+                        "; ++u) {\n        const ", idx, " j = j0 + u;\n", fold("        "), "      }\n    }\n",
+                        "    for (", idx, " j = j0; j < end; ++j) {\n", fold("      "), "    }\n    {\n",
+                        partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false));
+      } else {
+        absl::StrAppend(&out, "    for (long long j = begin + threadIdx.x; j < end; j += ", kCudaBlockSize, ") {\n",
+                        fold("      "), "    }\n", combine(), "    if (threadIdx.x == 0) {\n",
+                        partial_slots("[blockIdx.x]", /*load=*/false));
+      }
+      absl::StrAppend(&out, "    }\n  }\n}\n");
     }
-    absl::StrAppend(&out, "  const ", idx, " begin = part * ", chunk, ", end = begin + ", chunk, " < ", length,
-                    " ? begin + ", chunk, " : ", length, ";\n", columns ? absl::StrCat("  if (r < ", rows, ") {\n") : "  {\n");
-    for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
-    if (columns) {
-      // Chunks are whole steps of CudaColumnUnroll() rows; only the last has a tail.
-      absl::StrAppend(&out, "    ", idx, " j0 = begin;\n    for (; j0 + ", CudaColumnUnroll(), " <= end; j0 += ",
-                      CudaColumnUnroll(), ") {\n#pragma unroll\n      for (int u = 0; u < ", CudaColumnUnroll(),
-                      "; ++u) {\n        const ", idx, " j = j0 + u;\n", fold("        "), "      }\n    }\n",
-                      "    for (", idx, " j = j0; j < end; ++j) {\n", fold("      "), "    }\n    {\n",
-                      partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false));
-    } else {
-      absl::StrAppend(&out, "    for (long long j = begin + threadIdx.x; j < end; j += ", kCudaBlockSize, ") {\n",
-                      fold("      "), "    }\n", combine(), "    if (threadIdx.x == 0) {\n",
-                      partial_slots("[blockIdx.x]", /*load=*/false));
-    }
-    absl::StrAppend(&out, "    }\n  }\n}\n\n", open(k.name));
+    // The combine is launched as a programmatic dependent of the partial
+    // kernel (Driver::Launch, LaunchDims::programmatic): its blocks may start
+    // before the partial kernel ends and wait here for its results.
+    absl::StrAppend(&out, "\n", open(k.name), kWaitForPriorGrid);
     if (columns) {
       absl::StrAppend(&out, "  const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;\n  if (r < ",
                       rows, ") {\n");
@@ -365,10 +386,14 @@ int64_t CudaGridSize(const Kernel& k, int64_t iterations) {
   switch (k.strategy) {
     case RowStrategy::kBlockPerRow: return k.split > 1 ? iterations * k.split : iterations;
     case RowStrategy::kWarpPerRow: return (iterations + CudaWarpRowsPerBlock() - 1) / CudaWarpRowsPerBlock();
-    case RowStrategy::kThreadPerRow: return (iterations + kCudaBlockSize - 1) / kCudaBlockSize * std::max<int64_t>(k.split, 1);
+    case RowStrategy::kThreadPerRow:
+      if (UsesCudaColumnTiles(k)) return CudaColumnTileGridSize(k);
+      return (iterations + kCudaBlockSize - 1) / kCudaBlockSize * std::max<int64_t>(k.split, 1);
   }
   return 0;
 }
+
+int CudaPartialBlockSize(const Kernel& k) { return UsesCudaColumnTiles(k) ? kCudaColumnTileBlock : CudaBlockSize(k); }
 
 int64_t CudaCombineGridSize(const Kernel& k) {
   return k.strategy == RowStrategy::kThreadPerRow ? (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize : k.num_rows;
@@ -385,6 +410,7 @@ int64_t CudaColumnChunk(int64_t rows, int64_t split) {
 }
 
 int64_t CudaSplitChunk(const Kernel& k) {
+  if (UsesCudaColumnTiles(k)) return int64_t{kCudaColumnTileRows} * CudaColumnTileStepsPerGroup(k);
   if (k.strategy == RowStrategy::kThreadPerRow) return CudaColumnChunk(k.row_length, k.split);
   return (k.row_length + k.split - 1) / k.split;
 }

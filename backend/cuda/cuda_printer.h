@@ -41,6 +41,9 @@ std::string CudaPrelude();
 // kernel's grid; this is the final kernel's (a block per row, or a thread per
 // column).
 int64_t CudaCombineGridSize(const Kernel& kernel);
+// Threads per block of the partial kernel: CudaBlockSize, or a column
+// tile's 1024 (column_tiles.h).
+int CudaPartialBlockSize(const Kernel& kernel);
 
 // Split reductions: the elements of a row each partial result folds (the
 // last chunk may be shorter); column chunks are whole CudaColumnUnroll() steps.

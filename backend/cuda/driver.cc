@@ -46,6 +46,7 @@ struct Driver::Api : ErrorText {
   decltype(&::cuModuleLoadData) module_load_data = nullptr;
   decltype(&::cuModuleGetFunction) module_get_function = nullptr;
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
+  decltype(&::cuLaunchKernelEx) launch_kernel_ex = nullptr;  // CUDA 12.0+; optional (LaunchDims::programmatic)
   decltype(&::cuFuncSetAttribute) func_set_attribute = nullptr;
   decltype(&::cuEventCreate) event_create = nullptr;
   decltype(&::cuEventRecord) event_record = nullptr;
@@ -179,6 +180,8 @@ Driver::Driver() {
     dlclose(library);
     return;
   }
+  // Optional: without it, programmatic launches are plain ones.
+  api->launch_kernel_ex = reinterpret_cast<decltype(api->launch_kernel_ex)>(dlsym(library, "cuLaunchKernelEx"));
   api_ = api;
 
   if (CUresult r = api->init(0); r != CUDA_SUCCESS) {
@@ -349,13 +352,33 @@ absl::Status Driver::SetMaxDynamicSharedBytes(CUfunction function, int bytes) {
 
 absl::Status Driver::Launch(int device, CUfunction function, const LaunchDims& d, void** args) {
   if (absl::Status s = SetDevice(device); !s.ok()) return s;
-  CUresult r = api_->launch_kernel(function, d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z,
-                                   d.shared_bytes, /*hStream=*/nullptr, args, /*extra=*/nullptr);
+  CUresult r;
+  const bool programmatic = d.programmatic && api_->launch_kernel_ex != nullptr;
+  if (programmatic) {
+    CUlaunchAttribute attribute{};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = d.grid_x;
+    config.gridDimY = d.grid_y;
+    config.gridDimZ = d.grid_z;
+    config.blockDimX = d.block_x;
+    config.blockDimY = d.block_y;
+    config.blockDimZ = d.block_z;
+    config.sharedMemBytes = d.shared_bytes;
+    config.hStream = nullptr;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    r = api_->launch_kernel_ex(&config, function, args, /*extra=*/nullptr);
+  } else {
+    r = api_->launch_kernel(function, d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z, d.shared_bytes,
+                            /*hStream=*/nullptr, args, /*extra=*/nullptr);
+  }
   if (r != CUDA_SUCCESS) {
     return CallError(api_, r,
-                     absl::StrFormat("cuLaunchKernel(grid %dx%dx%d, block %dx%dx%d, %d B shared) on cuda:%d",
-                                     d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z,
-                                     d.shared_bytes, device));
+                     absl::StrFormat("%s(grid %dx%dx%d, block %dx%dx%d, %d B shared) on cuda:%d",
+                                     programmatic ? "cuLaunchKernelEx, programmatic" : "cuLaunchKernel", d.grid_x,
+                                     d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z, d.shared_bytes, device));
   }
   return absl::OkStatus();
 }

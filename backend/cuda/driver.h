@@ -18,6 +18,11 @@ struct LaunchDims {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;
   unsigned block_x = 1, block_y = 1, block_z = 1;
   unsigned shared_bytes = 0;
+  // A programmatic dependent launch (sm_90+, CUDA 12+): the kernel may start
+  // before the previous one on the stream ends, and must execute
+  // `griddepcontrol.wait` before it reads that kernel's results (a split
+  // reduction's combine). Where the driver lacks cuLaunchKernelEx, a plain launch.
+  bool programmatic = false;
 };
 
 class Driver {

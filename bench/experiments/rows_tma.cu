@@ -389,15 +389,7 @@ int main() {
       launch();
       CHECK(cudaDeviceSynchronize());
       CHECK(cudaMemcpy(got.data(), y, n * 4, cudaMemcpyDeviceToHost));
-      double worst = 0;
-      for (int r = 0; check && r < kSmRows; r += 61) {
-        double m = -INFINITY, s = 0;
-        for (int j = 0; j < kSmN; ++j) m = std::max(m, (double)hx[(size_t)r * kSmN + j]);
-        for (int j = 0; j < kSmN; ++j) s += std::exp(hx[(size_t)r * kSmN + j] - m);
-        for (int j = 0; j < kSmN; ++j) {
-          worst = std::max(worst, std::fabs(std::exp(hx[(size_t)r * kSmN + j] - m) / s - got[(size_t)r * kSmN + j]));
-        }
-      }
+      const double worst = check ? WorstSoftmaxError(hx, got, kSmRows, kSmN) : 0;
       std::printf("softmax    %-40s %8.4f ms %7.0f GB/s  max abs err %.2e\n", name, ms, gb / ms * 1e3, worst);
     };
     report("copy (ceiling at this size)", false,

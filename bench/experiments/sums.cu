@@ -87,6 +87,54 @@ __global__ void __launch_bounds__(TX * TY) ColTile(const float* __restrict__ in,
   ColTilePartial<TX, TY, U, HINT>(in, partial, fold);
 }
 
+// Session 11: ColTile's serial fold (one thread per column walks all TY
+// partial rows while the block holds its slot with no load in flight) as a
+// two-stage tree: TY / 8 threads per column each fold 8 rows, then one thread
+// folds those. TRIGGER lets a programmatic dependent (the combine) launch at
+// once; ROWS_FIRST orders blocks row group fastest instead of column strip.
+template <int TX, int TY, int U, bool TRIGGER, bool ROWS_FIRST = false>
+__global__ void __launch_bounds__(TX * TY) ColTree(const float* __restrict__ in, float* __restrict__ partial) {
+  static_assert(TY % 8 == 0);
+  if constexpr (TRIGGER) asm volatile("griddepcontrol.launch_dependents;");
+  __shared__ float4 fold[TY][TX];
+  __shared__ float4 fold8[8][TX];
+  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+  const int strip = ROWS_FIRST ? blockIdx.y : blockIdx.x, group = ROWS_FIRST ? blockIdx.x : blockIdx.y;
+  const int col4 = strip * TX + tx;
+  const long long row0 = (long long)group * (TY * U) + ty;
+  const float4* p = reinterpret_cast<const float4*>(in) + row0 * (kN / 4) + col4;
+  float4 v[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) v[u] = __ldcs(p + (long long)u * TY * (kN / 4));
+  float4 acc = v[0];
+#pragma unroll
+  for (int u = 1; u < U; ++u) acc = Add4(acc, v[u]);
+  fold[ty][tx] = acc;
+  __syncthreads();
+  if (ty < 8) {
+#pragma unroll
+    for (int y = ty + 8; y < TY; y += 8) acc = Add4(acc, fold[y][tx]);
+    fold8[ty][tx] = acc;
+  }
+  __syncthreads();
+  if (ty == 0) {
+#pragma unroll
+    for (int y = 1; y < 8; ++y) acc = Add4(acc, fold8[y][tx]);
+    reinterpret_cast<float4*>(partial)[(long long)group * (kN / 4) + col4] = acc;
+  }
+}
+// The combine as float4 columns, 64 threads per block (32 blocks).
+__global__ void ColCombine4(const float* __restrict__ partial, int chunks, float* __restrict__ out) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= kN / 4) return;
+  const float4* p = reinterpret_cast<const float4*>(partial) + c;
+  float4 s{0, 0, 0, 0};
+#pragma unroll 8
+  for (int q = 0; q < chunks; ++q) s = Add4(s, p[(long long)q * (kN / 4)]);
+  reinterpret_cast<float4*>(out)[c] = s;
+}
+
 // One launch (session 10): ColTile's partial rows, then the last block to
 // finish each column strip (an arrival counter per strip, reset by that
 // block) folds the strip's partials, TY threads per column in parallel,
@@ -250,6 +298,48 @@ int main() {
                    [&] { ColTile<32, 32, 8><<<dim3(kN / 4 / 32, kN / 256), 1024>>>(in, partial); });
   col_partials_pdl("col scalar T=256 U=8 chunks=16", 16,
                    [&] { ColPartial1<256, 8><<<dim3(kN / 256, 16), 256>>>(in, partial, kN / 16); });
+  // Session 11: the tree fold, the early trigger, the float4 combine.
+  auto pdl_launch = [&](auto kernel, int grid, int block, int chunks) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    CHECK(cudaLaunchKernelEx(&config, kernel, (const float*)partial, chunks, out));
+  };
+#define COLTREE(TX, TY, U, TRIG, ROWS_FIRST, COMBINE)                                                   \
+  report("col tree TX=" #TX " TY=" #TY " U=" #U " trigger=" #TRIG " rows_first=" #ROWS_FIRST " " #COMBINE, \
+         &col, [&] {                                                                                    \
+           const int groups = kN / (TY * U), strips = kN / 4 / TX;                                       \
+           ColTree<TX, TY, U, TRIG, ROWS_FIRST>                                                         \
+               <<<ROWS_FIRST ? dim3(groups, strips) : dim3(strips, groups), TX * TY>>>(in, partial);    \
+           if (#COMBINE[0] == 'p') {                                                                    \
+             pdl_launch(ColCombine, kN / 256, 256, groups);                                             \
+           } else if (#COMBINE[0] == 'v') {                                                             \
+             pdl_launch(ColCombine4, kN / 4 / 64, 64, groups);                                          \
+           } else if (#COMBINE[0] == 't') {                                                             \
+             ColCombine<<<kN / 256, 256>>>(partial, groups, out);                                       \
+           }                                                                                            \
+         })
+  COLTREE(16, 64, 4, false, false, two_launches);
+  COLTREE(16, 64, 4, false, false, pdl);
+  COLTREE(16, 64, 4, true, false, pdl);
+  COLTREE(16, 64, 4, true, false, vec_pdl);
+  COLTREE(16, 64, 4, true, true, pdl);
+  COLTREE(32, 32, 8, true, false, pdl);
+  COLTREE(16, 32, 8, true, false, pdl);
+  COLTREE(8, 128, 2, true, false, pdl);
+  COLTREE(16, 64, 8, true, false, pdl);
+  COLTREE(32, 32, 4, true, false, pdl);
+  COLTREE(64, 16, 8, true, false, pdl);
+  COLTREE(16, 64, 2, true, false, pdl);
+  report("col tree TX=16 TY=64 U=4 partial only", nullptr,
+         [&] { ColTree<16, 64, 4, false><<<dim3(kN / 4 / 16, kN / 256), 1024>>>(in, partial); });
+  report("col tree TX=32 TY=32 U=8 partial only", nullptr,
+         [&] { ColTree<32, 32, 8, false><<<dim3(kN / 4 / 32, kN / 256), 1024>>>(in, partial); });
   // The partial launch alone (no combine): what the second kernel costs.
   report("col tile TX=16 TY=64 U=4 partial only", nullptr,
          [&] { ColTile<16, 64, 4><<<dim3(kN / 4 / 16, kN / 256), 1024>>>(in, partial); });

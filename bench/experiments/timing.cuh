@@ -1,5 +1,5 @@
 // The experiments' shared harness: CHECK for CUDA calls, the Copy4 ceiling
-// kernel, and MedianMs, which
+// kernel, a float64 check of softmax rows, and MedianMs, which
 // times a launch as triton.testing.do_bench does (zero 256 MB by a fill
 // kernel before each trial, CUDA events around the launch, the median);
 // FLUSH_MEMSET=1 zeroes with cudaMemsetAsync instead (measured the same).
@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -36,6 +37,20 @@ __global__ void __launch_bounds__(512) Copy4(const float4* __restrict__ in, floa
   for (int u = 0; u < 4; ++u) v[u] = __ldcs(in + base + u * 512);
 #pragma unroll
   for (int u = 0; u < 4; ++u) __stcs(out + base + u * 512, v[u]);
+}
+
+// The largest error of y = softmax(x) over every 61st of `rows` rows of `n`,
+// against float64.
+inline double WorstSoftmaxError(const std::vector<float>& x, const std::vector<float>& y, int rows, int n) {
+  double worst = 0;
+  for (int r = 0; r < rows; r += 61) {
+    const float* xr = x.data() + (size_t)r * n;
+    double m = -INFINITY, s = 0;
+    for (int j = 0; j < n; ++j) m = std::max(m, (double)xr[j]);
+    for (int j = 0; j < n; ++j) s += std::exp(xr[j] - m);
+    for (int j = 0; j < n; ++j) worst = std::max(worst, std::fabs(std::exp(xr[j] - m) / s - y[(size_t)r * n + j]));
+  }
+  return worst;
 }
 
 class MedianTimer {

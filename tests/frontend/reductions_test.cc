@@ -364,5 +364,39 @@ TEST(ReductionCudaTest, ColumnReductionsSplitOrNot) {
   EXPECT_THAT(compiled.kernels()[0].source, HasSubstr("red_sum_0_partial("));
 }
 
+// Column tiles (backend/cuda/column_tiles.h) beyond CheckColumnReductions'
+// 8192 x 1000: long columns (two tile steps per group, a ragged last group),
+// a pointer off 16-byte alignment (the tile's scalar path), and an operand
+// broadcast over the columns.
+TEST(ReductionCudaTest, ColumnTilesLongMisalignedAndScaled) {
+  SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda();
+  const Tensor tall = RandomTensor({20000, 256}, kF32, Domain::kAny, gpu);
+  Check("sum(0) of 20000 rows", [](const Tensor& t) { return sum(t, 0); }, tall, RefSum(tall, {0}, false));
+  Check("amin(0) of 20000 rows", [](const Tensor& t) { return amin(t, {0}); }, tall,
+        RefReduce(tall, {0}, false, kF32, MinOf));
+  const Tensor base = RandomTensor({8192 * 1000 + 1}, kF32, Domain::kAny, gpu);
+  const Tensor shifted = base.narrow(0, 1, 8192 * 1000).reshape({8192, 1000});
+  ASSERT_EQ(shifted.storage_offset(), 1);
+  Check("sum(0) 4 bytes off alignment", [](const Tensor& t) { return sum(t, 0); }, shifted, RefSum(shifted, {0}, false));
+  Check("mean(0) 4 bytes off alignment", [](const Tensor& t) { return mean(t, 0); }, shifted,
+        RefMean(shifted, {0}, false));
+
+  // sum(x * x[:, :1], 0): the first column scales each row of every column.
+  const Tensor x = RandomTensor({4096, 512}, kF32, Domain::kAny, gpu);
+  const std::vector<double> v = x.to_double_vector();
+  Want want{.shape = {512}};
+  want.values.assign(512, 0);
+  want.slack.assign(512, 0);
+  for (int64_t j = 0; j < 4096; ++j) {
+    for (int64_t c = 0; c < 512; ++c) {
+      const double term = v[j * 512 + c] * v[j * 512];
+      want.values[c] += term;
+      want.slack[c] += 1e-6 * std::fabs(term);
+    }
+  }
+  Check("sum(x * x[:, :1], 0)", [](const Tensor& t) { return sum(t * t.narrow(1, 0, 1), 0); }, x, want);
+}
+
 }  // namespace
 }  // namespace fusebox
