@@ -51,110 +51,165 @@ int64_t CudaColumnTileSplit(const Kernel& k) {
 
 int64_t CudaColumnTileGridSize(const Kernel& k) { return Ceil(k.num_rows, kCudaColumnTileColumns) * k.split; }
 
-std::string PrintCudaColumnTiles(const Kernel& k, const std::string& params) {
-  auto op_template = [](graph::Op op) { return graph::Info(op).cuda_expr; };
-  const Pass& pass = k.passes.at(0);
-  const std::string idx = k.index64 ? "long long" : "int";
-  const std::string sfx = k.index64 ? "LL" : "";
-  const int64_t strips = Ceil(k.num_rows, kCudaColumnTileColumns);
-  const int64_t steps = CudaColumnTileStepsPerGroup(k);
-  const int64_t group_rows = kCudaColumnTileRows * steps;
-  const std::string rows = absl::StrCat(k.num_rows, sfx);
-  const std::string name = k.name + "_partial", tile = k.name + "_tile";
-  const int w = kCudaColumnTileWidth;
+namespace {
 
-  // The aligned path's 16-byte loads, hoisted: register arrays fb_l<temp>.
-  std::string loads;
-  std::set<int> vector_buffers;
-  for (const Stmt& s : pass.body) {
-    if (!LoadsAdjacentColumns(k, s)) continue;
-    const BufferParam& b = k.buffers[s.buffer];
-    vector_buffers.insert(s.buffer);
-    const std::string regs = absl::StrCat("fb_l", s.result);
-    const std::string at = absl::StrCat(b.name, " + (", s.index.ToString(), ")");
-    const CacheHint hint = StreamReadOnlyReduction();  // each element is read once
-    absl::StrAppend(&loads, "        ", StorageCType(b.dtype), " ", regs, "[", w, "];\n        if (fb_vec) {\n",
-                    "          const ", idx, " r = fb_r0;\n          *reinterpret_cast<uint4*>(", regs,
-                    ") = ", HintedLoad(hint, absl::StrCat("reinterpret_cast<const uint4*>(", at, ")")), ";\n",
-                    "        } else {\n#pragma unroll\n          for (int e = 0; e < ", w, "; ++e) {\n            const ",
-                    idx, " r = fb_r0 + e;\n            ", regs, "[e] = ", HintedLoad(hint, at), ";\n          }\n",
-                    "        }\n");
+// Prints one tile kernel. Each thread holds fb_acc<c>[4], one accumulator
+// per column of its group (fb_r0 .. fb_r0 + 3), for every accumulator c.
+class TilePrinter {
+ public:
+  explicit TilePrinter(const Kernel& k)
+      : k_(k), pass_(k.passes.at(0)), idx_(k.index64 ? "long long" : "int"), sfx_(k.index64 ? "LL" : ""),
+        rows_(absl::StrCat(k.num_rows, sfx_)), steps_(CudaColumnTileStepsPerGroup(k)) {}
+
+  // The kernel `<name>_partial`, which picks the aligned or scalar instance
+  // of the template `<name>_tile` once, and the template.
+  std::string Print(const std::string& params) const {
+    std::string fold_params, fold_args, args;
+    for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
+      absl::StrAppend(&fold_params, ", ", ComputeCType(pass_.accumulators[c].dtype), "* fb_fold", c);
+      absl::StrAppend(&fold_args, ", fb_fold", c);
+    }
+    for (const BufferParam& b : k_.buffers) absl::StrAppend(&args, args.empty() ? "" : ", ", b.name);
+    for (size_t c = 0; c < pass_.accumulators.size(); ++c) absl::StrAppend(&args, ", fb_part", c);
+    absl::StrAppend(&args, fold_args);
+    const std::string tile = k_.name + "_tile";
+    const std::string decl = absl::StrCat("template <bool fb_vec>\nFB_INLINE void ", tile, "(", params, fold_params, ")");
+    std::string out = absl::StrCat(decl, ";\nextern \"C\" __global__ void __launch_bounds__(", kCudaColumnTileBlock, ") ",
+                                   k_.name, "_partial(", params, ") {\n");
+    for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
+      absl::StrAppend(&out, "  __shared__ __align__(16) ", ComputeCType(pass_.accumulators[c].dtype), " fb_fold", c, "[",
+                      kCudaColumnTileBlock * kCudaColumnTileWidth, "];\n");
+    }
+    absl::StrAppend(&out, "  if (((", AlignedPointers(), ") & 15) == 0) {\n    ", tile, "<true>(", args, ");\n  } else {\n    ",
+                    tile, "<false>(", args, ");\n  }\n}\n", decl, " {\n");
+    return absl::StrCat(out, Geometry(), FoldRows(), FoldBlock(), "}\n");
   }
-  auto hoisted = [&](const Stmt& s) { return LoadsAdjacentColumns(k, s) ? absl::StrCat("fb_l", s.result, "[e]") : ""; };
-  // One element per column of the thread, its accumulators in fb_acc<c>[e].
-  auto per_column = [&](const std::string& indent, const std::string& body) {
-    std::string out = absl::StrCat(indent, "#pragma unroll\n", indent, "for (int e = 0; e < ", w, "; ++e) {\n");
-    for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-      const Accumulator& a = pass.accumulators[c];
+
+ private:
+  static const char* OpTemplate(graph::Op op) { return graph::Info(op).cuda_expr; }
+
+  bool Hoisted(const Stmt& s) const { return LoadsAdjacentColumns(k_, s); }
+  bool RaggedColumns() const { return k_.num_rows % kCudaColumnTileColumns != 0; }
+
+  // The buffers of the 16-byte loads, OR-ed for the alignment test.
+  std::string AlignedPointers() const {
+    std::set<int> buffers;
+    for (const Stmt& s : pass_.body) {
+      if (Hoisted(s)) buffers.insert(s.buffer);
+    }
+    std::string out;
+    for (int b : buffers) absl::StrAppend(&out, out.empty() ? "" : " | ", "(unsigned long long)", k_.buffers[b].name);
+    return out;
+  }
+
+  // The thread's place (fb_tx along the columns, fb_ty along the rows), its
+  // group (`part`) and first column, and its accumulators at the identity.
+  std::string Geometry() const {
+    const int64_t strips = Ceil(k_.num_rows, kCudaColumnTileColumns);
+    std::string out = absl::StrCat("  const int fb_tx = threadIdx.x % ", kCudaColumnTileThreadsX, ", fb_ty = threadIdx.x / ",
+                                   kCudaColumnTileThreadsX, ";\n  const ", idx_, " part = blockIdx.x / ", strips, ";\n  const ",
+                                   idx_, " fb_r0 = (", idx_, ")(blockIdx.x % ", strips, ") * ", kCudaColumnTileColumns,
+                                   " + fb_tx * ", kCudaColumnTileWidth, ";\n");
+    for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
+      const Accumulator& a = pass_.accumulators[c];
+      absl::StrAppend(&out, "  ", ComputeCType(a.dtype), " fb_acc", c, "[", kCudaColumnTileWidth,
+                      "];\n#pragma unroll\n  for (int e = 0; e < ", kCudaColumnTileWidth, "; ++e) fb_acc", c,
+                      "[e] = ", CPrinter::IdentityLiteral(a), ";\n");
+    }
+    return out;
+  }
+
+  // The aligned path's 16-byte loads into registers fb_l<temp>, or 4 scalar
+  // loads each where a pointer is not aligned; streamed (read once).
+  std::string Loads() const {
+    const CacheHint hint = StreamReadOnlyReduction();
+    std::string out;
+    for (const Stmt& s : pass_.body) {
+      if (!Hoisted(s)) continue;
+      const BufferParam& b = k_.buffers[s.buffer];
+      const std::string regs = absl::StrCat("fb_l", s.result);
+      const std::string at = absl::StrCat(b.name, " + (", s.index.ToString(), ")");
+      absl::StrAppend(&out, "        ", StorageCType(b.dtype), " ", regs, "[", kCudaColumnTileWidth,
+                      "];\n        if (fb_vec) {\n", "          const ", idx_, " r = fb_r0;\n          *reinterpret_cast<uint4*>(",
+                      regs, ") = ", HintedLoad(hint, absl::StrCat("reinterpret_cast<const uint4*>(", at, ")")), ";\n",
+                      "        } else {\n#pragma unroll\n          for (int e = 0; e < ", kCudaColumnTileWidth,
+                      "; ++e) {\n            const ", idx_, " r = fb_r0 + e;\n            ", regs, "[e] = ",
+                      HintedLoad(hint, at), ";\n          }\n", "        }\n");
+    }
+    return out;
+  }
+
+  // `body` once per column of the thread (e), between its accumulators'
+  // copies into the pass's temps t<temp> and back.
+  std::string PerColumn(const std::string& indent, const std::string& body) const {
+    std::string out =
+        absl::StrCat(indent, "#pragma unroll\n", indent, "for (int e = 0; e < ", kCudaColumnTileWidth, "; ++e) {\n");
+    for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
+      const Accumulator& a = pass_.accumulators[c];
       absl::StrAppend(&out, indent, "  ", ComputeCType(a.dtype), " t", a.temp, " = fb_acc", c, "[e];\n");
     }
     absl::StrAppend(&out, body);
-    for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-      absl::StrAppend(&out, indent, "  fb_acc", c, "[e] = t", pass.accumulators[c].temp, ";\n");
+    for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
+      absl::StrAppend(&out, indent, "  fb_acc", c, "[e] = t", pass_.accumulators[c].temp, ";\n");
     }
     return absl::StrCat(out, indent, "}\n");
-  };
-  std::string fold_element = absl::StrCat("          const ", idx, " r = fb_r0 + e;\n",
-                                          CPrinter::Statements(k, pass.body, op_template, "          ", false, hoisted));
-  std::string fold_shared;
-  for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-    const Accumulator& a = pass.accumulators[c];
-    absl::StrAppend(&fold_element, CPrinter::AccumulateStep(a, op_template(a.op), absl::StrCat("t", a.value), "", "          "));
-    absl::StrAppend(&fold_shared, CPrinter::AccumulateStep(a, op_template(a.op),
-                                                           absl::StrCat("fb_fold", c, "[y * ", kCudaColumnTileColumns, " + fb_tx * ", w, " + e]"),
-                                                           "", "        "));
   }
 
-  std::string fold_params, fold_args;
-  for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-    absl::StrAppend(&fold_params, ", ", ComputeCType(pass.accumulators[c].dtype), "* fb_fold", c);
-    absl::StrAppend(&fold_args, ", fb_fold", c);
+  // The thread's rows of its group: kCudaColumnTileSteps rows 64 apart per
+  // tile step (unrolled: their loads are independent), each row's elements
+  // folded into the accumulators.
+  std::string FoldRows() const {
+    const int64_t group_rows = int64_t{kCudaColumnTileRows} * steps_;
+    auto hoisted = [&](const Stmt& s) { return Hoisted(s) ? absl::StrCat("fb_l", s.result, "[e]") : ""; };
+    std::string element = absl::StrCat("          const ", idx_, " r = fb_r0 + e;\n",
+                                       CPrinter::Statements(k_, pass_.body, OpTemplate, "          ", false, hoisted));
+    for (const Accumulator& a : pass_.accumulators) {
+      absl::StrAppend(&element, CPrinter::AccumulateStep(a, OpTemplate(a.op), absl::StrCat("t", a.value), "", "          "));
+    }
+    std::string out = RaggedColumns() ? absl::StrCat("  if (fb_r0 < ", rows_, ") {\n") : "  {\n";
+    if (steps_ > 1) absl::StrAppend(&out, "    for (int s = 0; s < ", steps_, "; ++s) {\n");
+    absl::StrAppend(&out, "#pragma unroll\n    for (int u = 0; u < ", kCudaColumnTileSteps, "; ++u) {\n      const ", idx_,
+                    " j = part * ", group_rows, sfx_, steps_ > 1 ? absl::StrCat(" + s * ", kCudaColumnTileRows) : "",
+                    " + u * ", kCudaColumnTileThreadsY, " + fb_ty;\n",
+                    k_.row_length % group_rows != 0 ? absl::StrCat("      if (j < ", k_.row_length, sfx_, ") {\n")
+                                                    : "      {\n",
+                    Loads(), PerColumn("        ", element), "      }\n    }\n", steps_ > 1 ? "    }\n" : "", "  }\n");
+    return out;
   }
-  std::string aligned;
-  for (int b : vector_buffers) absl::StrAppend(&aligned, aligned.empty() ? "" : " | ", "(unsigned long long)", k.buffers[b].name);
-  std::string args;
-  for (const BufferParam& b : k.buffers) absl::StrAppend(&args, args.empty() ? "" : ", ", b.name);
-  for (size_t c = 0; c < pass.accumulators.size(); ++c) absl::StrAppend(&args, ", fb_part", c);
-  const std::string tile_decl = absl::StrCat("template <bool fb_vec>\nFB_INLINE void ", tile, "(", params, fold_params, ")");
 
-  std::string out = absl::StrCat(tile_decl, ";\nextern \"C\" __global__ void __launch_bounds__(", kCudaColumnTileBlock, ") ",
-                                 name, "(", params, ") {\n");
-  for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-    absl::StrAppend(&out, "  __shared__ __align__(16) ", ComputeCType(pass.accumulators[c].dtype), " fb_fold", c, "[",
-                    kCudaColumnTileBlock * w, "];\n");
+  // The block's 64 partial rows through shared memory, folded by its first
+  // row of threads into the group's partial row (at part * columns + r,
+  // chunk-major, as the combine reads it).
+  std::string FoldBlock() const {
+    const int w = kCudaColumnTileWidth;
+    std::string out, fold;
+    for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
+      const Accumulator& a = pass_.accumulators[c];
+      absl::StrAppend(&out, "#pragma unroll\n  for (int e = 0; e < ", w, "; ++e) fb_fold", c, "[fb_ty * ",
+                      kCudaColumnTileColumns, " + fb_tx * ", w, " + e] = fb_acc", c, "[e];\n");
+      absl::StrAppend(&fold, CPrinter::AccumulateStep(a, OpTemplate(a.op),
+                                                      absl::StrCat("fb_fold", c, "[y * ", kCudaColumnTileColumns,
+                                                                   " + fb_tx * ", w, " + e]"),
+                                                      "", "        "));
+    }
+    absl::StrAppend(&out, "  __syncthreads();\n  if (fb_ty == 0", RaggedColumns() ? absl::StrCat(" && fb_r0 < ", rows_) : "",
+                    ") {\n    for (int y = 1; y < ", kCudaColumnTileThreadsY, "; ++y) {\n", PerColumn("      ", fold),
+                    "    }\n");
+    for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
+      absl::StrAppend(&out, "#pragma unroll\n    for (int e = 0; e < ", w, "; ++e) fb_part", c, "[part * ", rows_,
+                      " + fb_r0 + e] = fb_acc", c, "[e];\n");
+    }
+    return absl::StrCat(out, "  }\n");
   }
-  absl::StrAppend(&out, "  if (((", aligned, ") & 15) == 0) {\n    ", tile, "<true>(", args, fold_args, ");\n  } else {\n    ",
-                  tile, "<false>(", args, fold_args, ");\n  }\n}\n", tile_decl, " {\n");
-  absl::StrAppend(&out, "  const int fb_tx = threadIdx.x % ", kCudaColumnTileThreadsX, ", fb_ty = threadIdx.x / ",
-                  kCudaColumnTileThreadsX, ";\n  const ", idx, " part = blockIdx.x / ", strips, ";\n  const ", idx,
-                  " fb_r0 = (", idx, ")(blockIdx.x % ", strips, ") * ", kCudaColumnTileColumns, " + fb_tx * ", w, ";\n");
-  for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-    const Accumulator& a = pass.accumulators[c];
-    absl::StrAppend(&out, "  ", ComputeCType(a.dtype), " fb_acc", c, "[", w, "];\n#pragma unroll\n  for (int e = 0; e < ", w,
-                    "; ++e) fb_acc", c, "[e] = ", CPrinter::IdentityLiteral(a), ";\n");
-  }
-  const bool ragged_columns = k.num_rows % kCudaColumnTileColumns != 0;
-  const bool ragged_rows = k.row_length % group_rows != 0;
-  absl::StrAppend(&out, ragged_columns ? absl::StrCat("  if (fb_r0 < ", rows, ") {\n") : "  {\n");
-  if (steps > 1) absl::StrAppend(&out, "    for (int s = 0; s < ", steps, "; ++s) {\n");
-  absl::StrAppend(&out, "#pragma unroll\n    for (int u = 0; u < ", kCudaColumnTileSteps, "; ++u) {\n      const ", idx,
-                  " j = part * ", group_rows, sfx, steps > 1 ? absl::StrCat(" + s * ", kCudaColumnTileRows) : "",
-                  " + u * ", kCudaColumnTileThreadsY, " + fb_ty;\n",
-                  ragged_rows ? absl::StrCat("      if (j < ", k.row_length, sfx, ") {\n") : "      {\n", loads,
-                  per_column("        ", fold_element), "      }\n    }\n", steps > 1 ? "    }\n" : "", "  }\n");
-  // The block's 64 partial rows, folded by its first row of threads.
-  for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-    absl::StrAppend(&out, "#pragma unroll\n  for (int e = 0; e < ", w, "; ++e) fb_fold", c, "[fb_ty * ",
-                    kCudaColumnTileColumns, " + fb_tx * ", w, " + e] = fb_acc", c, "[e];\n");
-  }
-  absl::StrAppend(&out, "  __syncthreads();\n  if (fb_ty == 0", ragged_columns ? absl::StrCat(" && fb_r0 < ", rows) : "",
-                  ") {\n    for (int y = 1; y < ", kCudaColumnTileThreadsY, "; ++y) {\n", per_column("      ", fold_shared),
-                  "    }\n");
-  for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-    absl::StrAppend(&out, "#pragma unroll\n    for (int e = 0; e < ", w, "; ++e) fb_part", c, "[part * ", rows,
-                    " + fb_r0 + e] = fb_acc", c, "[e];\n");
-  }
-  return absl::StrCat(out, "  }\n}\n");
-}
+
+  const Kernel& k_;
+  const Pass& pass_;
+  const std::string idx_, sfx_, rows_;
+  const int64_t steps_;
+};
+
+}  // namespace
+
+std::string PrintCudaColumnTiles(const Kernel& k, const std::string& params) { return TilePrinter(k).Print(params); }
 
 }  // namespace fusebox::backend

@@ -15,7 +15,6 @@ inline constexpr int kCudaBlockSize = 256;
 inline constexpr int kCudaElementsPerThread = 4;
 inline constexpr int kCudaElementsPerBlock = kCudaBlockSize * kCudaElementsPerThread;
 
-inline constexpr int kCudaRowsPerWarpBlock = kCudaBlockSize / 32;
 // Column reductions: rows of a column each thread loads before folding (8;
 // FUSEBOX_TUNE_COLUMN_UNROLL, a power of two up to 64, for A/B runs).
 int CudaColumnUnroll();

@@ -192,7 +192,7 @@ int CudaLoopGroups() {
 }
 
 int CudaWarpRowsPerBlock() {
-  static const int rows = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK", kCudaRowsPerWarpBlock, 1, 32));
+  static const int rows = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK", kCudaWarpRowsPerBlock, 1, 32));
   return rows;
 }
 

@@ -123,8 +123,11 @@ inline constexpr int kCudaOneGroupLoopMinBlocks = 4;
 // (CudaRowLayout::shared_groups); FUSEBOX_TUNE_SHARED_ROWS=0 turns it off
 // (read once), for A/B runs against the grid-stride walk.
 bool CudaSharedRowsEnabled();
-// Rows per block of the warp-per-row layout (one warp each):
-// kCudaRowsPerWarpBlock, or FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK (1 to 32) for A/B runs.
+// Rows per block of the warp-per-row layout (one warp each): 4, blocks of
+// 128 threads. Softmax over 32768 x 1024 on the H200 (bench/NOTES.md,
+// sessions 8 and 11): 2 rows 3968-3973 GB/s, 4 3953-3968, 8 3940-3961, 16
+// 3907-3911. FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK (1 to 32) for A/B runs.
+inline constexpr int kCudaWarpRowsPerBlock = 4;
 int CudaWarpRowsPerBlock();
 // Looped block rows (neither on chip nor grid-stride): threads per row, 256
 // or FUSEBOX_TUNE_LOOP_THREADS (a power of two, 32 to 1024), and groups each

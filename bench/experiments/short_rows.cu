@@ -52,9 +52,11 @@ __device__ __forceinline__ void Store(float4* p, float4 v) {
   }
 }
 
-// Softmax of V float4 per lane over a group of L lanes (one row).
-template <int L, int V, int ST>
+// Softmax of V float4 per lane over a group of L lanes (one row); FAST:
+// __expf (ex2.approx of x * log2(e), as Triton's tl.exp) instead of expf.
+template <int L, int V, int ST, bool FAST = false>
 __device__ __forceinline__ void RowSoftmax(float4 (&v)[V], float4* out, int lane) {
+  auto ex = [](float x) { return FAST ? __expf(x) : expf(x); };
   float m = -INFINITY;
 #pragma unroll
   for (int q = 0; q < V; ++q) m = fmaxf(m, Max4(v[q]));
@@ -62,7 +64,7 @@ __device__ __forceinline__ void RowSoftmax(float4 (&v)[V], float4* out, int lane
   float s = 0;
 #pragma unroll
   for (int q = 0; q < V; ++q) {
-    v[q] = float4{expf(v[q].x - m), expf(v[q].y - m), expf(v[q].z - m), expf(v[q].w - m)};
+    v[q] = float4{ex(v[q].x - m), ex(v[q].y - m), ex(v[q].z - m), ex(v[q].w - m)};
     s += Sum4(v[q]);
   }
   const float inv = 1.f / Reduce<L>(s, kAdd);
@@ -72,7 +74,7 @@ __device__ __forceinline__ void RowSoftmax(float4 (&v)[V], float4* out, int lane
 
 // L lanes per row (32: fusebox's layout; 16: a half warp), R rows per
 // block, one row per lane group, short-lived blocks.
-template <int L, int R, int LD, int ST>
+template <int L, int R, int LD, int ST, bool FAST = false>
 __global__ void __launch_bounds__(R * L) Lanes(const float* __restrict__ x, float* __restrict__ y) {
   constexpr int V = kN4 / L;
   const long long r = blockIdx.x * (long long)R + threadIdx.x / L;
@@ -81,7 +83,7 @@ __global__ void __launch_bounds__(R * L) Lanes(const float* __restrict__ x, floa
   float4 v[V];
 #pragma unroll
   for (int q = 0; q < V; ++q) v[q] = Load<LD>(row + lane + q * L);
-  RowSoftmax<L, V, ST>(v, reinterpret_cast<float4*>(y) + r * kN4, lane);
+  RowSoftmax<L, V, ST, FAST>(v, reinterpret_cast<float4*>(y) + r * kN4, lane);
 }
 
 // A warp per row, K rows per warp loaded together (K x 8 float4 in flight).
@@ -192,6 +194,8 @@ int main() {
   report("block row T=256 ld=0 st=0", true, [&] { BlockRow<0, 0><<<kRows, 256>>>(x, y); });
   report("block row T=256 ld=1 st=0", true, [&] { BlockRow<1, 0><<<kRows, 256>>>(x, y); });
   report("block row T=256 ld=1 st=1", true, [&] { BlockRow<1, 1><<<kRows, 256>>>(x, y); });
+  report("lanes L=32 R=8 __expf", true, [&] { Lanes<32, 8, 0, 0, true><<<kRows / 8, 256>>>(x, y); });
+  report("lanes L=32 R=4 __expf", true, [&] { Lanes<32, 4, 0, 0, true><<<kRows / 4, 128>>>(x, y); });
   LANES(32, 8, 0, 0);  // again, for the drift between samples
   report("copy (ceiling at this size), again", false, copy);
   std::printf("done\n");

@@ -56,6 +56,21 @@ __global__ void ColCombine(const float* __restrict__ partial, int chunks, float*
   for (int p = 0; p < chunks; ++p) s += partial[(long long)p * kN + c];
   out[c] = s;
 }
+// A tile's fold: a thread's U rows, then the block's TY partial rows
+// through shared memory; the sum is valid in the threads with ty == 0.
+template <int TX, int TY, int U>
+__device__ __forceinline__ float4 FoldTile(const float4 (&v)[U], float4 (&fold)[TY][TX], int tx, int ty) {
+  float4 acc = v[0];
+#pragma unroll
+  for (int u = 1; u < U; ++u) acc = Add4(acc, v[u]);
+  fold[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0) {
+#pragma unroll
+    for (int y = 1; y < TY; ++y) acc = Add4(acc, fold[y][tx]);
+  }
+  return acc;
+}
 // Short-lived 2-D tiles, like a row sum's blocks: TX threads along the
 // columns (a float4 each) by TY along the rows, each thread loading U rows
 // (TY apart) at once; the block folds its TY partial rows in shared memory
@@ -70,14 +85,8 @@ __device__ __forceinline__ void ColTilePartial(const float* __restrict__ in, flo
   float4 v[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) v[u] = HINT ? __ldcs(p + (long long)u * TY * (kN / 4)) : p[(long long)u * TY * (kN / 4)];
-  float4 acc = v[0];
-#pragma unroll
-  for (int u = 1; u < U; ++u) acc = Add4(acc, v[u]);
-  fold[ty][tx] = acc;
-  __syncthreads();
+  const float4 acc = FoldTile<TX, TY, U>(v, fold, tx, ty);
   if (ty == 0) {
-#pragma unroll
-    for (int y = 1; y < TY; ++y) acc = Add4(acc, fold[y][tx]);
     reinterpret_cast<float4*>(partial)[(long long)blockIdx.y * (kN / 4) + col4] = acc;
   }
 }
@@ -123,6 +132,52 @@ __global__ void __launch_bounds__(TX * TY) ColTree(const float* __restrict__ in,
     reinterpret_cast<float4*>(partial)[(long long)group * (kN / 4) + col4] = acc;
   }
 }
+// Session 11, call 3: where a tile's rows and strips lie. MODE 0: thread
+// rows ty + u * TY (ColTree's); 1: each thread's U rows adjacent (ty * U +
+// u); 2: strips rotated by the row group ((x + y) % strips), so blocks
+// running together read different column offsets of different rows.
+template <int TX, int TY, int U, int MODE>
+__global__ void __launch_bounds__(TX * TY) ColPlace(const float* __restrict__ in, float* __restrict__ partial) {
+  __shared__ float4 fold[TY][TX];
+  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+  constexpr int strips = kN / 4 / TX;
+  const int group = blockIdx.y;
+  const int strip = MODE == 2 ? (blockIdx.x + blockIdx.y) % strips : blockIdx.x;
+  const int col4 = strip * TX + tx;
+  const float4* base = reinterpret_cast<const float4*>(in) + col4;
+  float4 v[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long row = (long long)group * (TY * U) + (MODE == 1 ? ty * U + u : ty + u * TY);
+    v[u] = __ldcs(base + row * (kN / 4));
+  }
+  const float4 acc = FoldTile<TX, TY, U>(v, fold, tx, ty);
+  if (ty == 0) {
+    reinterpret_cast<float4*>(partial)[(long long)group * (kN / 4) + col4] = acc;
+  }
+}
+// The row sum's block shape as a column partial: a block of 1024 reads R whole rows (2 float4 per thread per row,
+// all R * 2 loads at once) and stores one partial row; R = 8 is 1024
+// partial rows (the combine reads 32 MB): only to see what the access
+// pattern alone costs against ColPlace, not a candidate.
+template <int R>
+__global__ void __launch_bounds__(1024) ColRowBlocks(const float* __restrict__ in, float* __restrict__ partial) {
+  const float4* p = reinterpret_cast<const float4*>(in) + (long long)blockIdx.x * R * (kN / 4) + threadIdx.x;
+  float4 v[R][2];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) v[r][c] = __ldcs(p + (long long)r * (kN / 4) + c * 1024);
+  float4* out = reinterpret_cast<float4*>(partial) + (long long)blockIdx.x * (kN / 4) + threadIdx.x;
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    float4 acc = v[0][c];
+#pragma unroll
+    for (int r = 1; r < R; ++r) acc = Add4(acc, v[r][c]);
+    out[c * 1024] = acc;
+  }
+}
+
 // The combine as float4 columns, 64 threads per block (32 blocks).
 __global__ void ColCombine4(const float* __restrict__ partial, int chunks, float* __restrict__ out) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -220,7 +275,7 @@ int main() {
   MedianTimer t;
   CHECK(cudaMalloc(&in, bytes));
   CHECK(cudaMalloc(&out, kN * 4));
-  CHECK(cudaMalloc(&partial, 1024 * kN * 4));
+  CHECK(cudaMalloc(&partial, 4096 * kN * 4));  // ColRowBlocks<2>: 4096 partial rows
   std::vector<float> x(n);
   unsigned s = 777;
   for (auto& v : x) {
@@ -336,6 +391,20 @@ int main() {
   COLTREE(32, 32, 4, true, false, pdl);
   COLTREE(64, 16, 8, true, false, pdl);
   COLTREE(16, 64, 2, true, false, pdl);
+#define COLPLACE(TX, TY, U, MODE)                                                              \
+  report("col place TX=" #TX " TY=" #TY " U=" #U " mode=" #MODE " partial only", nullptr,       \
+         [&] { ColPlace<TX, TY, U, MODE><<<dim3(kN / 4 / TX, kN / (TY * U)), TX * TY>>>(in, partial); })
+  COLPLACE(16, 64, 4, 0);
+  COLPLACE(16, 64, 4, 1);
+  COLPLACE(16, 64, 4, 2);
+  COLPLACE(32, 32, 8, 1);
+  COLPLACE(16, 32, 8, 1);
+  COLPLACE(16, 64, 8, 1);
+  COLPLACE(32, 32, 4, 2);
+  COLPLACE(16, 64, 4, 0);
+  report("col row blocks R=2 partial only", nullptr, [&] { ColRowBlocks<2><<<kN / 2, 1024>>>(in, partial); });
+  report("col row blocks R=4 partial only", nullptr, [&] { ColRowBlocks<4><<<kN / 4, 1024>>>(in, partial); });
+  report("col row blocks R=8 partial only", nullptr, [&] { ColRowBlocks<8><<<kN / 8, 1024>>>(in, partial); });
   report("col tree TX=16 TY=64 U=4 partial only", nullptr,
          [&] { ColTree<16, 64, 4, false><<<dim3(kN / 4 / 16, kN / 256), 1024>>>(in, partial); });
   report("col tree TX=32 TY=32 U=8 partial only", nullptr,

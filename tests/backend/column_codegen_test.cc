@@ -3,6 +3,9 @@
 // per column, their launch geometry, and the PTX NVRTC makes of the tiles:
 // streamed 16-byte loads, no spills, a combine that waits for the partial
 // kernel's grid. Numerics on the GPU: tests/frontend/reductions_test.cc.
+#include <cstdlib>
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_printer.h"
@@ -20,6 +23,16 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing_backend::LowerOnly;
 
+// PrintCuda, also written to $FUSEBOX_TEST_SOURCE_DIR/<name>_<rows>x<columns>.cu
+// where that is set (to compare the printer's output across a refactor).
+std::string Print(const backend::Kernel& k) {
+  std::string source = backend::PrintCuda(k);
+  if (const char* dir = std::getenv("FUSEBOX_TEST_SOURCE_DIR")) {
+    std::ofstream(absl::StrCat(dir, "/", k.name, "_", k.row_length, "x", k.num_rows, ".cu")) << source;
+  }
+  return source;
+}
+
 int64_t CountSubstr(const std::string& text, const std::string& part) {
   int64_t n = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
@@ -36,7 +49,7 @@ TEST(ColumnCodegenTest, ColumnSumsReadTilesOfFourColumns) {
   EXPECT_EQ(backend::CudaPartialBlockSize(k), 1024);
   EXPECT_EQ(backend::CudaBlockSize(k), 256) << "the combine's, a thread per column";
   EXPECT_EQ(backend::CudaCombineGridSize(k), 4);
-  const std::string source = backend::PrintCuda(k);
+  const std::string source = Print(k);
   EXPECT_THAT(source, HasSubstr("red_sum_0_tile<true>("));
   EXPECT_THAT(source, HasSubstr("red_sum_0_tile<false>("));
   EXPECT_THAT(source, HasSubstr("if (fb_r0 < 1000)"));
@@ -62,7 +75,7 @@ TEST(ColumnCodegenTest, LongColumnsLoopTileStepsInAtMost64Groups) {
   EXPECT_EQ(k.split, 40);
   EXPECT_EQ(backend::CudaSplitChunk(k), 512);
   EXPECT_LE(k.split, backend::kCudaColumnTileMaxGroups);
-  const std::string source = backend::PrintCuda(k);
+  const std::string source = Print(k);
   EXPECT_THAT(source, HasSubstr("for (int s = 0; s < 2; ++s)"));
   EXPECT_THAT(source, HasSubstr("if (j < 20000)"));
   EXPECT_THAT(source, Not(HasSubstr("if (fb_r0 < "))) << "256 columns are whole strips";
@@ -75,9 +88,22 @@ TEST(ColumnCodegenTest, LongColumnsLoopTileStepsInAtMost64Groups) {
   const backend::Kernel scaled = LowerOnly([](auto& in) { return sum(in[0] * in[1], 0); },
                                            {randn({4096, 512}), randn({4096, 1})});
   ASSERT_TRUE(backend::UsesCudaColumnTiles(scaled));
-  auto scaled_out = cuda::CompileWithNvrtc(backend::PrintCuda(scaled), scaled.name, 90);
+  auto scaled_out = cuda::CompileWithNvrtc(Print(scaled), scaled.name, 90);
   ASSERT_TRUE(scaled_out.ok()) << scaled_out.status();
   EXPECT_EQ(CountSubstr(scaled_out->ptx, "ld.global.cs.v4.u32"), 4);
+
+  // Two accumulators (sum and amax), each with its own shared fold; ragged
+  // columns (100) and rows (3000).
+  const backend::Kernel two = LowerOnly([](auto& in) { return sum(in[0], 0) + amax(in[0], {0}); }, {randn({3000, 100})});
+  ASSERT_TRUE(backend::UsesCudaColumnTiles(two));
+  const std::string two_source = Print(two);
+  EXPECT_THAT(two_source, HasSubstr("fb_fold1["));
+  EXPECT_THAT(two_source, HasSubstr("if (fb_r0 < 100)"));
+  EXPECT_THAT(two_source, HasSubstr("if (j < 3000)"));
+  auto two_out = cuda::CompileWithNvrtc(two_source, two.name, 90);
+  ASSERT_TRUE(two_out.ok()) << two_out.status() << "\n" << two_source;
+  const PtxSummary two_summary = backend::SummarizePtx(two_out->ptx, two_out->log);
+  EXPECT_EQ(two_summary.spill_store_bytes + two_summary.spill_load_bytes, 0) << two_summary.ToString();
 }
 
 TEST(ColumnCodegenTest, ColumnReductionsThatKeepAThreadPerColumn) {
@@ -102,7 +128,7 @@ TEST(ColumnCodegenTest, ColumnReductionsThatKeepAThreadPerColumn) {
     EXPECT_GT(c.kernel.split, 1);
     EXPECT_FALSE(backend::UsesCudaColumnTiles(c.kernel));
     EXPECT_EQ(backend::CudaPartialBlockSize(c.kernel), 256);
-    const std::string source = backend::PrintCuda(c.kernel);
+    const std::string source = Print(c.kernel);
     EXPECT_THAT(source, Not(HasSubstr("_tile<")));
     EXPECT_THAT(source, HasSubstr("griddepcontrol.wait")) << "every split's combine is a programmatic dependent";
     EXPECT_TRUE(cuda::CompileWithNvrtc(source, c.kernel.name, 90).ok());
