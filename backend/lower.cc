@@ -1,6 +1,7 @@
 #include "backend/lower.h"
 
 #include "backend/lower_util.h"
+#include "backend/one_plus_tanh.h"
 #include "backend/row_reciprocals.h"
 
 #include <climits>
@@ -163,8 +164,10 @@ class Lowerer {
 }  // namespace
 
 Kernel LowerKernel(const fusion::Plan& plan, const fusion::KernelGroup& group) {
-  if (group.kind != fusion::KernelKind::kPointwise) return MultiplyByRowReciprocals(LowerReduction(plan, group));
-  return Lowerer(plan, group).Run();
+  if (group.kind != fusion::KernelKind::kPointwise) {
+    return RewriteOnePlusTanh(MultiplyByRowReciprocals(LowerReduction(plan, group)));
+  }
+  return RewriteOnePlusTanh(Lowerer(plan, group).Run());
 }
 
 }  // namespace fusebox::backend

@@ -17,6 +17,7 @@
 #include "graph/op.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "tests/workloads.h"
 
 namespace fusebox {
 namespace {
@@ -539,6 +540,31 @@ TEST(OpsCudaTest, ScalarsAndEmptyOnGpu) {
                                               kF32, gpu);
   for (Op op : {Op::kExp, Op::kLog, Op::kRsqrt, Op::kSigmoid, Op::kTanh}) CheckOp(op, {specials});
   CheckOp(Op::kMaximum, {specials, specials.narrow(0, 0, 1).expand({6})});
+}
+
+// fb_sigmoid (ex2.approx and rcp.approx, backend/cuda/cuda_printer.cc) over
+// the whole range where sigmoid is a normal float, and the gelu whose
+// 1 + tanh becomes 2 * sigmoid (backend/one_plus_tanh.h), against float64.
+TEST(OpsCudaTest, SigmoidAndOnePlusTanhAcrossTheRange) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const Device gpu = Device::cuda();
+  std::vector<double> grid;
+  for (int i = -87000; i <= 87000; i += 7) grid.push_back(i * 1e-3 + 1e-4 * (i % 13));
+  const Tensor x = Tensor::from_vector(grid, {static_cast<int64_t>(grid.size())}, kF32, gpu);
+  const std::vector<double> xs = x.to_double_vector();
+  const std::vector<double> sig = compile([](const Tensor& t) { return sigmoid(t); })(x).to_double_vector();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    // The rounding of x * log2(e) grows with |x|, as in Triton's exp.
+    const double want = 1 / (1 + std::exp(-xs[i]));
+    ASSERT_LE(std::fabs(sig[i] - want), (1e-6 + 5e-8 * std::fabs(xs[i])) * want) << "sigmoid(" << xs[i] << ")";
+  }
+  const Tensor g = x * (10.0 / 87);  // [-10, 10]
+  const std::vector<double> gs = g.to_double_vector();
+  const std::vector<double> gelu = compile([](const Tensor& t) { return testing_workloads::ManualGelu(t); })(g).to_double_vector();
+  for (size_t i = 0; i < gs.size(); ++i) {
+    const double want = testing_workloads::GeluRef(gs[i]);
+    ASSERT_NEAR(gelu[i], want, 2e-6 * std::max(1.0, std::fabs(want))) << "gelu(" << gs[i] << ")";
+  }
 }
 
 }  // namespace
