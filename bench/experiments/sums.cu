@@ -4,6 +4,7 @@
 // before each trial, CUDA events, median; a read-only pass over the same
 // bytes is the ceiling these kernels can reach under that flush.
 //   nvcc -O3 -std=c++17 -arch=sm_90a bench/experiments/sums.cu -o sums
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "timing.cuh"
@@ -176,6 +177,49 @@ __global__ void __launch_bounds__(1024) ColRowBlocks(const float* __restrict__ i
     for (int r = 1; r < R; ++r) acc = Add4(acc, v[r][c]);
     out[c * 1024] = acc;
   }
+}
+
+// Session 11, prepared for the next session (compiled, not yet run): one
+// launch and no partial buffer. A cluster of C blocks covers one 64-column
+// strip over all 8192 rows (block `rank` takes rows [rank * 8192 / C, ...),
+// S tile steps of TY * U rows each); each block folds its rows into one
+// row of 16 float4 in shared memory, and rank 0 sums the C rows through
+// distributed shared memory and stores the column sums. C = 16 needs the
+// non-portable cluster size (cudaFuncAttributeNonPortableClusterSizeAllowed).
+template <int TX, int TY, int U, int C>
+__global__ void __launch_bounds__(TX * TY) ColCluster(const float* __restrict__ in, float* __restrict__ out) {
+  namespace cg = cooperative_groups;
+  constexpr int kRowsPerBlock = kN / C, kSteps = kRowsPerBlock / (TY * U);
+  static_assert(kSteps * TY * U * C == kN);
+  __shared__ float4 fold[TY][TX];
+  __shared__ float4 block_row[TX];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = (int)cluster.block_rank();
+  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+  const int col4 = blockIdx.x * TX + tx;
+  const float4* p = reinterpret_cast<const float4*>(in) + ((long long)rank * kRowsPerBlock + ty) * (kN / 4) + col4;
+  float4 acc{0, 0, 0, 0};
+  for (int step = 0; step < kSteps; ++step) {
+    float4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = __ldcs(p + ((long long)step * TY * U + u * TY) * (kN / 4));
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc = Add4(acc, v[u]);
+  }
+  fold[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0) {
+#pragma unroll 8
+    for (int y = 1; y < TY; ++y) acc = Add4(acc, fold[y][tx]);
+    block_row[tx] = acc;
+  }
+  cluster.sync();  // every block's row is in its shared memory
+  if (rank == 0 && ty == 0) {
+    float4 sum = block_row[tx];
+    for (int c = 1; c < C; ++c) sum = Add4(sum, *cluster.map_shared_rank(&block_row[tx], c));
+    reinterpret_cast<float4*>(out)[col4] = sum;
+  }
+  cluster.sync();  // the other blocks keep their shared memory until rank 0 has read it
 }
 
 // The combine as float4 columns, 64 threads per block (32 blocks).
@@ -405,6 +449,27 @@ int main() {
   report("col row blocks R=2 partial only", nullptr, [&] { ColRowBlocks<2><<<kN / 2, 1024>>>(in, partial); });
   report("col row blocks R=4 partial only", nullptr, [&] { ColRowBlocks<4><<<kN / 4, 1024>>>(in, partial); });
   report("col row blocks R=8 partial only", nullptr, [&] { ColRowBlocks<8><<<kN / 8, 1024>>>(in, partial); });
+#define COLCLUSTER(TX, TY, U, C)                                                                        \
+  {                                                                                                      \
+    if (C > 8) CHECK(cudaFuncSetAttribute(ColCluster<TX, TY, U, C>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)); \
+    cudaLaunchAttribute attr{};                                                                          \
+    attr.id = cudaLaunchAttributeClusterDimension;                                                       \
+    attr.val.clusterDim.x = 1;                                                                           \
+    attr.val.clusterDim.y = C;                                                                           \
+    attr.val.clusterDim.z = 1;                                                                           \
+    cudaLaunchConfig_t config{};                                                                         \
+    config.gridDim = dim3(kN / 4 / TX, C);                                                               \
+    config.blockDim = TX * TY;                                                                           \
+    config.attrs = &attr;                                                                                \
+    config.numAttrs = 1;                                                                                 \
+    report("col cluster TX=" #TX " TY=" #TY " U=" #U " C=" #C " (one launch)", &col,                     \
+           [&] { CHECK(cudaLaunchKernelEx(&config, ColCluster<TX, TY, U, C>, (const float*)in, out)); });  \
+  }
+  COLCLUSTER(16, 64, 4, 16);
+  COLCLUSTER(16, 64, 4, 8);
+  COLCLUSTER(16, 32, 8, 16);
+  COLCLUSTER(32, 32, 4, 16);
+  COLCLUSTER(16, 64, 8, 8);
   report("col tree TX=16 TY=64 U=4 partial only", nullptr,
          [&] { ColTree<16, 64, 4, false><<<dim3(kN / 4 / 16, kN / 256), 1024>>>(in, partial); });
   report("col tree TX=32 TY=32 U=8 partial only", nullptr,
