@@ -104,9 +104,13 @@ struct Kernel {
   // `split` chunks whose partial results a first kernel (<name>_partial)
   // writes to scratch, then a second (<name>) combines each row's partials
   // and runs row_body. kBlockPerRow: a block per (row, chunk), then a block
-  // per row. kThreadPerRow: a block per (256 columns, chunk), then a thread
-  // per column. 0: not split.
+  // per row. kThreadPerRow: a block per (256 columns, chunk), or per (64
+  // columns, group) where `column_tiles`, then a thread per column. 0: not
+  // split.
   int64_t split = 0;
+  // CUDA column reductions read as 2-D tiles of 4 adjacent columns
+  // (backend/cuda/column_tiles.h), decided with the split at lowering.
+  bool column_tiles = false;
   // Dynamic shapes: the iteration count (numel, or num_rows for reductions)
   // is the kernel argument `fb_n`, computed at launch as `extent_factor`
   // times the run-time sizes of `extent_symbols` (fusion::DimSymbols).

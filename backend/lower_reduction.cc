@@ -143,7 +143,10 @@ class ReductionLowerer {
       Store(out, value, Dot(squeezed_index_, ContiguousStrides(g_.node(out).shape)), k++);
     }
     kernel_.index64 = NeedsIndex64(plan_, kernel_, max_bound_);
-    if (!dynamic_rows) kernel_.split = ChooseSplit();
+    if (!dynamic_rows) {
+      kernel_.column_tiles = CudaColumnTilesFit(kernel_);
+      kernel_.split = ChooseSplit();
+    }
     return std::move(kernel_);
   }
 
@@ -179,7 +182,7 @@ class ReductionLowerer {
     // 512 blocks 4090 GB/s, 256 or 1024 3920, 4096 3650.
     // FUSEBOX_TUNE_COLUMN_BLOCKS sets the 512, for A/B runs.
     if (k.strategy == RowStrategy::kThreadPerRow) {
-      if (CudaColumnTilesFit(k)) return CudaColumnTileSplit(k);  // groups of 256-row tile steps
+      if (k.column_tiles) return CudaColumnTileSplit(k);  // groups of 256-row tile steps
       static const int64_t blocks = std::max<int64_t>(TuneInt("FUSEBOX_TUNE_COLUMN_BLOCKS", 512), 1);
       const int64_t tiles = (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
       const int64_t split = std::min(blocks / tiles, k.row_length / 64);

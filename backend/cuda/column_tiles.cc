@@ -39,7 +39,7 @@ bool CudaColumnTilesFit(const Kernel& k) {
   return std::any_of(pass.body.begin(), pass.body.end(), [&](const Stmt& s) { return LoadsAdjacentColumns(k, s); });
 }
 
-bool UsesCudaColumnTiles(const Kernel& k) { return k.split > 1 && CudaColumnTilesFit(k); }
+bool UsesCudaColumnTiles(const Kernel& k) { return k.column_tiles && k.split > 1; }
 
 int64_t CudaColumnTileStepsPerGroup(const Kernel& k) {
   return Ceil(Ceil(k.row_length, kCudaColumnTileRows), kCudaColumnTileMaxGroups);

@@ -35,8 +35,10 @@ inline constexpr int64_t kCudaColumnTileMaxGroups = 64;
 // (64), at least two groups of 256 rows, and a 4-byte access whose 4
 // adjacent columns are adjacent in memory. FUSEBOX_TUNE_COLUMN_TILES=0 turns
 // the layout off, for A/B runs.
+// Lowering records the answer in Kernel::column_tiles.
 bool CudaColumnTilesFit(const Kernel& kernel);
-// Split kernels printed as tiles (Kernel::split set by CudaColumnTileSplit).
+// Split kernels printed as tiles (Kernel::column_tiles, and the split that
+// CudaColumnTileSplit chose).
 bool UsesCudaColumnTiles(const Kernel& kernel);
 // The split of a kernel that fits: groups of whole 256-row steps, at most
 // kCudaColumnTileMaxGroups of them.

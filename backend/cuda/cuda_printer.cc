@@ -178,10 +178,11 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   // each row's partials and runs the per-row stores.
   //  kBlockPerRow: a block per (row, chunk), combined across the block;
   //    partial (r, p) at r * split + p; then a block per row.
-  //  kThreadPerRow (column reductions): a block per (256 columns, chunk), a
-  //    thread walking its column's chunk CudaColumnUnroll() rows at a time,
+  //  kThreadPerRow (column reductions): 2-D tiles where Kernel::column_tiles
+  //    (column_tiles.h), else a block per (256 columns, chunk), a thread
+  //    walking its column's chunk CudaColumnUnroll() rows at a time,
   //    unrolled: the rows' loads are independent (only the fold is a chain),
-  //    so that many are in flight per thread; partial (r, p) at
+  //    so that many are in flight per thread; either way partial (r, p) at
   //    p * num_rows + r, so neighbouring threads write and read neighbouring
   //    addresses; then a thread per column.
   std::string PrintSplit(const Kernel& k) const {
