@@ -366,12 +366,7 @@ int main() {
   Bench b;
   CHECK(cudaMalloc(&b.in, bytes));
   CHECK(cudaMalloc(&b.out, bytes));
-  std::vector<float> x(n);
-  unsigned s = 12345;
-  for (auto& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = ((s >> 8) * (1.f / 16777216.f)) * 8.f - 4.f;
-  }
+  const std::vector<float> x = Random(n, 12345, 4);
   CHECK(cudaMemcpy(b.in, x.data(), bytes, cudaMemcpyHostToDevice));
   int sms;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));

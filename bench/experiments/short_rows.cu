@@ -148,12 +148,7 @@ int main() {
   int sms;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const size_t n = (size_t)kRows * kN;
-  std::vector<float> hx(n);
-  unsigned seed = 4;
-  for (auto& v : hx) {
-    seed = seed * 1664525u + 1013904223u;
-    v = ((seed >> 8) * (1.f / 16777216.f)) * 6.f - 3.f;
-  }
+  const std::vector<float> hx = Random(n, 4, 3);
   float *x, *y;
   CHECK(cudaMalloc(&x, n * 4));
   CHECK(cudaMalloc(&y, n * 4));

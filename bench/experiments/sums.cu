@@ -320,12 +320,7 @@ int main() {
   CHECK(cudaMalloc(&in, bytes));
   CHECK(cudaMalloc(&out, kN * 4));
   CHECK(cudaMalloc(&partial, 4096 * kN * 4));  // ColRowBlocks<2>: 4096 partial rows
-  std::vector<float> x(n);
-  unsigned s = 777;
-  for (auto& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = ((s >> 8) * (1.f / 16777216.f)) * 2.f - 1.f;
-  }
+  const std::vector<float> x = Random(n, 777, 1);
   CHECK(cudaMemcpy(in, x.data(), bytes, cudaMemcpyHostToDevice));
   std::vector<double> col(kN, 0), row(kN, 0);
   for (int r = 0; r < kN; ++r)

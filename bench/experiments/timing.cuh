@@ -1,5 +1,6 @@
 // The experiments' shared harness: CHECK for CUDA calls, the Copy4 ceiling
-// kernel, a float64 check of softmax rows, and MedianMs, which
+// kernel, reproducible random inputs, a float64 check of softmax rows, and
+// MedianMs, which
 // times a launch as triton.testing.do_bench does (zero 256 MB by a fill
 // kernel before each trial, CUDA events around the launch, the median);
 // FLUSH_MEMSET=1 zeroes with cudaMemsetAsync instead (measured the same).
@@ -37,6 +38,16 @@ __global__ void __launch_bounds__(512) Copy4(const float4* __restrict__ in, floa
   for (int u = 0; u < 4; ++u) v[u] = __ldcs(in + base + u * 512);
 #pragma unroll
   for (int u = 0; u < 4; ++u) __stcs(out + base + u * 512, v[u]);
+}
+
+// n floats uniform in [-half_width, half_width), from an LCG seeded `seed`.
+inline std::vector<float> Random(size_t n, unsigned seed, float half_width) {
+  std::vector<float> x(n);
+  for (auto& v : x) {
+    seed = seed * 1664525u + 1013904223u;
+    v = ((seed >> 8) * (1.f / 16777216.f)) * (2 * half_width) - half_width;
+  }
+  return x;
 }
 
 // The largest error of y = softmax(x) over every 61st of `rows` rows of `n`,
