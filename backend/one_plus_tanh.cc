@@ -77,13 +77,14 @@ void Rewrite(std::vector<Stmt>& block, std::map<int, int>& uses, int& num_temps)
     for (int a : s.args) {
       if (--uses[a] == 0) dropped.push_back(a);
     }
-    ++uses[z];
     s.op = graph::Op::kMul;
-    const int two_temp = two.result, sigmoid_temp = sigmoid.result;
+    s.args = {two.result, sigmoid.result};
+    for (const Stmt* t : {&twice, &sigmoid, &s}) {
+      for (int a : t->args) ++uses[a];
+    }
     emit(std::move(two));
     emit(std::move(twice));
     emit(std::move(sigmoid));
-    s.args = {two_temp, sigmoid_temp};
     emit(std::move(s));
   }
   block.clear();
