@@ -34,6 +34,13 @@ inline void PrintTo(Op op, std::ostream* os) { *os << OpName(op) << (op == Op::k
 
 namespace fusebox::test_util {
 
+// How often `part` occurs in `text`, without overlaps (generated sources, PTX).
+inline int64_t CountSubstr(const std::string& text, const std::string& part) {
+  int64_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
 // ---------------------------------------------------------------- randomness
 
 inline uint64_t Seed() {

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/backend/lower_for_test.h"
+#include "tests/test_util.h"
 
 namespace fusebox {
 namespace {
@@ -33,11 +34,7 @@ std::string Print(const backend::Kernel& k) {
   return source;
 }
 
-int64_t CountSubstr(const std::string& text, const std::string& part) {
-  int64_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
-  return n;
-}
+using test_util::CountSubstr;
 
 TEST(ColumnCodegenTest, ColumnSumsReadTilesOfFourColumns) {
   // 1000 columns: 16 strips of 64, the last one partly past the end.

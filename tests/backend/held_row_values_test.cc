@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/backend/lower_for_test.h"
+#include "tests/test_util.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
@@ -23,11 +24,7 @@ using backend::Stmt;
 using backend::StmtKind;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
-int64_t CountSubstr(const std::string& text, const std::string& part) {
-  int64_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
-  return n;
-}
+using test_util::CountSubstr;
 
 int CountOps(const std::vector<Stmt>& body, graph::Op op) {
   int n = 0;

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/backend/lower_for_test.h"
+#include "tests/test_util.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
@@ -60,11 +61,7 @@ Compiled CompileCuda(const backend::Kernel& k) {
   return c;
 }
 
-int64_t CountSubstr(const std::string& text, const std::string& part) {
-  int64_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
-  return n;
-}
+using test_util::CountSubstr;
 
 int64_t Count(const std::map<int, int64_t>& by_width, int width) {
   auto it = by_width.find(width);
