@@ -13,6 +13,7 @@
 #include "backend/cpu/host_compiler.h"
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/driver.h"
+#include "backend/cuda/launch_graph.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/row_printer.h"
 #include "backend/extern_kernels.h"
@@ -27,6 +28,41 @@ namespace fusebox::backend {
 namespace {
 
 std::atomic<bool> also_compile_cuda{false};
+
+// One CUDA launch of a run, with its argument values.
+struct PendingLaunch {
+  CUfunction function = nullptr;
+  cuda::LaunchDims dims;
+  absl::InlinedVector<void*, 16> args;  // buffers
+  long long n = 0;                      // fb_n, when the kernel takes its extent
+  bool pass_n = false;
+};
+
+// cuLaunchKernel's parameter arrays (a pointer to each argument's value) of
+// `pending`, into `params`, one span of it per launch.
+void PointParams(absl::Span<PendingLaunch> pending, absl::InlinedVector<void*, 64>* params,
+                 absl::InlinedVector<cuda::KernelLaunch, 4>* launches) {
+  size_t total = 0;
+  for (const PendingLaunch& p : pending) total += p.args.size() + (p.pass_n ? 1 : 0);
+  params->resize(total);  // no regrowth below: the launches point into it
+  size_t at = 0;
+  for (PendingLaunch& p : pending) {
+    const size_t first = at;
+    for (void*& a : p.args) (*params)[at++] = &a;
+    if (p.pass_n) (*params)[at++] = &p.n;
+    launches->push_back({.function = p.function, .dims = p.dims, .params = params->data() + first});
+  }
+}
+
+absl::Status LaunchOneByOne(int device, absl::Span<PendingLaunch> pending) {
+  absl::InlinedVector<void*, 64> params;
+  absl::InlinedVector<cuda::KernelLaunch, 4> launches;
+  PointParams(pending, &params, &launches);
+  for (const cuda::KernelLaunch& l : launches) {
+    if (absl::Status s = cuda::Driver::Get().Launch(device, l.function, l.dims, l.params); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
 constexpr int kNoDeviceArch = 90;  // what CI and GPU-less machines compile for
 
 // Runs body over [0, n) split across threads; `cost` is the work per index.
@@ -199,6 +235,12 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
     exe->infos_.push_back(std::move(info));
     exe->kernels_.push_back(std::move(compiled));
   }
+  const bool chainable = std::all_of(exe->kernels_.begin(), exe->kernels_.end(), [](const auto& k) {
+    return k->extern_node < 0 && !k->programmatic_combine;
+  });
+  if (device.is_cuda() && chainable && !exe->kernels_.empty() && cuda::GraphLaunchesEnabled()) {
+    exe->launch_graph_ = std::make_unique<cuda::LaunchGraph>(device.index);
+  }
   return exe;
 }
 
@@ -230,6 +272,13 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
   };
   absl::flat_hash_map<graph::NodeId, Tensor> stored;
   absl::InlinedVector<void*, 16> args;  // a kernel's buffers: no allocation per call
+  // CUDA: with a launch graph and no profiler timing each kernel, the
+  // launches are kept and issued at the end, as one graph launch.
+  const bool batch = launch_graph_ != nullptr && !profiler::Recording();
+  absl::InlinedVector<PendingLaunch, 4> pending;
+  // A split reduction's partial results live in scratch tensors until its
+  // combine is queued (to the end of the run: launches may be batched).
+  std::vector<Tensor> scratch;
   for (const auto& k : kernels_) {
     if (k->extern_node >= 0) {
       if (g.StoreTarget(k->extern_node) >= 0) {
@@ -271,9 +320,6 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
     if (device.is_cpu()) {
       ParallelFor(iterations, cost, [&](int64_t begin, int64_t end) { k->cpu_fn(args.data(), begin, end); });
     } else {
-      // A split reduction's partial results live in scratch tensors until the
-      // second kernel has combined them.
-      std::vector<Tensor> scratch;
       if (k->ir.split > 1) {
         const int64_t parts = k->ir.num_rows * k->ir.split;
         for (const Accumulator& a : k->ir.passes.at(0).accumulators) {
@@ -285,11 +331,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
           }
         }
       }
-      // cuLaunchKernel takes a pointer to each argument's value.
-      absl::InlinedVector<void*, 16> params(args.size());
-      for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
-      long long fb_n = iterations;
-      if (k->ir.dynamic_extent) params.push_back(&fb_n);
+      PendingLaunch launch{.args = args, .n = iterations, .pass_n = k->ir.dynamic_extent};
       cuda::LaunchDims dims;
       int64_t grid = CudaGridSize(k->ir, iterations);
       if (k->max_grid > 0) grid = std::min(grid, k->max_grid);
@@ -297,19 +339,35 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       dims.block_x = k->block_size;
       dims.shared_bytes = k->shared_bytes;
       if (k->ir.split > 1) {
-        cuda::LaunchDims partial = dims;
-        partial.block_x = k->partial_block_size;
-        absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_partial_fn, partial, params.data());
-        if (!s.ok()) return s;
+        PendingLaunch partial = launch;
+        partial.function = k->cuda_partial_fn;
+        partial.dims = dims;
+        partial.dims.block_x = k->partial_block_size;
+        pending.push_back(std::move(partial));
         dims.grid_x = static_cast<unsigned>(CudaCombineGridSize(k->ir));
         dims.programmatic = k->programmatic_combine;
       }
-      absl::Status s = cuda::Driver::Get().Launch(device.index, k->cuda_fn, dims, params.data());
-      if (!s.ok()) return s;
+      launch.function = k->cuda_fn;
+      launch.dims = dims;
+      pending.push_back(std::move(launch));
+      if (!batch) {
+        if (absl::Status s = LaunchOneByOne(device.index, absl::MakeSpan(pending)); !s.ok()) return s;
+        pending.clear();
+      }
     }
     if (record.active()) {
       const int launches = device.is_cuda() && k->ir.split > 1 ? 2 : 1;
       record.Finish(k->ir.name, InputShapes(k->ir, g, inputs, stored), launches);
+    }
+  }
+  if (!pending.empty()) {
+    absl::InlinedVector<void*, 64> params;
+    absl::InlinedVector<cuda::KernelLaunch, 4> launches;
+    PointParams(absl::MakeSpan(pending), &params, &launches);
+    absl::StatusOr<bool> as_graph = launch_graph_->Launch(launches);
+    if (!as_graph.ok()) return as_graph.status();
+    if (!*as_graph) {
+      if (absl::Status s = LaunchOneByOne(device.index, absl::MakeSpan(pending)); !s.ok()) return s;
     }
   }
   std::vector<Tensor> outputs;

@@ -14,6 +14,10 @@
 #include "fusion/plan.h"
 #include "tensor/tensor.h"
 
+namespace fusebox::cuda {
+class LaunchGraph;
+}  // namespace fusebox::cuda
+
 namespace fusebox::backend {
 
 class Executable {
@@ -41,6 +45,10 @@ class Executable {
   std::vector<KernelInfo> infos_;
   std::vector<std::unique_ptr<CompiledKernel>> kernels_;
   int compiled_kernels_ = 0;
+  // CUDA plans of kernels that a graph can chain (no extern kernel, no
+  // programmatic launch; launch_graph.h): Run() issues their launches as
+  // one graph.
+  std::unique_ptr<::fusebox::cuda::LaunchGraph> launch_graph_;
 };
 
 // Every kernel of `plan` lowered and printed for both targets, without

@@ -132,6 +132,15 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
+  // Beside the call-overhead rows, in the same process state: the host's
+  // floor under them (one launch of a kernel of the same size).
+  for (const Case& c : cases) {
+    if (device.is_cuda() && c.calls_per_trial > 1) {
+      report.launch_floor = MeasureLaunchFloor(device, Numel(c.shape), report.plan, c.calls_per_trial);
+      break;
+    }
+  }
+
   if (latency) {
     const auto start = std::chrono::steady_clock::now();
     report.compile_latency = MeasureCompileLatency("", device, report.quick, options.cuda_twin);

@@ -115,6 +115,11 @@ def write_markdown(merged, path, png_name):
             "- rows marked replay: fusebox compiled with CompileOptions{.replay = true} (after two traced calls with "
             "the same arguments, the recorded plan runs without tracing), torch.compile with mode=\"reduce-overhead\" "
             "(CUDA graphs)"]
+    if floor := fb.get("launch_floor"):
+        out += [f"- tiny_gelu's floor on this host: {floor['median_us']:.1f} us per call for one cuLaunchKernel (a "
+                f"{floor['elements']}-float copy, {floor['calls_per_trial']} per trial, synchronized; fusebox_bench): "
+                "a compiled call of one kernel costs that plus its host work, and host speed differs between "
+                "machines far more than the GPU does"]
     if matmul:
         tf32 = meta.get("allow_tf32")
         out += ["- matmul workloads: TFLOP/s = flops (2 M N K per GEMM, summed) / median time; not in the GB/s "

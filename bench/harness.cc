@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "backend/cuda/driver.h"
+#include "backend/cuda/nvrtc.h"
 #include "frontend/fusebox.h"
 #include "tensor/error.h"
 
@@ -152,6 +153,44 @@ CopyResult MeasureCopy(Device device, size_t bytes, const TimingPlan& plan) {
   }
   ThrowIfError(driver.MemFree(device.index, src));
   ThrowIfError(driver.MemFree(device.index, dst));
+  return r;
+}
+
+LaunchFloorResult MeasureLaunchFloor(Device device, int64_t elements, const TimingPlan& plan, int calls_per_trial) {
+  FUSEBOX_CHECK(device.is_cuda(), "the launch floor is measured on a GPU");
+  cuda::Driver& driver = cuda::Driver::Get();
+  const std::string source =
+      "extern \"C\" __global__ void fb_launch_floor(const float* __restrict__ x, float* __restrict__ y, long long n) {\n"
+      "  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+      "  if (i < n) y[i] = x[i];\n"
+      "}\n";
+  const int arch = ValueOrThrow(driver.ComputeCapability(device.index));
+  const cuda::NvrtcOutput compiled = ValueOrThrow(cuda::CompileWithNvrtc(source, "fb_launch_floor", arch));
+  const CUmodule module = ValueOrThrow(driver.LoadModule(device.index, compiled.cubin));
+  const CUfunction function = ValueOrThrow(driver.GetFunction(module, "fb_launch_floor"));
+
+  LaunchFloorResult r;
+  r.elements = elements;
+  r.calls_per_trial = calls_per_trial;
+  const size_t bytes = static_cast<size_t>(elements) * sizeof(float);
+  CUdeviceptr x = ValueOrThrow(driver.MemAlloc(device.index, bytes));
+  CUdeviceptr y = ValueOrThrow(driver.MemAlloc(device.index, bytes));
+  std::vector<float> values(elements);
+  for (int64_t i = 0; i < elements; ++i) values[i] = static_cast<float>(i % 977) - 488.5f;
+  ThrowIfError(driver.CopyHostToDevice(device.index, x, values.data(), bytes));
+  long long n = elements;
+  void* args[] = {&x, &y, &n};
+  cuda::LaunchDims dims;
+  dims.grid_x = static_cast<unsigned>((elements + 255) / 256);
+  dims.block_x = 256;
+  TimingPlan batches = plan;
+  batches.calls_per_trial = calls_per_trial;
+  r.trials_ms = TimeTrialsMs(device, batches, [&](int) { ThrowIfError(driver.Launch(device.index, function, dims, args)); });
+  std::vector<float> copied(elements);
+  ThrowIfError(driver.CopyDeviceToHost(device.index, copied.data(), y, bytes));
+  r.ok = copied == values;
+  ThrowIfError(driver.MemFree(device.index, x));
+  ThrowIfError(driver.MemFree(device.index, y));
   return r;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -88,5 +89,20 @@ struct CopyResult {
 // A `bytes` device-to-device copy (cuMemcpyDtoD) on a GPU, bytes read +
 // written counted: the ceiling for every memory-bound kernel.
 CopyResult MeasureCopy(Device device, size_t bytes, const TimingPlan& plan);
+
+// The host's floor under a call-overhead row: a compiled call of one kernel
+// cannot cost less than launching that kernel. Timed as those rows are
+// (batches of `calls_per_trial` launches on the host clock, synchronized,
+// per launch): one cuLaunchKernel per call, through fusebox's driver, of a
+// copy of `elements` floats (NVRTC-compiled here, 256 threads a block).
+// The launch floor differs from host to host far more than the GPU does.
+struct LaunchFloorResult {
+  int64_t elements = 0;
+  int calls_per_trial = 0;
+  std::vector<double> trials_ms;  // ms per launch
+  bool ok = true;                 // the copy's destination held its source afterwards
+  double median_us() const { return 1e3 * Timing{0, trials_ms}.median_ms(); }
+};
+LaunchFloorResult MeasureLaunchFloor(Device device, int64_t elements, const TimingPlan& plan, int calls_per_trial);
 
 }  // namespace fusebox::bench

@@ -122,6 +122,11 @@ void PrintCallOverhead(const Report& report) {
                 r.compiled.kernels_per_call == 1 ? "" : "s",
                 r.replay ? "guard, replay of the recorded plan, launch" : "trace, guard, launch");
   }
+  if (const auto& f = report.launch_floor) {
+    std::printf("\nlaunch floor (this host): %.1f us per call: one cuLaunchKernel of a %lld-float copy, %d per trial on"
+                " the host clock, synchronized%s; a compiled call of one kernel costs this plus fusebox's host work\n",
+                f->median_us(), static_cast<long long>(f->elements), f->calls_per_trial, f->ok ? "" : " [COPY WRONG]");
+  }
 }
 
 void PrintCompileLatency(const CompileLatency& c) {
@@ -157,6 +162,7 @@ void PrintCompileLatency(const CompileLatency& c) {
 
 bool Report::ok() const {
   if (copy && !copy->ok) return false;
+  if (launch_floor && !launch_floor->ok) return false;
   if (compile_latency && !compile_latency->ok()) return false;
   for (const Result& r : results) {
     if (!r.ok()) return false;

@@ -79,6 +79,7 @@ struct Report {
   TimingPlan plan;         // the usual one; per-call cases run more calls per trial
   std::vector<std::string> notes;
   std::optional<CopyResult> copy;  // GPU only
+  std::optional<LaunchFloorResult> launch_floor;  // GPU, with a call-overhead row
   std::vector<Result> results;
   std::optional<CompileLatency> compile_latency;  // unless --filter leaves it out
   bool ok() const;

@@ -95,6 +95,11 @@ void WriteJson(const Report& report, const std::string& path) {
                     ", \"gbps\": ", JsonNumber(c.gbps()), ", \"ok\": ", JsonBool(c.ok),
                     ", \"trials_ms\": ", JsonNumbers(c.trials_ms), "}");
   }
+  if (const auto& f = report.launch_floor) {
+    absl::StrAppend(&json, ",\n  \"launch_floor\": {\"elements\": ", f->elements,
+                    ", \"calls_per_trial\": ", f->calls_per_trial, ", \"median_us\": ", JsonNumber(f->median_us()),
+                    ", \"ok\": ", JsonBool(f->ok), ", \"trials_ms\": ", JsonNumbers(f->trials_ms), "}");
+  }
   if (report.compile_latency) {
     const CompileLatency& c = *report.compile_latency;
     absl::StrAppend(&json, ",\n  \"compile_latency\": {\"ok\": ", JsonBool(c.ok()),

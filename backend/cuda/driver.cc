@@ -48,6 +48,14 @@ struct Driver::Api : ErrorText {
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
   decltype(&::cuLaunchKernelEx) launch_kernel_ex = nullptr;  // CUDA 12.0+; optional (LaunchDims::programmatic)
   decltype(&::cuFuncSetAttribute) func_set_attribute = nullptr;
+  // CUDA graphs (optional, all or none: Driver::graphs_available).
+  decltype(&::cuGraphCreate) graph_create = nullptr;
+  decltype(&::cuGraphAddKernelNode) graph_add_kernel_node = nullptr;
+  decltype(&::cuGraphInstantiate) graph_instantiate = nullptr;
+  decltype(&::cuGraphExecKernelNodeSetParams) graph_exec_kernel_node_set_params = nullptr;
+  decltype(&::cuGraphLaunch) graph_launch = nullptr;
+  decltype(&::cuGraphExecDestroy) graph_exec_destroy = nullptr;
+  decltype(&::cuGraphDestroy) graph_destroy = nullptr;
   decltype(&::cuEventCreate) event_create = nullptr;
   decltype(&::cuEventRecord) event_record = nullptr;
   decltype(&::cuEventSynchronize) event_synchronize = nullptr;
@@ -182,6 +190,18 @@ Driver::Driver() {
   }
   // Optional: without it, programmatic launches are plain ones.
   api->launch_kernel_ex = reinterpret_cast<decltype(api->launch_kernel_ex)>(dlsym(library, "cuLaunchKernelEx"));
+  // Optional: without them, plans launch kernel by kernel.
+  std::string no_graphs;
+  if (!(Resolve(library, api->graph_create, {"cuGraphCreate"}, &no_graphs) &&
+        Resolve(library, api->graph_add_kernel_node, {"cuGraphAddKernelNode_v2"}, &no_graphs) &&
+        Resolve(library, api->graph_instantiate, {"cuGraphInstantiateWithFlags"}, &no_graphs) &&
+        Resolve(library, api->graph_exec_kernel_node_set_params, {"cuGraphExecKernelNodeSetParams_v2"}, &no_graphs) &&
+        Resolve(library, api->graph_launch, {"cuGraphLaunch"}, &no_graphs) &&
+        Resolve(library, api->graph_exec_destroy, {"cuGraphExecDestroy"}, &no_graphs) &&
+        Resolve(library, api->graph_destroy, {"cuGraphDestroy"}, &no_graphs))) {
+    spdlog::debug("CUDA graphs unavailable: the driver lacks {}", no_graphs);
+    api->graph_create = nullptr;
+  }
   api_ = api;
 
   if (CUresult r = api->init(0); r != CUDA_SUCCESS) {
@@ -417,6 +437,77 @@ void Driver::DestroyEvent(CUevent event) {
   if (CUresult r = api_->event_destroy(event); r != CUDA_SUCCESS) {
     spdlog::warn("cuEventDestroy failed: {}", DescribeResult(api_, r));
   }
+}
+
+namespace {
+
+CUDA_KERNEL_NODE_PARAMS KernelNodeParams(const KernelLaunch& launch) {
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = launch.function;
+  p.gridDimX = launch.dims.grid_x;
+  p.gridDimY = launch.dims.grid_y;
+  p.gridDimZ = launch.dims.grid_z;
+  p.blockDimX = launch.dims.block_x;
+  p.blockDimY = launch.dims.block_y;
+  p.blockDimZ = launch.dims.block_z;
+  p.sharedMemBytes = launch.dims.shared_bytes;
+  p.kernelParams = launch.params;
+  return p;
+}
+
+}  // namespace
+
+bool Driver::graphs_available() const { return available_ && api_->graph_create != nullptr; }
+
+absl::StatusOr<CUgraphExec> Driver::InstantiateKernelChain(int device, const KernelLaunch* launches, size_t count,
+                                                           CUgraph* graph, CUgraphNode* nodes) {
+  if (!graphs_available()) return absl::FailedPreconditionError("this CUDA driver has no graph API");
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  if (CUresult r = api_->graph_create(graph, 0); r != CUDA_SUCCESS) return CallError(api_, r, "cuGraphCreate");
+  for (size_t k = 0; k < count; ++k) {
+    const CUDA_KERNEL_NODE_PARAMS p = KernelNodeParams(launches[k]);
+    if (CUresult r = api_->graph_add_kernel_node(&nodes[k], *graph, k == 0 ? nullptr : &nodes[k - 1], k == 0 ? 0 : 1, &p);
+        r != CUDA_SUCCESS) {
+      api_->graph_destroy(*graph);
+      return CallError(api_, r, absl::StrCat("cuGraphAddKernelNode (node ", k, " of ", count, ")"));
+    }
+  }
+  CUgraphExec exec = nullptr;
+  if (CUresult r = api_->graph_instantiate(&exec, *graph, 0); r != CUDA_SUCCESS) {
+    api_->graph_destroy(*graph);
+    return CallError(api_, r, absl::StrCat("cuGraphInstantiate (", count, " kernel nodes) on cuda:", device));
+  }
+  return exec;
+}
+
+absl::Status Driver::SetKernelNode(CUgraphExec exec, CUgraphNode node, const KernelLaunch& launch) {
+  const CUDA_KERNEL_NODE_PARAMS p = KernelNodeParams(launch);
+  if (CUresult r = api_->graph_exec_kernel_node_set_params(exec, node, &p); r != CUDA_SUCCESS) {
+    return CallError(api_, r,
+                     absl::StrFormat("cuGraphExecKernelNodeSetParams(grid %dx%dx%d, block %dx%dx%d, %d B shared)",
+                                     p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ,
+                                     p.sharedMemBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Driver::LaunchGraph(int device, CUgraphExec exec) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  if (CUresult r = api_->graph_launch(exec, /*hStream=*/nullptr); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrCat("cuGraphLaunch on cuda:", device));
+  }
+  return absl::OkStatus();
+}
+
+void Driver::DestroyGraph(CUgraph graph, CUgraphExec exec) {
+  if (!graphs_available()) return;
+  // At process exit the driver may be torn down before the plans that own
+  // graphs: nothing is left to free then.
+  auto warn = [&](CUresult r, const char* call) {
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED) spdlog::warn("{} failed: {}", call, DescribeResult(api_, r));
+  };
+  if (exec != nullptr) warn(api_->graph_exec_destroy(exec), "cuGraphExecDestroy");
+  if (graph != nullptr) warn(api_->graph_destroy(graph), "cuGraphDestroy");
 }
 
 }  // namespace fusebox::cuda

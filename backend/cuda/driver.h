@@ -25,6 +25,13 @@ struct LaunchDims {
   bool programmatic = false;
 };
 
+// One kernel launch: `params` is the cuLaunchKernel parameter array.
+struct KernelLaunch {
+  CUfunction function = nullptr;
+  LaunchDims dims;
+  void** params = nullptr;
+};
+
 class Driver {
  public:
   // Loads the driver once (thread-safe); never throws. A missing library, a
@@ -57,6 +64,19 @@ class Driver {
   absl::Status SetMaxDynamicSharedBytes(CUfunction function, int bytes);
   // `args` is the cuLaunchKernel parameter array (pointers to each argument).
   absl::Status Launch(int device, CUfunction function, const LaunchDims& dims, void** args);
+
+  // CUDA graphs of kernel launches in a chain (each node after the one
+  // before), for launching a plan's kernels at once (launch_graph.h). The
+  // entry points are optional: without them graphs_available() is false.
+  bool graphs_available() const;
+  // A graph of `launches`, instantiated; `nodes` receives its kernel nodes in order.
+  absl::StatusOr<CUgraphExec> InstantiateKernelChain(int device, const KernelLaunch* launches, size_t count,
+                                                     CUgraph* graph, CUgraphNode* nodes);
+  // The node's function, dims and argument values for the next launches of
+  // `exec` (launches already queued keep theirs).
+  absl::Status SetKernelNode(CUgraphExec exec, CUgraphNode node, const KernelLaunch& launch);
+  absl::Status LaunchGraph(int device, CUgraphExec exec);
+  void DestroyGraph(CUgraph graph, CUgraphExec exec);
 
   // CUDA events on the default stream, for timing (benchmarks, profiler).
   absl::StatusOr<CUevent> CreateEvent(int device);

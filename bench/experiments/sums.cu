@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -222,6 +223,60 @@ __global__ void __launch_bounds__(TX * TY) ColCluster(const float* __restrict__ 
   cluster.sync();  // the other blocks keep their shared memory until rank 0 has read it
 }
 
+// Session 12: ColTile with the load's PTX spelled out. H -1: __ldcs
+// (ColTile's); 0: ld.global.cs; 1: .cs with the L2::256B prefetch size; 2:
+// .nc L1::no_allocate with L2::256B; 3: L1::no_allocate with an L2
+// evict-first policy.
+template <int H>
+__device__ __forceinline__ float4 LoadHinted(const float4* p) {
+  float4 v;
+  if constexpr (H < 0) {
+    v = __ldcs(p);
+  } else if constexpr (H == 0) {
+    asm volatile("ld.global.cs.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  } else if constexpr (H == 1) {
+    asm volatile("ld.global.cs.L2::256B.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  } else if constexpr (H == 2) {
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  } else {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.f32 {%0,%1,%2,%3}, [%4], %5;"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
+  }
+  return v;
+}
+// Block (blockIdx.x, blockIdx.y)'s tile: U rows TY apart per thread, loaded
+// by LoadHinted<H>, folded; the sum of the block's TY * U rows where ty == 0.
+template <int TX, int TY, int U, int H>
+__device__ __forceinline__ float4 TileSum(const float* __restrict__ in, float4 (&fold)[TY][TX], int tx, int ty) {
+  const int col4 = blockIdx.x * TX + tx;
+  const float4* p = reinterpret_cast<const float4*>(in) + ((long long)blockIdx.y * (TY * U) + ty) * (kN / 4) + col4;
+  float4 v[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) v[u] = LoadHinted<H>(p + (long long)u * TY * (kN / 4));
+  return FoldTile<TX, TY, U>(v, fold, tx, ty);
+}
+template <int TX, int TY, int U, int H>
+__global__ void __launch_bounds__(TX * TY) ColTileHinted(const float* __restrict__ in, float* __restrict__ partial) {
+  __shared__ float4 fold[TY][TX];
+  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+  const float4 acc = TileSum<TX, TY, U, H>(in, fold, tx, ty);
+  if (ty == 0) reinterpret_cast<float4*>(partial)[(long long)blockIdx.y * (kN / 4) + blockIdx.x * TX + tx] = acc;
+}
+// Session 12: one launch after a memset of the output: ColTile's partial
+// row goes straight into the column sums as float4 atomics (sm_90's
+// red.global.add.v4.f32); the order of the adds, so the last bits of the
+// sum, differs from run to run.
+template <int TX, int TY, int U>
+__global__ void __launch_bounds__(TX * TY) ColTileAtomic(const float* __restrict__ in, float* __restrict__ out) {
+  __shared__ float4 fold[TY][TX];
+  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+  const float4 acc = TileSum<TX, TY, U, -1>(in, fold, tx, ty);
+  if (ty == 0) atomicAdd(reinterpret_cast<float4*>(out) + blockIdx.x * TX + tx, acc);
+}
+
 // The combine as float4 columns, 64 threads per block (32 blocks).
 __global__ void ColCombine4(const float* __restrict__ partial, int chunks, float* __restrict__ out) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -313,7 +368,13 @@ __global__ void __launch_bounds__(T) RowSumBlock(const float* __restrict__ in, f
     if (threadIdx.x == 0) out[blockIdx.x] = s;
   }
 }
-int main() {
+int main(int argc, char** argv) {
+  // Arguments: run only the cases whose names hold one of them.
+  auto wanted = [&](const char* name) {
+    for (int i = 1; i < argc; ++i)
+      if (std::strstr(name, argv[i])) return true;
+    return argc == 1;
+  };
   const size_t n = (size_t)kN * kN, bytes = n * 4;
   float *in, *out, *partial;
   MedianTimer t;
@@ -336,6 +397,7 @@ int main() {
     return worst;
   };
   auto report = [&](const char* name, const std::vector<double>* want, auto launch) {
+    if (!wanted(name)) return;
     CHECK(cudaMemset(out, 0, kN * 4));
     const double ms = t.MedianMs(launch, 80);
     launch();
@@ -430,9 +492,13 @@ int main() {
   COLTREE(32, 32, 4, true, false, pdl);
   COLTREE(64, 16, 8, true, false, pdl);
   COLTREE(16, 64, 2, true, false, pdl);
-#define COLPLACE(TX, TY, U, MODE)                                                              \
-  report("col place TX=" #TX " TY=" #TY " U=" #U " mode=" #MODE " partial only", nullptr,       \
-         [&] { ColPlace<TX, TY, U, MODE><<<dim3(kN / 4 / TX, kN / (TY * U)), TX * TY>>>(in, partial); })
+  // A tile kernel's partial launch alone (no combine), over (strips, row groups).
+  auto tile_partial_only = [&](const std::string& name, int tx, int ty, int u, void (*kernel)(const float*, float*)) {
+    report((name + " partial only").c_str(), nullptr,
+           [&] { kernel<<<dim3(kN / 4 / tx, kN / (ty * u)), tx * ty>>>(in, partial); });
+  };
+#define COLPLACE(TX, TY, U, MODE) \
+  tile_partial_only("col place TX=" #TX " TY=" #TY " U=" #U " mode=" #MODE, TX, TY, U, ColPlace<TX, TY, U, MODE>)
   COLPLACE(16, 64, 4, 0);
   COLPLACE(16, 64, 4, 1);
   COLPLACE(16, 64, 4, 2);
@@ -465,6 +531,46 @@ int main() {
   COLCLUSTER(16, 32, 8, 16);
   COLCLUSTER(32, 32, 4, 16);
   COLCLUSTER(16, 64, 8, 8);
+  COLCLUSTER(16, 16, 4, 8);
+  COLCLUSTER(16, 32, 4, 8);
+  COLCLUSTER(16, 32, 4, 16);
+  COLCLUSTER(16, 16, 4, 16);
+  COLCLUSTER(32, 16, 4, 8);
+  COLCLUSTER(16, 64, 4, 4);
+  COLCLUSTER(16, 64, 4, 2);
+#define COLATOMIC(TX, TY, U)                                                                   \
+  report("col tile atomic TX=" #TX " TY=" #TY " U=" #U " (memset + one launch)", &col, [&] {   \
+    CHECK(cudaMemsetAsync(out, 0, kN * 4));                                                    \
+    ColTileAtomic<TX, TY, U><<<dim3(kN / 4 / TX, kN / (TY * U)), TX * TY>>>(in, out);          \
+  })
+  COLATOMIC(16, 64, 4);
+  COLATOMIC(32, 32, 8);
+  COLATOMIC(16, 64, 8);
+  COLATOMIC(16, 32, 8);
+  COLATOMIC(256, 4, 4);
+  COLATOMIC(128, 8, 4);
+  COLATOMIC(512, 2, 4);
+  COLATOMIC(256, 2, 8);
+  COLATOMIC(64, 16, 4);
+  // Wider strips (H = 0: the ld.global.cs of ColTile's __ldcs), then the other load flavors.
+#define COLHINT(TX, TY, U, H) \
+  tile_partial_only("col hinted tile TX=" #TX " TY=" #TY " U=" #U " H=" #H, TX, TY, U, ColTileHinted<TX, TY, U, H>)
+  COLHINT(16, 64, 4, 0);
+  COLHINT(32, 32, 4, 0);
+  COLHINT(64, 16, 4, 0);
+  COLHINT(128, 8, 4, 0);
+  COLHINT(256, 4, 4, 0);
+  COLHINT(512, 2, 4, 0);
+  COLHINT(256, 4, 8, 0);
+  COLHINT(256, 2, 8, 0);
+  COLHINT(512, 1, 8, 0);
+  COLHINT(64, 8, 8, 0);
+  COLHINT(16, 64, 4, 1);
+  COLHINT(16, 64, 4, 2);
+  COLHINT(16, 64, 4, 3);
+  COLHINT(256, 4, 4, 1);
+  COLHINT(256, 4, 4, 2);
+  report("col memset alone", nullptr, [&] { CHECK(cudaMemsetAsync(out, 0, kN * 4)); });
   report("col tree TX=16 TY=64 U=4 partial only", nullptr,
          [&] { ColTree<16, 64, 4, false><<<dim3(kN / 4 / 16, kN / 256), 1024>>>(in, partial); });
   report("col tree TX=32 TY=32 U=8 partial only", nullptr,

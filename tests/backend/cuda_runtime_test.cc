@@ -8,6 +8,7 @@
 
 #include "backend/cuda/caching_allocator.h"
 #include "backend/cuda/driver.h"
+#include "backend/cuda/launch_graph.h"
 #include "backend/cuda/nvrtc.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -30,6 +31,15 @@ extern "C" __global__ void add_one(float* x, int n) {
   if (i < n) x[i] = x[i] + 1.0f;
 }
 )";
+
+// kAddOneSource compiled by NVRTC for cuda:0 and loaded.
+absl::StatusOr<CUmodule> LoadAddOne() {
+  absl::StatusOr<int> cc = Driver::Get().ComputeCapability(0);
+  if (!cc.ok()) return cc.status();
+  absl::StatusOr<NvrtcOutput> compiled = CompileWithNvrtc(kAddOneSource, "add_one", *cc);
+  if (!compiled.ok()) return compiled.status();
+  return Driver::Get().LoadModule(0, compiled->cubin);
+}
 
 std::vector<float> RandomFloats(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -220,11 +230,7 @@ TEST(DriverGpuTest, CopyRoundTrip) {
 TEST(DriverGpuTest, LaunchNvrtcKernel) {
   SKIP_WITHOUT_GPU();
   Driver& driver = Driver::Get();
-  absl::StatusOr<int> cc = driver.ComputeCapability(0);
-  ASSERT_TRUE(cc.ok()) << cc.status();
-  absl::StatusOr<NvrtcOutput> compiled = CompileWithNvrtc(kAddOneSource, "add_one", *cc);
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  absl::StatusOr<CUmodule> module = driver.LoadModule(0, compiled->cubin);
+  absl::StatusOr<CUmodule> module = LoadAddOne();
   ASSERT_TRUE(module.ok()) << module.status();
   absl::StatusOr<CUfunction> function = driver.GetFunction(*module, "add_one");
   ASSERT_TRUE(function.ok()) << function.status();
@@ -262,6 +268,72 @@ TEST(DriverGpuTest, LaunchNvrtcKernel) {
   ASSERT_TRUE(driver.Synchronize(0).ok());
   for (int i = 0; i < n; ++i) ASSERT_EQ(result[i], host[i] + 1.0f) << "at " << i;
   allocator.Free(*buffer);
+}
+
+// A chain of launches as one graph: each launch of it runs with that call's
+// arguments (the second call's buffer and count, not the first's), and a
+// different sequence of kernels rebuilds it.
+TEST(LaunchGraphGpuTest, ChainsLaunchesAndEachLaunchTakesItsArguments) {
+  SKIP_WITHOUT_GPU();
+  if (!GraphLaunchesEnabled()) GTEST_SKIP() << "CUDA graph launches are off (FUSEBOX_TUNE_CUDA_GRAPHS=0 or no graph API)";
+  Driver& driver = Driver::Get();
+  absl::StatusOr<CUmodule> module = LoadAddOne();
+  ASSERT_TRUE(module.ok()) << module.status();
+  absl::StatusOr<CUfunction> add_one = driver.GetFunction(*module, "add_one");
+  ASSERT_TRUE(add_one.ok()) << add_one.status();
+
+  const int na = 5'000, nb = 70'001;
+  const std::vector<float> a0 = RandomFloats(na, 11), b0 = RandomFloats(nb, 12);
+  absl::StatusOr<CUdeviceptr> a = driver.MemAlloc(0, na * sizeof(float));
+  absl::StatusOr<CUdeviceptr> b = driver.MemAlloc(0, nb * sizeof(float));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(driver.CopyHostToDevice(0, *a, a0.data(), na * sizeof(float)).ok());
+  ASSERT_TRUE(driver.CopyHostToDevice(0, *b, b0.data(), nb * sizeof(float)).ok());
+  auto read = [&](CUdeviceptr p, int n) {
+    std::vector<float> v(n);
+    EXPECT_TRUE(driver.CopyDeviceToHost(0, v.data(), p, n * sizeof(float)).ok());
+    return v;
+  };
+  auto launch_of = [&](CUdeviceptr* buffer, int* n, void** params) {
+    params[0] = buffer;
+    params[1] = n;
+    LaunchDims dims;
+    dims.block_x = 256;
+    dims.grid_x = static_cast<unsigned>((*n + 255) / 256);
+    return KernelLaunch{.function = *add_one, .dims = dims, .params = params};
+  };
+
+  LaunchGraph graph(0);
+  const GraphLaunchCounts before = GraphLaunchStats();
+  CUdeviceptr pa = *a, pb = *b;
+  int n_a = na, n_b = nb;
+  void* params_a[2];
+  void* params_b[2];
+  const KernelLaunch twice_a[] = {launch_of(&pa, &n_a, params_a), launch_of(&pa, &n_a, params_a)};
+  absl::StatusOr<bool> launched = graph.Launch(twice_a);
+  ASSERT_TRUE(launched.ok()) << launched.status();
+  ASSERT_TRUE(*launched);
+  // The same kernels on another buffer and count: the graph is updated, not rebuilt.
+  const KernelLaunch twice_b[] = {launch_of(&pb, &n_b, params_b), launch_of(&pb, &n_b, params_b)};
+  launched = graph.Launch(twice_b);
+  ASSERT_TRUE(launched.ok() && *launched) << launched.status();
+  GraphLaunchCounts after = GraphLaunchStats();
+  EXPECT_EQ(after.built - before.built, 1);
+  EXPECT_EQ(after.launched - before.launched, 2);
+  std::vector<float> got_a = read(*a, na), got_b = read(*b, nb);
+  for (int i = 0; i < na; ++i) ASSERT_EQ(got_a[i], (a0[i] + 1.0f) + 1.0f) << "a at " << i;
+  for (int i = 0; i < nb; ++i) ASSERT_EQ(got_b[i], (b0[i] + 1.0f) + 1.0f) << "b at " << i;
+
+  // One kernel instead of two: a new graph.
+  const KernelLaunch once_a[] = {launch_of(&pa, &n_a, params_a)};
+  launched = graph.Launch(once_a);
+  ASSERT_TRUE(launched.ok() && *launched) << launched.status();
+  after = GraphLaunchStats();
+  EXPECT_EQ(after.built - before.built, 2);
+  got_a = read(*a, na);
+  for (int i = 0; i < na; ++i) ASSERT_EQ(got_a[i], ((a0[i] + 1.0f) + 1.0f) + 1.0f) << "a at " << i;
+  EXPECT_TRUE(driver.MemFree(0, *a).ok());
+  EXPECT_TRUE(driver.MemFree(0, *b).ok());
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 // against a float64 reference computed on the host. Skips without a device.
 #include <cmath>
 #include <random>
+#include <thread>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "backend/cuda/caching_allocator.h"
+#include "backend/cuda/launch_graph.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -177,6 +180,67 @@ TEST(CudaTest, KernelInspectionOnTheGpu) {
     for (const KernelNumerics& n : compiled.numerics()) EXPECT_FALSE(n.flagged) << n.kernel << ": " << n.worst;
     EXPECT_THAT(compiled.explain_dot(), HasSubstr(compiled.kernels()[0].name));
   }
+}
+
+// A compiled plan's kernels go out as one CUDA graph (backend/cuda/launch_graph.h):
+// every call must run on its own buffers (the inputs are all kept alive, so
+// no two calls share an address), and the graph is built once.
+TEST(CudaTest, CompiledCallsLaunchOneGraphOnEachCallsBuffers) {
+  SKIP_WITHOUT_CUDA();
+  if (!cuda::GraphLaunchesEnabled()) GTEST_SKIP() << "CUDA graph launches are off";
+  // A graph no other test builds, so its plan (and graph) is new here.
+  auto compiled = compile([](const Tensor& x) { return std::make_tuple(ManualGelu(x) * 3.0, sum(x, -1)); });
+  const cuda::GraphLaunchCounts before = cuda::GraphLaunchStats();
+  std::vector<Tensor> inputs, outputs;
+  constexpr int kCalls = 6, kRows = 33, kCols = 70;
+  for (int call = 0; call < kCalls; ++call) {
+    Tensor host = randn({kRows, kCols}, Device::cpu(), FreshSeed());
+    inputs.push_back(host.to(Device::cuda()));
+    auto [g, s] = compiled(inputs.back());
+    outputs.push_back(g);
+    outputs.push_back(s);
+    const std::vector<double> v = host.to_double_vector();
+    std::vector<double> ref_g, ref_s(kRows, 0.0);
+    for (size_t i = 0; i < v.size(); ++i) {
+      ref_g.push_back(3.0 * GeluRef(v[i]));
+      ref_s[i / kCols] += v[i];
+    }
+    ExpectClose(g.to_vector(), ref_g, 1e-5);
+    ExpectClose(s.to_vector(), ref_s, 1e-5);
+  }
+  ASSERT_EQ(compiled.kernels().size(), 2u);
+  const cuda::GraphLaunchCounts after = cuda::GraphLaunchStats();
+  EXPECT_EQ(after.built - before.built, 1);
+  EXPECT_GE(after.launched - before.launched, kCalls);
+}
+
+// Threads that run the same plan at once (two compiled functions of one
+// graph share it through the plan cache) each get their own results: one
+// launches through the graph, a thread that finds it busy kernel by kernel.
+TEST(CudaTest, ThreadsSharingAPlanEachGetTheirResults) {
+  SKIP_WITHOUT_CUDA();
+  constexpr int kThreads = 4, kCalls = 40, kN = 3000;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &failures] {
+      auto compiled = compile([](const Tensor& x) { return tanh(x) * 0.5 + x; });
+      for (int call = 0; call < kCalls && failures[t].empty(); ++call) {
+        Tensor host = randn({kN}, Device::cpu(), FreshSeed());
+        const std::vector<float> got = compiled(host.to(Device::cuda())).to_vector();
+        const std::vector<double> v = host.to_double_vector();
+        for (int i = 0; i < kN; ++i) {
+          const double want = std::tanh(v[i]) * 0.5 + v[i];
+          if (std::fabs(got[i] - want) > 1e-5 * (1 + std::fabs(want))) {
+            failures[t] = absl::StrCat("thread ", t, " call ", call, " element ", i, ": ", got[i], " vs ", want);
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (const std::string& f : failures) EXPECT_EQ(f, "");
 }
 
 }  // namespace
