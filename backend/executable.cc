@@ -235,8 +235,9 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
     exe->infos_.push_back(std::move(info));
     exe->kernels_.push_back(std::move(compiled));
   }
-  const bool chainable = std::all_of(exe->kernels_.begin(), exe->kernels_.end(), [](const auto& k) {
-    return k->extern_node < 0 && !k->programmatic_combine;
+  const int64_t max_elements = cuda::GraphLaunchMaxElements();
+  const bool chainable = std::all_of(exe->kernels_.begin(), exe->kernels_.end(), [&](const auto& k) {
+    return k->extern_node < 0 && !k->programmatic_combine && k->ir.numel <= max_elements;
   });
   if (device.is_cuda() && chainable && !exe->kernels_.empty() && cuda::GraphLaunchesEnabled()) {
     exe->launch_graph_ = std::make_unique<cuda::LaunchGraph>(device.index);

@@ -45,8 +45,8 @@ class Executable {
   std::vector<KernelInfo> infos_;
   std::vector<std::unique_ptr<CompiledKernel>> kernels_;
   int compiled_kernels_ = 0;
-  // CUDA plans of kernels that a graph can chain (no extern kernel, no
-  // programmatic launch; launch_graph.h): Run() issues their launches as
+  // CUDA plans of small kernels that a graph can chain (no extern kernel,
+  // no programmatic launch; launch_graph.h): Run() issues their launches as
   // one graph.
   std::unique_ptr<::fusebox::cuda::LaunchGraph> launch_graph_;
 };

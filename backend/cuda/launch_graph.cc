@@ -1,6 +1,7 @@
 #include "backend/cuda/launch_graph.h"
 
 #include <atomic>
+#include <limits>
 
 #include "absl/cleanup/cleanup.h"
 #include "backend/tune.h"
@@ -11,6 +12,11 @@ namespace {
 std::atomic<int64_t> graphs_built{0};
 std::atomic<int64_t> graph_launches{0};
 
+int64_t GraphLaunchMode() {
+  static const int64_t mode = backend::TuneIntInRange("FUSEBOX_TUNE_CUDA_GRAPHS", 1, 0, 2);
+  return mode;
+}
+
 }  // namespace
 
 GraphLaunchCounts GraphLaunchStats() {
@@ -18,9 +24,12 @@ GraphLaunchCounts GraphLaunchStats() {
 }
 
 bool GraphLaunchesEnabled() {
-  static const bool enabled =
-      backend::TuneInt("FUSEBOX_TUNE_CUDA_GRAPHS", 1) != 0 && Driver::Get().graphs_available();
+  static const bool enabled = GraphLaunchMode() != 0 && Driver::Get().graphs_available();
   return enabled;
+}
+
+int64_t GraphLaunchMaxElements() {
+  return GraphLaunchMode() == 2 ? std::numeric_limits<int64_t>::max() : kGraphLaunchMaxElements;
 }
 
 LaunchGraph::~LaunchGraph() {

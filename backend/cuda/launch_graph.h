@@ -5,9 +5,12 @@
 // plan of several kernels pays one graph launch instead of one each. The
 // graph is built on the first launch; later ones set each node's function,
 // dims and argument values (cuGraphExecKernelNodeSetParams) and launch it.
-// Large kernels measure the same either way (gelu, layer_norm and rms_norm
-// within 0.3%, A/B in one process). FUSEBOX_TUNE_CUDA_GRAPHS=0 turns it off
-// (kernel by kernel, for A/B runs).
+// Only plans of small kernels use it (each at most kGraphLaunchMaxElements):
+// there the host's launch is the call's cost. Behind a kernel of tens of
+// microseconds the host's launch is hidden, so a graph gains nothing (large
+// kernels measured within run-to-run spread either way, session 12).
+// FUSEBOX_TUNE_CUDA_GRAPHS: 0 off (kernel by kernel), 1 (default) plans of
+// small kernels, 2 every plan a graph can chain; for A/B runs.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +26,10 @@ namespace fusebox::cuda {
 
 // False with FUSEBOX_TUNE_CUDA_GRAPHS=0 or a driver without the graph API.
 bool GraphLaunchesEnabled();
+// 2^21 elements: 8 MB of f32 each way, a few microseconds of HBM time.
+inline constexpr int64_t kGraphLaunchMaxElements = int64_t{1} << 21;
+// The largest kernel (in elements) of a plan launched as a graph.
+int64_t GraphLaunchMaxElements();
 
 // Process-wide counts, for tests and tools: graphs instantiated (a first
 // launch, or a rebuild) and graph launches.
