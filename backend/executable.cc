@@ -29,6 +29,8 @@ namespace {
 
 std::atomic<bool> also_compile_cuda{false};
 
+constexpr int kNoDeviceArch = 90;  // what CI and GPU-less machines compile for
+
 // One CUDA launch of a run, with its argument values.
 struct PendingLaunch {
   CUfunction function = nullptr;
@@ -63,7 +65,6 @@ absl::Status LaunchOneByOne(int device, absl::Span<PendingLaunch> pending) {
   }
   return absl::OkStatus();
 }
-constexpr int kNoDeviceArch = 90;  // what CI and GPU-less machines compile for
 
 // Runs body over [0, n) split across threads; `cost` is the work per index.
 void ParallelFor(int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& body) {
