@@ -366,25 +366,10 @@ int main() {
   }
   // softmax
   {
-    const size_t n = (size_t)kSmRows * kSmN;
-    std::vector<float> hx = Random(n, 4, 3);
-    float *x, *y;
-    CHECK(cudaMalloc(&x, n * 4));
-    CHECK(cudaMalloc(&y, n * 4));
-    CHECK(cudaMemcpy(x, hx.data(), n * 4, cudaMemcpyHostToDevice));
-    const double gb = 2.0 * n * 4 / 1e9;
-    std::vector<float> got(n);
-    auto report = [&](const char* name, bool check, auto launch) {
-      CHECK(cudaMemset(y, 0, n * 4));
-      const double ms = t.MedianMs(launch, 80);
-      launch();
-      CHECK(cudaDeviceSynchronize());
-      CHECK(cudaMemcpy(got.data(), y, n * 4, cudaMemcpyDeviceToHost));
-      const double worst = check ? WorstSoftmaxError(hx, got, kSmRows, kSmN) : 0;
-      std::printf("softmax    %-40s %8.4f ms %7.0f GB/s  max abs err %.2e\n", name, ms, gb / ms * 1e3, worst);
-    };
-    report("copy (ceiling at this size)", false,
-           [&] { Copy4<<<n / 4 / 2048, 512>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y)); });
+    SoftmaxRun run(t, kSmRows, kSmN, "softmax   ", 80);
+    float *x = run.x, *y = run.y;
+    auto report = [&](const char* name, bool check, auto launch) { run.Report(name, check, launch); };
+    run.ReportCopy("copy (ceiling at this size)");
     report("warp registers 8 rows/block", true, [&] { SmWarpRegisters<<<kSmRows / 8, 256>>>(x, y); });
 #define SMBULK(W, S, B)                                                                                \
   {                                                                                                    \

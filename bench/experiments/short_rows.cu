@@ -147,25 +147,10 @@ int main() {
   MedianTimer t;
   int sms;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const size_t n = (size_t)kRows * kN;
-  const std::vector<float> hx = Random(n, 4, 3);
-  float *x, *y;
-  CHECK(cudaMalloc(&x, n * 4));
-  CHECK(cudaMalloc(&y, n * 4));
-  CHECK(cudaMemcpy(x, hx.data(), n * 4, cudaMemcpyHostToDevice));
-  const double gb = 2.0 * n * 4 / 1e9;
-  std::vector<float> got(n);
-  auto report = [&](const char* name, bool check, auto launch) {
-    CHECK(cudaMemset(y, 0, n * 4));
-    const double ms = t.MedianMs(launch, 100);
-    launch();
-    CHECK(cudaDeviceSynchronize());
-    CHECK(cudaMemcpy(got.data(), y, n * 4, cudaMemcpyDeviceToHost));
-    const double worst = check ? WorstSoftmaxError(hx, got, kRows, kN) : 0;
-    std::printf("softmax-1024 %-44s %8.4f ms %7.0f GB/s  max abs err %.2e\n", name, ms, gb / ms * 1e3, worst);
-  };
-  const auto copy = [&] { Copy4<<<n / 4 / 2048, 512>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y)); };
-  report("copy (ceiling at this size)", false, copy);
+  SoftmaxRun run(t, kRows, kN, "softmax-1024", 100);
+  float *x = run.x, *y = run.y;
+  auto report = [&](const char* name, bool check, auto launch) { run.Report(name, check, launch); };
+  run.ReportCopy("copy (ceiling at this size)");
 #define LANES(L, R, LD, ST) \
   report("lanes L=" #L " R=" #R " ld=" #LD " st=" #ST, true, [&] { Lanes<L, R, LD, ST><<<kRows / R, L * R>>>(x, y); })
   LANES(32, 8, 0, 0);  // fusebox's printed layout
@@ -192,6 +177,6 @@ int main() {
   report("lanes L=32 R=8 __expf", true, [&] { Lanes<32, 8, 0, 0, true><<<kRows / 8, 256>>>(x, y); });
   report("lanes L=32 R=4 __expf", true, [&] { Lanes<32, 4, 0, 0, true><<<kRows / 4, 128>>>(x, y); });
   LANES(32, 8, 0, 0);  // again, for the drift between samples
-  report("copy (ceiling at this size), again", false, copy);
+  run.ReportCopy("copy (ceiling at this size), again");
   std::printf("done\n");
 }

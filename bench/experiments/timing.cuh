@@ -100,3 +100,53 @@ class MedianTimer {
   void* flush_ = nullptr;
   cudaEvent_t start_, end_;
 };
+
+// A softmax experiment over `rows` x `n` floats: the input (Random(rows * n,
+// 4, 3)) on the GPU as x, the output as y. Report() prints a launch's median
+// time, GB/s (read + write) and, with `check`, its float64 error; lines start
+// with `label`. ReportCopy() reports Copy4 over the same bytes, the ceiling.
+class SoftmaxRun {
+ public:
+  SoftmaxRun(MedianTimer& timer, int rows, int n, const char* label, int trials)
+      : timer_(timer), rows_(rows), n_(n), label_(label), trials_(trials), hx_(Random((size_t)rows * n, 4, 3)),
+        got_(hx_.size()) {
+    CHECK(cudaMalloc(&x, bytes()));
+    CHECK(cudaMalloc(&y, bytes()));
+    CHECK(cudaMemcpy(x, hx_.data(), bytes(), cudaMemcpyHostToDevice));
+  }
+  ~SoftmaxRun() {
+    CHECK(cudaFree(x));
+    CHECK(cudaFree(y));
+  }
+  SoftmaxRun(const SoftmaxRun&) = delete;
+  SoftmaxRun& operator=(const SoftmaxRun&) = delete;
+
+  template <typename F>
+  void Report(const char* name, bool check, F launch) {
+    CHECK(cudaMemset(y, 0, bytes()));
+    const double ms = timer_.MedianMs(launch, trials_);
+    launch();
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMemcpy(got_.data(), y, bytes(), cudaMemcpyDeviceToHost));
+    const double worst = check ? WorstSoftmaxError(hx_, got_, rows_, n_) : 0;
+    std::printf("%s %-44s %8.4f ms %7.0f GB/s  max abs err %.2e\n", label_, name, ms, 2.0 * bytes() / 1e9 / ms * 1e3,
+                worst);
+  }
+  void ReportCopy(const char* name) {
+    Report(name, false, [&] {
+      Copy4<<<hx_.size() / 4 / 2048, 512>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y));
+    });
+  }
+
+  float* x = nullptr;
+  float* y = nullptr;
+
+ private:
+  size_t bytes() const { return hx_.size() * sizeof(float); }
+  MedianTimer& timer_;
+  const int rows_, n_;
+  const char* label_;
+  const int trials_;
+  const std::vector<float> hx_;
+  std::vector<float> got_;
+};
