@@ -56,10 +56,7 @@ void PointParams(absl::Span<PendingLaunch> pending, absl::InlinedVector<void*, 6
   }
 }
 
-absl::Status LaunchOneByOne(int device, absl::Span<PendingLaunch> pending) {
-  absl::InlinedVector<void*, 64> params;
-  absl::InlinedVector<cuda::KernelLaunch, 4> launches;
-  PointParams(pending, &params, &launches);
+absl::Status LaunchOneByOne(int device, absl::Span<const cuda::KernelLaunch> launches) {
   for (const cuda::KernelLaunch& l : launches) {
     if (absl::Status s = cuda::Driver::Get().Launch(device, l.function, l.dims, l.params); !s.ok()) return s;
   }
@@ -353,7 +350,10 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       launch.dims = dims;
       pending.push_back(std::move(launch));
       if (!batch) {
-        if (absl::Status s = LaunchOneByOne(device.index, absl::MakeSpan(pending)); !s.ok()) return s;
+        absl::InlinedVector<void*, 64> params;
+        absl::InlinedVector<cuda::KernelLaunch, 4> launches;
+        PointParams(absl::MakeSpan(pending), &params, &launches);
+        if (absl::Status s = LaunchOneByOne(device.index, launches); !s.ok()) return s;
         pending.clear();
       }
     }
@@ -369,7 +369,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
     absl::StatusOr<bool> as_graph = launch_graph_->Launch(launches);
     if (!as_graph.ok()) return as_graph.status();
     if (!*as_graph) {
-      if (absl::Status s = LaunchOneByOne(device.index, absl::MakeSpan(pending)); !s.ok()) return s;
+      if (absl::Status s = LaunchOneByOne(device.index, launches); !s.ok()) return s;
     }
   }
   std::vector<Tensor> outputs;

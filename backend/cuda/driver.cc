@@ -114,6 +114,12 @@ absl::Status CallError(const ErrorText* api, CUresult result, absl::string_view 
   }
 }
 
+// "grid 8192x1x1, block 256x1x1, 0 B shared", for launch errors.
+std::string DescribeDims(const LaunchDims& d) {
+  return absl::StrFormat("grid %dx%dx%d, block %dx%dx%d, %d B shared", d.grid_x, d.grid_y, d.grid_z, d.block_x,
+                         d.block_y, d.block_z, d.shared_bytes);
+}
+
 absl::Status CheckAvailable(const Driver& driver) {
   if (driver.available()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat("CUDA is not available: ", driver.unavailable_reason()));
@@ -396,9 +402,8 @@ absl::Status Driver::Launch(int device, CUfunction function, const LaunchDims& d
   }
   if (r != CUDA_SUCCESS) {
     return CallError(api_, r,
-                     absl::StrFormat("%s(grid %dx%dx%d, block %dx%dx%d, %d B shared) on cuda:%d",
-                                     programmatic ? "cuLaunchKernelEx, programmatic" : "cuLaunchKernel", d.grid_x,
-                                     d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z, d.shared_bytes, device));
+                     absl::StrCat(programmatic ? "cuLaunchKernelEx, programmatic" : "cuLaunchKernel", "(",
+                                  DescribeDims(d), ") on cuda:", device));
   }
   return absl::OkStatus();
 }
@@ -483,10 +488,7 @@ absl::StatusOr<CUgraphExec> Driver::InstantiateKernelChain(int device, const Ker
 absl::Status Driver::SetKernelNode(CUgraphExec exec, CUgraphNode node, const KernelLaunch& launch) {
   const CUDA_KERNEL_NODE_PARAMS p = KernelNodeParams(launch);
   if (CUresult r = api_->graph_exec_kernel_node_set_params(exec, node, &p); r != CUDA_SUCCESS) {
-    return CallError(api_, r,
-                     absl::StrFormat("cuGraphExecKernelNodeSetParams(grid %dx%dx%d, block %dx%dx%d, %d B shared)",
-                                     p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ,
-                                     p.sharedMemBytes));
+    return CallError(api_, r, absl::StrCat("cuGraphExecKernelNodeSetParams(", DescribeDims(launch.dims), ")"));
   }
   return absl::OkStatus();
 }

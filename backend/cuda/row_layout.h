@@ -123,11 +123,12 @@ inline constexpr int kCudaOneGroupLoopMinBlocks = 4;
 // (CudaRowLayout::shared_groups); FUSEBOX_TUNE_SHARED_ROWS=0 turns it off
 // (read once), for A/B runs against the grid-stride walk.
 bool CudaSharedRowsEnabled();
-// Rows per block of the warp-per-row layout (one warp each): 4, blocks of
-// 128 threads. Softmax over 32768 x 1024 on the H200 (bench/NOTES.md,
-// sessions 8 and 11): 2 rows 3968-3973 GB/s, 4 3953-3968, 8 3940-3961, 16
-// 3907-3911. FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK (1 to 32) for A/B runs.
-inline constexpr int kCudaWarpRowsPerBlock = 4;
+// Rows per block of the warp-per-row layout (one warp each): 1, blocks of
+// 32 threads, Inductor's shape. Softmax over 32768 x 1024 on the H200
+// (bench/NOTES.md): session 12, 1 row 3997-3999 GB/s, 2 3959-3963, 4
+// 3965-3972; sessions 8 and 11, 2 rows 3968-3973, 4 3953-3968, 8 3940-3961,
+// 16 3907-3911. FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK (1 to 32) for A/B runs.
+inline constexpr int kCudaWarpRowsPerBlock = 1;
 int CudaWarpRowsPerBlock();
 // Looped block rows (neither on chip nor grid-stride): threads per row, 256
 // or FUSEBOX_TUNE_LOOP_THREADS (a power of two, 32 to 1024), and groups each

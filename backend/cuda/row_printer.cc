@@ -104,8 +104,10 @@ class RowPrinter {
                                                              " groups of each thread in shared memory")
                                               : "",
                     "\n", layout_.shared_groups > 0 ? "extern __shared__ __align__(16) unsigned char fb_smem[];\n" : "");
-    const std::string row = warp ? absl::StrCat("(", idx_, ")blockIdx.x * ", layout_.rows_per_block, " + (threadIdx.x >> 5)")
-                                 : absl::StrCat("(", idx_, ")blockIdx.x");
+    // A warp-per-row block holds rows_per_block rows, one per warp.
+    const std::string row = warp && layout_.rows_per_block > 1
+        ? absl::StrCat("(", idx_, ")blockIdx.x * ", layout_.rows_per_block, " + (threadIdx.x >> 5)")
+        : absl::StrCat("(", idx_, ")blockIdx.x");
     // One block per SM walks the rows (CudaRowLayout::grid_stride), or one row per block / warp.
     const std::string open_row = layout_.grid_stride
         ? absl::StrCat("  for (", idx_, " r = blockIdx.x; r < ", extent, "; r += gridDim.x) {\n")

@@ -93,13 +93,13 @@ TEST(RowCodegenTest, SoftmaxRowsMoveSixteenBytesWithoutSpills) {
     const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k);
     EXPECT_EQ(layout.vector_width, 4);
     EXPECT_LE(layout.groups * layout.vector_width, 32);  // registers per cached input
-    // Warp rows (4 per 128-thread block) up to 1024; then 8 values per
+    // Warp rows (one per 32-thread block) up to 1024; then 8 values per
     // thread up to 4096 (512 threads), 16 beyond, at most 1024 threads.
     EXPECT_EQ(backend::CudaBlockSize(k), cols <= 1024 ? 32 * backend::kCudaWarpRowsPerBlock
                                          : cols <= 4096 ? cols / 8
                                          : cols <= 8192 ? cols / 16
                                                         : 1024);
-    if (cols <= 1024) EXPECT_EQ(backend::kCudaWarpRowsPerBlock, 4);
+    if (cols <= 1024) EXPECT_EQ(backend::kCudaWarpRowsPerBlock, 1);
     const Compiled c = CompileCuda(k);
     EXPECT_THAT(c.source, HasSubstr("if (fb_vec)"));
     ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
