@@ -5,7 +5,8 @@
 # (bench/NOTES.md, session 9). Not part of the build or the bench. On the
 # device, from the repository root, after `bash bench/device_run.sh` here
 # (carry build-device/dist):
-#   bash bench/experiments/ncu_rows.sh
+#   bash bench/experiments/ncu_rows.sh        # layer_norm, softmax
+#   bash bench/experiments/ncu_rows.sh sums   # row and column sums 8192 x 8192
 # FUSEBOX_TUNE_* settings in the environment reach fusebox's kernels. ncu
 # replays each profiled kernel with the caches flushed (no dirty lines, unlike
 # the bench's zeroing) at the GPU's own clocks; the fourth launch is profiled.
@@ -16,6 +17,7 @@ metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,l1tex__t_sector_hit_rate.pct,la
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
 metrics+=,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio
 metrics+=,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio
+metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg,gpc__cycles_elapsed.max
 ncu=(/usr/local/cuda/bin/ncu --clock-control none --cache-control all --launch-skip 3 --launch-count 1 --metrics "$metrics")
 keep='^  [a-z_]+.*\(|gpu__|dram__|lts__|l1tex__|launch__|sm__|smsp__'
 driver=$(mktemp --suffix=.py)
@@ -35,6 +37,16 @@ profile() {  # title, kernel regex, command...
   echo "=== $1"
   timeout 150 "${ncu[@]}" -k "regex:$2" "${@:3}" 2>&1 | grep -E "$keep"
 }
+if [[ ${1:-rows} == sums ]]; then
+  # The column sum's partial kernel (red_sum_0_partial) and combine (red_sum_0) against the row sum.
+  profile "fusebox row sum" per_sum build-device/dist/bin/fusebox_bench --filter row_sum
+  profile "fusebox column sum, partial" red_sum_0_partial build-device/dist/bin/fusebox_bench --filter col_sum
+  profile "fusebox column sum, combine" 'red_sum_0$' build-device/dist/bin/fusebox_bench --filter col_sum
+  profile "torch.compile row sum" triton_ python3 "$driver" row_sum "[(8192, 8192)]"
+  profile "torch.compile column sum" triton_ python3 "$driver" col_sum "[(8192, 8192)]"
+  rm -f "$driver"
+  exit 0
+fi
 profile "fusebox layer_norm" per_fused build-device/dist/bin/fusebox_bench --filter manual_layer_norm
 profile "fusebox softmax 32768x1024" per_fused build-device/dist/bin/fusebox_bench --filter manual_softmax
 profile "torch.compile layer_norm" triton_ python3 "$driver" manual_layer_norm "[(16384, 4096), (4096,), (4096,)]"
