@@ -651,6 +651,15 @@ int main(int argc, char** argv) {
   COLSPLIT(32, 32);
   COLSPLIT(64, 16);
   COLSPLIT(256, 1);
+  // Session 13: fewer bytes in flight per block (U = 2: 32 KB, the row sum's), partial launch alone.
+  tile_partial_only("col tile v13 TX=16 TY=64 U=2", 16, 64, 2, ColTile<16, 64, 2>);
+  tile_partial_only("col tile v13 TX=16 TY=32 U=4", 16, 32, 4, ColTile<16, 32, 4>);
+  tile_partial_only("col tile v13 TX=16 TY=32 U=2", 16, 32, 2, ColTile<16, 32, 2>);
+  tile_partial_only("col tile v13 TX=32 TY=32 U=2", 32, 32, 2, ColTile<32, 32, 2>);
+  tile_partial_only("col tile v13 TX=16 TY=16 U=4", 16, 16, 4, ColTile<16, 16, 4>);
+  tile_partial_only("col tile v13 TX=8 TY=64 U=4", 8, 64, 4, ColTile<8, 64, 4>);
+  tile_partial_only("col tile v13 TX=16 TY=64 U=1", 16, 64, 1, ColTile<16, 64, 1>);
+  tile_partial_only("col tile v13 TX=16 TY=64 U=4", 16, 64, 4, ColTile<16, 64, 4>);
   report("col tile TX=16 TY=64 U=4 partial alone", nullptr,
          [&] { ColTile<16, 64, 4><<<dim3(kN / 4 / 16, kN / 256), 1024>>>(in, partial); });
   report("row block T=1024 no hint", &row, [&] { RowSumBlock<1024, false><<<kN, 1024>>>(in, out); });
