@@ -56,7 +56,16 @@ void PointParams(absl::Span<PendingLaunch> pending, absl::InlinedVector<void*, 6
   }
 }
 
-absl::Status LaunchOneByOne(int device, absl::Span<const cuda::KernelLaunch> launches) {
+// Issues `pending` in order: as one launch of `graph` where there is one and
+// no other thread holds it (LaunchGraph::Launch), else kernel by kernel.
+absl::Status IssueLaunches(int device, absl::Span<PendingLaunch> pending, cuda::LaunchGraph* graph) {
+  absl::InlinedVector<void*, 64> params;
+  absl::InlinedVector<cuda::KernelLaunch, 4> launches;
+  PointParams(pending, &params, &launches);
+  if (graph != nullptr) {
+    absl::StatusOr<bool> as_graph = graph->Launch(launches);
+    if (!as_graph.ok() || *as_graph) return as_graph.status();
+  }
   for (const cuda::KernelLaunch& l : launches) {
     if (absl::Status s = cuda::Driver::Get().Launch(device, l.function, l.dims, l.params); !s.ok()) return s;
   }
@@ -350,10 +359,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       launch.dims = dims;
       pending.push_back(std::move(launch));
       if (!batch) {
-        absl::InlinedVector<void*, 64> params;
-        absl::InlinedVector<cuda::KernelLaunch, 4> launches;
-        PointParams(absl::MakeSpan(pending), &params, &launches);
-        if (absl::Status s = LaunchOneByOne(device.index, launches); !s.ok()) return s;
+        if (absl::Status s = IssueLaunches(device.index, absl::MakeSpan(pending), nullptr); !s.ok()) return s;
         pending.clear();
       }
     }
@@ -362,15 +368,8 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       record.Finish(k->ir.name, InputShapes(k->ir, g, inputs, stored), launches);
     }
   }
-  if (!pending.empty()) {
-    absl::InlinedVector<void*, 64> params;
-    absl::InlinedVector<cuda::KernelLaunch, 4> launches;
-    PointParams(absl::MakeSpan(pending), &params, &launches);
-    absl::StatusOr<bool> as_graph = launch_graph_->Launch(launches);
-    if (!as_graph.ok()) return as_graph.status();
-    if (!*as_graph) {
-      if (absl::Status s = LaunchOneByOne(device.index, launches); !s.ok()) return s;
-    }
+  if (!pending.empty()) {  // batched: one graph launch
+    if (absl::Status s = IssueLaunches(device.index, absl::MakeSpan(pending), launch_graph_.get()); !s.ok()) return s;
   }
   std::vector<Tensor> outputs;
   for (graph::NodeId out : g.outputs()) {
