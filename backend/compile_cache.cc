@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -103,11 +105,52 @@ bool Deserialize(std::string_view in, const std::string& key, CompiledBinary* b,
   return true;
 }
 
+// Why `dir` cannot hold the cache (created if missing, then a file written
+// and removed), or "" when it can.
+std::string UnusableReason(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::StrCat("cannot create it: ", ec.message());
+  if (!fs::is_directory(dir, ec)) return "it is not a folder";
+  std::string probe = absl::StrCat(dir, "/.probe-XXXXXX");
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return absl::StrCat("cannot write in it: ", std::strerror(errno));
+  ::close(fd);
+  fs::remove(probe, ec);
+  return "";
+}
+
+// The folder the cache works in: FUSEBOX_CACHE_DIR (or the default) when it
+// is usable, else a private temporary folder for this process, removed at
+// exit. The compilers write their sources and objects there too, so without
+// a usable folder no kernel could be built at all.
+std::string WorkingDir() {
+  const std::string dir = DefaultDir();
+  const std::string why = UnusableReason(dir);
+  if (why.empty()) return dir;
+  std::string tmp = (fs::temp_directory_path() / "fusebox-XXXXXX").string();
+  if (::mkdtemp(tmp.data()) == nullptr) {
+    spdlog::warn("the compile cache folder {} is unusable ({}), and so is a temporary folder: {}", dir, why,
+                 std::strerror(errno));
+    return dir;
+  }
+  spdlog::warn("the compile cache folder {} is unusable ({}); compiling in {} without a disk cache "
+               "(set FUSEBOX_CACHE_DIR to a writable folder)", dir, why, tmp);
+  static std::string* private_dir = new std::string(tmp);
+  std::atexit([] {
+    std::error_code ec;
+    fs::remove_all(*private_dir, ec);
+  });
+  return tmp;
+}
+
 }  // namespace
 
 struct CompileCache::Impl {
   mutable absl::Mutex mu;
-  absl::flat_hash_map<std::string, std::shared_ptr<const CompiledBinary>> memory ABSL_GUARDED_BY(mu);
+  // Failures are kept too: a kernel that does not compile is compiled once,
+  // not again by every later lookup (compile-ahead, then the load).
+  absl::flat_hash_map<std::string, absl::StatusOr<std::shared_ptr<const CompiledBinary>>> memory ABSL_GUARDED_BY(mu);
   CompileCacheStats stats ABSL_GUARDED_BY(mu);
   int running ABSL_GUARDED_BY(mu) = 0;  // compilers now; busy_ms grows while it is above 0
   std::chrono::steady_clock::time_point busy_since ABSL_GUARDED_BY(mu);
@@ -118,11 +161,7 @@ CompileCache& CompileCache::Get() {
   return *cache;
 }
 
-CompileCache::CompileCache() : dir_(DefaultDir()), impl_(std::make_unique<Impl>()) {
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) spdlog::warn("cannot create cache dir {}: {}; compiling without a disk cache", dir_, ec.message());
-}
+CompileCache::CompileCache() : dir_(WorkingDir()), impl_(std::make_unique<Impl>()) {}
 
 CompileCacheStats CompileCache::stats() const {
   absl::MutexLock lock(&impl_->mu);
@@ -169,7 +208,11 @@ absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCache::GetOrCompile
         impl_->stats.busy_ms += std::chrono::duration<double, std::milli>(end - impl_->busy_since).count();
       }
     }
-    if (!compiled.ok()) return compiled.status();
+    if (!compiled.ok()) {
+      absl::MutexLock lock(&impl_->mu);
+      ++impl_->stats.compiles;
+      return impl_->memory.emplace(key, compiled.status()).first->second;
+    }
     *binary = *std::move(compiled);
     std::string so_hash;
     if (!binary->so_path.empty()) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tensor/error.h"
 
 namespace fusebox::backend {
 namespace {
@@ -62,6 +63,7 @@ IndexExpr operator*(const IndexExpr& a, int64_t c) {
 }
 
 IndexExpr operator/(const IndexExpr& a, int64_t d) {
+  FUSEBOX_CHECK(d > 0, "index division by ", d, " in ", a.ToString());
   if (d == 1) return a;
   if (a.is_const()) return IndexExpr::Const(a.const_value() / d);
   if (a.bound() <= d) return IndexExpr::Const(0);
@@ -70,6 +72,7 @@ IndexExpr operator/(const IndexExpr& a, int64_t d) {
 }
 
 IndexExpr operator%(const IndexExpr& a, int64_t m) {
+  FUSEBOX_CHECK(m > 0, "index modulo by ", m, " in ", a.ToString());
   if (m == 1) return IndexExpr::Const(0);
   if (a.is_const()) return IndexExpr::Const(a.const_value() % m);
   if (a.bound() <= m) return a;

@@ -43,6 +43,8 @@ inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands)
 // outermost first. The outermost index needs no `% shape[0]`, so its size
 // never enters the index math (a dynamic outer dim stays out of the kernel).
 inline std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shape) {
+  // An empty shape has no element to index: the loop around it never runs.
+  if (Numel(shape) == 0) return std::vector<IndexExpr>(shape.size(), IndexExpr::Const(0));
   std::vector<IndexExpr> index(shape.size());
   int64_t inner = 1;
   for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {

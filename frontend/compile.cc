@@ -149,6 +149,12 @@ std::vector<Tensor> CompiledState::Replay(const ReplayEntry& entry, std::span<co
   return results;
 }
 
+void CompiledState::ResetReplays() {
+  replays_.clear();
+  replay_pending_.reset();
+  replay_status_ = "the recorded plans were reset (reset_replays())";
+}
+
 void CompiledState::NoteNotReplayable(const char* why) {
   if (replay_status_.empty()) replay_status_ = absl::StrCat("calls are traced and never replayed: ", why);  // once
 }

@@ -44,9 +44,11 @@ struct CompileOptions {
   // (tensors' dtype, device, shape and strides; numbers' values) captured
   // the same single graph, later such calls run its compiled plan directly,
   // without running the function (tinygrad's TinyJit). For functions of
-  // their arguments only: tensors read from elsewhere are read at run time,
-  // but scalars, branches and anything else the function looks at are
-  // fixed at capture. Needs arguments that are tensors or numbers and a
+  // their arguments only: tensors read from elsewhere are read at run time
+  // through the tensor objects read at capture (in-place changes are seen;
+  // rebinding a variable to a new tensor is not until reset_replays()), and
+  // scalars, branches and anything else the function looks at are fixed at
+  // capture. Arguments that share memory guard too (f(x, x) is not f(x, y)). Needs arguments that are tensors or numbers and a
   // result that is a Tensor, a vector, pair or tuple of them; a call with a
   // graph break, or a numerics check, is never replayed. explain() says why
   // a call was not replayed.
@@ -115,12 +117,16 @@ class CompiledState {
   // Records what a finished call ran (`session` null: it ran eagerly).
   void EndCall(CaptureSession* session);
 
-  // CompileOptions::replay: the recorded plan these arguments run, or null.
+  // CompileOptions::replay: the recorded plan these arguments run, or null
+  // (`tensors[k]`: argument k's tensor, null for a number).
   template <typename... Args>
-  const ReplayEntry* FindReplay(const Args&... args) const {
+  const ReplayEntry* FindReplay(std::span<const Tensor* const> tensors, const Args&... args) const {
     for (const ReplayEntry& e : replays_) {
       size_t k = 0;
-      if (e.guards.size() == sizeof...(Args) && (Matches(e.guards[k++], args) && ...)) return &e;
+      if (e.guards.size() == sizeof...(Args) && (Matches(e.guards[k++], args) && ...) &&
+          AliasesMatch(e.guards, tensors)) {
+        return &e;
+      }
     }
     return nullptr;
   }
@@ -132,6 +138,8 @@ class CompiledState {
                            std::span<const Tensor* const> results);
   // A call whose types a replay cannot guard or rebuild: explain() says why.
   void NoteNotReplayable(const char* why);
+  // Forgets every recorded and pending replay: the next calls trace again.
+  void ResetReplays();
 
   const std::vector<KernelInfo>& last_kernels() const { return last_kernels_; }
   const std::vector<KernelNumerics>& last_numerics() const { return last_numerics_; }
@@ -206,6 +214,10 @@ class CompiledFunction {
   const std::vector<KernelNumerics>& numerics() const { return state_->last_numerics(); }
   // Counters since creation: calls, graphs, graph_breaks, plan_compiles, ...
   const CompileStats& stats() const { return state_->stats(); }
+  // CompileOptions::replay: forgets the recorded plans, so the next calls
+  // trace again (and re-read what the function reads besides its arguments,
+  // e.g. after rebinding a global tensor: see frontend/replay.h).
+  void reset_replays() { state_->ResetReplays(); }
 
  private:
   static const Tensor* TensorOrNull(const Tensor& t) { return &t; }
@@ -215,11 +227,13 @@ class CompiledFunction {
 
   template <typename Result, typename... Args>
   Result CallWithReplay(Args&&... args) {
-    if (const frontend::ReplayEntry* entry = state_->FindReplay(args...)) {
-      const Tensor* tensors[] = {TensorOrNull(args)..., nullptr};
-      return frontend::ReplayResult<Result>::Make(state_->Replay(*entry, std::span(tensors, sizeof...(Args))));
+    const Tensor* arg_tensors[] = {TensorOrNull(args)..., nullptr};
+    const std::span<const Tensor* const> arg_span(arg_tensors, sizeof...(Args));
+    if (const frontend::ReplayEntry* entry = state_->FindReplay(arg_span, args...)) {
+      return frontend::ReplayResult<Result>::Make(state_->Replay(*entry, arg_span));
     }
     std::vector<frontend::ArgGuard> guards{frontend::GuardOf(args)...};
+    frontend::NoteAliases(arg_span, guards);
     std::vector<Tensor> tensors{TensorOrEmpty(args)...};
     frontend::CallScope scope(state_.get());
     scope.NoteArguments(args...);

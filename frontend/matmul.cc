@@ -40,8 +40,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     const int64_t r = t.dim();
     return t.is_lazy() || fusion::DenseMatrixStrides(t.shape()[r - 2], t.shape()[r - 1], t.strides()[r - 2], t.strides()[r - 1]);
   };
-  Tensor lhs = dense(a) ? a : a.contiguous(), rhs = dense(b) ? b : b.contiguous();
   Shape shape = {m, n};
+  CheckedNumel(shape, "matmul", DTypeSize(dtype));
+  Tensor lhs = dense(a) ? a : a.contiguous(), rhs = dense(b) ? b : b.contiguous();
   if (a.dim() == 3 || b.dim() == 3) {
     const int64_t ba = a.dim() == 3 ? a.shape()[0] : 1, bb = b.dim() == 3 ? b.shape()[0] : 1;
     FUSEBOX_ENSURE(ba == bb || ba == 1 || bb == 1, "matmul: batch sizes cannot be broadcast: ", Describe(a), " @ ",
@@ -50,6 +51,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     lhs = lhs.expand({batch, m, k});  // a 2-D or batch-1 side: batch stride 0
     rhs = rhs.expand({batch, k, n});
     shape = {batch, m, n};
+    CheckedNumel(shape, "matmul", DTypeSize(dtype));
   }
   if (k == 0) return zeros(shape, a.device(), dtype);  // an empty sum: as PyTorch
   frontend::OpRecorder recorder;

@@ -46,8 +46,9 @@ Tensor Apply(Op op, std::initializer_list<Operand> operands, DType cast_to = DTy
   bool first = true;
   Device device;
   bool scalar_operand = false;
-  DType common = DType::kBool;
-  bool have_tensor_dtype = false;
+  // PyTorch's three categories: tensors with dims, 0-d tensors, scalars. A
+  // lower category widens the result only across a kind (bool -> int -> float).
+  std::optional<DType> dims_dtype, zero_dim_dtype;
   const bool where = info.dtype_rule == DTypeRule::kWhere;
   for (size_t k = 0; k < xs.size(); ++k) {
     if (xs[k].tensor == nullptr) {
@@ -68,11 +69,20 @@ Tensor Apply(Op op, std::initializer_list<Operand> operands, DType cast_to = DTy
                      Describe(xs), " (sizes must match or be 1, aligned from the right)");
       shape = std::move(out);
     }
-    if (where && k == 0) continue;  // the condition does not take part in promotion
-    common = have_tensor_dtype ? PromoteTypes(common, t.dtype()) : t.dtype();
-    have_tensor_dtype = true;
+    if (where && k == 0) {  // the condition does not take part in promotion
+      FUSEBOX_ENSURE(t.dtype() == DType::kBool, name, ": the condition must be a bool tensor, got ", Describe(xs),
+                     "; compare first, e.g. where(x > 0, a, b)");
+      continue;
+    }
+    std::optional<DType>& category = t.dim() > 0 ? dims_dtype : zero_dim_dtype;
+    category = category ? PromoteTypes(*category, t.dtype()) : t.dtype();
   }
   FUSEBOX_CHECK(!first, name, " needs at least one tensor operand");
+  CheckedNumel(shape, name);  // broadcasting [2^40, 1] with [1, 2^40] overflows
+  const bool have_tensor_dtype = dims_dtype || zero_dim_dtype;
+  DType common = !dims_dtype        ? zero_dim_dtype.value_or(DType::kBool)
+                 : !zero_dim_dtype ? *dims_dtype
+                                   : PromoteAcrossCategories(*dims_dtype, *zero_dim_dtype);
   if (scalar_operand) common = have_tensor_dtype ? PromoteWithScalar(common) : DType::kFloat32;
 
   // The dtype the inputs are converted to, and the result's.

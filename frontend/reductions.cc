@@ -57,6 +57,14 @@ Tensor Reduce(Op op, const Tensor& x, const std::vector<int64_t>& dims, bool kee
   }
   Shape kept = x.shape();
   for (int64_t d : axes) kept[d] = 1;
+  if (ReducedCount(x, axes) == 1) {
+    // Over size-1 dims (or of a 0-d tensor) each result is its one element,
+    // so no reduction kernel: its row would be the whole iteration space.
+    const bool index = info.dtype_rule == graph::DTypeRule::kReduceIndex;
+    const Tensor out = index ? zeros(kept, x.device(), DType::kInt64)
+                             : (x.dtype() == dtype ? x.clone() : x.to(dtype)).reshape(kept);
+    return keepdim ? out : DropDims(out, axes);
+  }
   frontend::OpRecorder recorder;
   frontend::CaptureSession& session = recorder.session();
   graph::NodeId in = session.Operand(x);
@@ -150,9 +158,16 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, double correction,
   return keepdim ? out : DropDims(out, axes);
 }
 
+// Softmax over a zero-size dim has nothing to normalize and no max to shift
+// by: PyTorch returns the (empty) result without reducing.
+bool EmptyAlong(const Tensor& x, const std::vector<int64_t>& axes) { return ReducedCount(x, axes) == 0; }
+
 Tensor softmax(const Tensor& input, int64_t dim) {
   EnsureFloating(input, "softmax");
-  NormalizeDims(input, {dim}, "softmax");  // a bad dim is reported as softmax's, not max's
+  // A bad dim is reported as softmax's, not max's.
+  if (EmptyAlong(input, NormalizeDims(input, {dim}, "softmax"))) {
+    return Tensor::empty(input.shape(), input.dtype(), input.device());
+  }
   return InFloat32(input, [&](const Tensor& x) {
     const Tensor e = exp(x - amax(x, {dim}, /*keepdim=*/true));
     return e / sum(e, dim, /*keepdim=*/true);
@@ -161,7 +176,9 @@ Tensor softmax(const Tensor& input, int64_t dim) {
 
 Tensor log_softmax(const Tensor& input, int64_t dim) {
   EnsureFloating(input, "log_softmax");
-  NormalizeDims(input, {dim}, "log_softmax");
+  if (EmptyAlong(input, NormalizeDims(input, {dim}, "log_softmax"))) {
+    return Tensor::empty(input.shape(), input.dtype(), input.device());
+  }
   return InFloat32(input, [&](const Tensor& x) {
     const Tensor shifted = x - amax(x, {dim}, /*keepdim=*/true);
     return shifted - log(sum(exp(shifted), dim, /*keepdim=*/true));
@@ -171,6 +188,12 @@ Tensor log_softmax(const Tensor& input, int64_t dim) {
 Tensor logsumexp(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) {
   EnsureFloating(input, "logsumexp");
   const std::vector<int64_t> axes = NormalizeDims(input, dims, "logsumexp");
+  if (EmptyAlong(input, axes)) {  // the log of an empty sum (PyTorch: -inf)
+    Shape kept = input.shape();
+    for (int64_t d : axes) kept[d] = 1;
+    const Tensor out = full(kept, -INFINITY, input.device(), input.dtype());
+    return keepdim ? out : DropDims(out, axes);
+  }
   return InFloat32(input, [&](const Tensor& x) {
     // An all -inf (or +inf) slice would give inf - inf = NaN: shift by 0 there.
     const Tensor m = amax(x, dims, /*keepdim=*/true);

@@ -22,6 +22,22 @@ Tensor ViewOf(const Tensor& base, const Shape& shape, const Strides& strides, in
   return Tensor(std::move(impl));
 }
 
+// The storage `t`'s memory lives in, realizing a lazy tensor; null when none.
+const Storage* StorageOf(const Tensor& t) {
+  Realize(t.impl(), "a replayed call compares its arguments' memory", std::source_location::current());
+  return t.impl().storage.get();
+}
+
+// The earlier argument `args[k]` shares memory with, or -1.
+int32_t AliasOf(std::span<const Tensor* const> args, size_t k) {
+  if (args[k] == nullptr || !args[k]->defined()) return -1;
+  const Storage* storage = StorageOf(*args[k]);
+  for (size_t j = 0; j < k && storage != nullptr; ++j) {
+    if (args[j] != nullptr && args[j]->defined() && StorageOf(*args[j]) == storage) return static_cast<int32_t>(j);
+  }
+  return -1;
+}
+
 bool SameInput(const ReplayInput& a, const ReplayInput& b) {
   return a.argument == b.argument && a.view == b.view && a.shape == b.shape && a.strides == b.strides &&
          a.offset == b.offset && (a.argument >= 0 || &a.global.impl() == &b.global.impl());
@@ -33,6 +49,23 @@ bool SameOutput(const ReplayOutput& a, const ReplayOutput& b) {
 }
 
 }  // namespace
+
+void NoteAliases(std::span<const Tensor* const> args, std::span<ArgGuard> guards) {
+  for (size_t k = 0; k < args.size() && k < guards.size(); ++k) {
+    guards[k].alias_of = AliasOf(args, k);
+    guards[k].alias_offset =
+        guards[k].alias_of < 0 ? 0 : args[k]->storage_offset() - args[guards[k].alias_of]->storage_offset();
+  }
+}
+
+bool AliasesMatch(std::span<const ArgGuard> guards, std::span<const Tensor* const> args) {
+  for (size_t k = 0; k < args.size() && k < guards.size(); ++k) {
+    const int32_t of = AliasOf(args, k);
+    if (of != guards[k].alias_of) return false;
+    if (of >= 0 && args[k]->storage_offset() - args[of]->storage_offset() != guards[k].alias_offset) return false;
+  }
+  return true;
+}
 
 ReplayCandidate MakeReplayCandidate(std::vector<ArgGuard> guards, std::span<const Tensor> args,
                                     std::span<const Tensor* const> results, const GraphRecord& graph,

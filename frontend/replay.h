@@ -3,9 +3,14 @@
 // (tinygrad's TinyJit; torch.compile's "reduce-overhead" mode skips Python
 // the same way). A plan is replayed once two traced calls with the same
 // arguments captured the same single graph; the guards are the arguments:
-// each tensor's dtype, device, shape and strides, and each number's value.
-// What the function reads besides its arguments is fixed at capture, except
-// tensors, which are read at run time.
+// each tensor's dtype, device, shape and strides, which arguments share
+// memory (f(x, x) and f(x, y) are different calls) and each number's value.
+// What the function reads besides its arguments is fixed at capture: tensors
+// it reads from elsewhere are read at run time through the tensor objects it
+// read then, so in-place changes to them are seen, but a variable rebound to
+// a new tensor (w = full(...)) is not, nor does a call that passes such a
+// tensor as an argument (f(w) for a function that also reads w) differ from
+// f(x): reset_replays() forgets the recorded plans.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +36,18 @@ struct ArgGuard {
   Strides strides;
   int64_t integer = 0;
   uint64_t float_bits = 0;  // compared bitwise: -0.0 and NaN payloads guard too
+  // A tensor that shares memory with an earlier argument: that argument, and
+  // this one's offset from it in elements (NoteAliases). -1: none.
+  int32_t alias_of = -1;
+  int64_t alias_offset = 0;
   friend bool operator==(const ArgGuard&, const ArgGuard&) = default;
 };
+
+// Fills the tensor guards' alias fields from the call's arguments (`args[k]`
+// null for a number). Lazy arguments are realized first.
+void NoteAliases(std::span<const Tensor* const> args, std::span<ArgGuard> guards);
+// Whether `args` share memory as the guards recorded (no allocation).
+bool AliasesMatch(std::span<const ArgGuard> guards, std::span<const Tensor* const> args);
 
 // Argument types a guard can check: tensors and numbers.
 template <typename T>
@@ -56,7 +71,8 @@ ArgGuard GuardOf(T v) {
   }
 }
 
-// GuardOf(v) == g, without building a guard (no allocation on the hot path).
+// GuardOf(v) == g but for the alias fields, without building a guard (no
+// allocation on the hot path).
 inline bool Matches(const ArgGuard& g, const Tensor& t) {
   return g.kind == ArgGuard::Kind::kTensor && t.defined() && g.dtype == t.dtype() && g.device == t.device() &&
          g.shape == t.shape() && g.strides == t.strides();

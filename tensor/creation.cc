@@ -8,8 +8,8 @@ namespace {
 
 // Fills a host buffer of `dtype` from `value(i)`, then moves it to `device`.
 template <typename F>
-Tensor Generate(const Shape& shape, Device device, DType dtype, F value) {
-  for (int64_t s : shape) FUSEBOX_ENSURE(s >= 0, "invalid shape ", ShapeToString(shape), ": sizes must be >= 0");
+Tensor Generate(const char* op, const Shape& shape, Device device, DType dtype, F value) {
+  CheckedNumel(shape, op, DTypeSize(dtype));
   Tensor host = Tensor::empty(shape, dtype, Device::cpu());
   void* data = host.data_ptr();
   const int64_t n = host.numel();
@@ -22,25 +22,29 @@ Tensor Generate(const Shape& shape, Device device, DType dtype, F value) {
 Tensor randn(const Shape& shape, Device device, uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  return Generate(shape, device, DType::kFloat32, [&](int64_t) { return dist(gen); });
+  return Generate("randn", shape, device, DType::kFloat32, [&](int64_t) { return dist(gen); });
 }
 
 Tensor rand(const Shape& shape, Device device, uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<float> dist(0.0f, 1.0f);
-  return Generate(shape, device, DType::kFloat32, [&](int64_t) { return dist(gen); });
+  return Generate("rand", shape, device, DType::kFloat32, [&](int64_t) { return dist(gen); });
 }
 
-Tensor zeros(const Shape& shape, Device device, DType dtype) { return full(shape, 0.0, device, dtype); }
-Tensor ones(const Shape& shape, Device device, DType dtype) { return full(shape, 1.0, device, dtype); }
+Tensor zeros(const Shape& shape, Device device, DType dtype) {
+  return Generate("zeros", shape, device, dtype, [](int64_t) { return 0.0; });
+}
+Tensor ones(const Shape& shape, Device device, DType dtype) {
+  return Generate("ones", shape, device, dtype, [](int64_t) { return 1.0; });
+}
 
 Tensor full(const Shape& shape, double value, Device device, DType dtype) {
-  return Generate(shape, device, dtype, [&](int64_t) { return value; });
+  return Generate("full", shape, device, dtype, [&](int64_t) { return value; });
 }
 
 Tensor arange(int64_t n, Device device, DType dtype) {
   FUSEBOX_ENSURE(n >= 0, "arange: n must be >= 0, got ", n);
-  return Generate({n}, device, dtype, [](int64_t i) { return static_cast<double>(i); });
+  return Generate("arange", {n}, device, dtype, [](int64_t i) { return static_cast<double>(i); });
 }
 
 }  // namespace fusebox

@@ -45,6 +45,12 @@ DType PromoteTypes(DType a, DType b) {
   return Rank(a) >= Rank(b) ? a : b;
 }
 
+DType PromoteAcrossCategories(DType higher, DType lower) {
+  if (IsFloating(higher)) return higher;
+  if (higher == DType::kBool || IsFloating(lower)) return PromoteTypes(higher, lower);
+  return higher;
+}
+
 DType PromoteWithScalar(DType tensor_dtype) {
   return IsFloating(tensor_dtype) ? tensor_dtype : DType::kFloat32;
 }

@@ -32,6 +32,11 @@ DType ComputeDType(DType d);
 
 // Result type of a binary op on two tensors (PyTorch's promote_types).
 DType PromoteTypes(DType a, DType b);
+// Result type when operands of a higher category (tensors with dims) promote
+// to `higher` and those of a lower one (0-d tensors) to `lower`: PyTorch's
+// combine_categories, where a lower category widens only across kinds
+// (bf16[4] * f32[] is bf16, int32[4] + int64[] is int32, int32[4] * f32[] is f32).
+DType PromoteAcrossCategories(DType higher, DType lower);
 // Result type of an op between a tensor and a double scalar: a float tensor
 // keeps its dtype; an integer or bool tensor becomes float32.
 DType PromoteWithScalar(DType tensor_dtype);

@@ -1,5 +1,7 @@
 #include "tensor/shape.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tensor/error.h"
@@ -10,6 +12,19 @@ int64_t Numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
   return n;
+}
+
+int64_t CheckedNumel(absl::Span<const int64_t> shape, const char* op, int64_t element_size) {
+  int64_t numel = 1, extent = element_size;
+  bool overflow = false;
+  for (int64_t s : shape) {
+    FUSEBOX_ENSURE(s >= 0, op, ": invalid shape ", ShapeToString(shape), " (sizes must be >= 0)");
+    overflow |= __builtin_mul_overflow(numel, s, &numel);
+    overflow |= __builtin_mul_overflow(extent, std::max<int64_t>(s, 1), &extent);
+  }
+  FUSEBOX_ENSURE(!overflow, op, ": shape ", ShapeToString(shape), " is too large: its ",
+                 element_size > 1 ? "size in bytes" : "number of elements", " overflows a 64-bit integer");
+  return numel;
 }
 
 Strides ContiguousStrides(const Shape& shape) {

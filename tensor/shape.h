@@ -18,6 +18,11 @@ using Shape = absl::InlinedVector<int64_t, 5>;
 using Strides = absl::InlinedVector<int64_t, 5>;
 
 int64_t Numel(const Shape& shape);
+// Numel for op `op`, checked: every size >= 0, and the dense layout's extent
+// (the product of max(size, 1), which contiguous strides reach) times
+// `element_size` bytes fits in int64. Throws fusebox::Error naming the op and
+// the shape, so no size, stride or byte count wraps.
+int64_t CheckedNumel(absl::Span<const int64_t> shape, const char* op, int64_t element_size = 1);
 Strides ContiguousStrides(const Shape& shape);
 // True when `strides` address `shape` row-major densely (size-1 dims ignored).
 bool IsContiguous(const Shape& shape, const Strides& strides);

@@ -11,9 +11,9 @@ namespace fusebox {
 namespace {
 
 void CheckShape(const Shape& shape, size_t values, const char* what) {
-  for (int64_t s : shape) FUSEBOX_ENSURE(s >= 0, what, ": invalid shape ", ShapeToString(shape));
-  FUSEBOX_ENSURE(static_cast<int64_t>(values) == Numel(shape), what, ": got ", values,
-                 " values for shape ", ShapeToString(shape), " (", Numel(shape), " elements)");
+  const int64_t numel = CheckedNumel(shape, what);
+  FUSEBOX_ENSURE(static_cast<int64_t>(values) == numel, what, ": got ", values, " values for shape ",
+                 ShapeToString(shape), " (", numel, " elements)");
 }
 
 template <typename T>
@@ -33,13 +33,13 @@ Tensor HostContiguous(const Tensor& t, const std::source_location& loc, const ch
 }  // namespace
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t s : shape) FUSEBOX_ENSURE(s >= 0, "empty: invalid shape ", ShapeToString(shape));
+  const int64_t numel = CheckedNumel(shape, "empty", DTypeSize(dtype));
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->strides = ContiguousStrides(shape);
   impl->dtype = dtype;
   impl->device = device;
-  impl->storage = Storage::Allocate(static_cast<size_t>(Numel(shape)) * DTypeSize(dtype), device);
+  impl->storage = Storage::Allocate(static_cast<size_t>(numel) * DTypeSize(dtype), device);
   return Tensor(std::move(impl));
 }
 

@@ -31,7 +31,7 @@ bool ComputeViewStrides(const Shape& shape, const Strides& strides, const Shape&
                         Strides* out) {
   const int64_t numel = Numel(shape);
   out->assign(target.size(), 0);
-  if (numel == 0) {
+  if (numel == 0 || shape.empty()) {  // nothing to keep: any dense layout views it
     *out = ContiguousStrides(target);
     return true;
   }
@@ -59,16 +59,15 @@ bool ComputeViewStrides(const Shape& shape, const Strides& strides, const Shape&
 
 Shape InferShape(const Shape& requested, int64_t numel) {
   Shape shape = requested;
-  int64_t known = 1, infer = -1;
+  int64_t infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == -1) {
-      FUSEBOX_ENSURE(infer < 0, "reshape: only one dimension can be -1, got ", ShapeToString(requested));
-      infer = static_cast<int64_t>(i);
-    } else {
-      FUSEBOX_ENSURE(shape[i] >= 0, "reshape: invalid size in ", ShapeToString(requested));
-      known *= shape[i];
-    }
+    if (shape[i] != -1) continue;
+    FUSEBOX_ENSURE(infer < 0, "reshape: only one dimension can be -1, got ", ShapeToString(requested));
+    infer = static_cast<int64_t>(i);
   }
+  Shape known_dims = shape;
+  if (infer >= 0) known_dims.erase(known_dims.begin() + infer);
+  const int64_t known = CheckedNumel(known_dims, "reshape");
   if (infer >= 0) {
     FUSEBOX_ENSURE(known != 0 && numel % known == 0, "reshape: shape ", ShapeToString(requested),
                    " is invalid for a tensor of ", numel, " elements");
@@ -81,11 +80,15 @@ Shape InferShape(const Shape& requested, int64_t numel) {
 
 }  // namespace
 
-int64_t Tensor::size(int64_t d) const { return shape()[WrapDim(d, dim(), "size")]; }
+int64_t Tensor::size(int64_t d) const {
+  FUSEBOX_ENSURE(dim() > 0, "size: dimension ", d, " specified, but the tensor is 0-d (it has no dimensions)");
+  return shape()[WrapDim(d, dim(), "size")];
+}
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   d0 = WrapDim(d0, dim(), "transpose");
   d1 = WrapDim(d1, dim(), "transpose");
+  if (dim() == 0) return *this;  // PyTorch: dims 0 and -1 of a 0-d tensor name the tensor itself
   Shape shape = this->shape();
   Strides strides = this->strides();
   std::swap(shape[d0], shape[d1]);
@@ -140,6 +143,7 @@ Tensor Tensor::expand(const Shape& target) const {
   for (int64_t i = rank - 1; i >= 0; --i) {
     const int64_t src = i - lead;
     int64_t size = target[i];
+    FUSEBOX_ENSURE(size >= -1, "expand: invalid size ", size, " in ", ShapeToString(target));
     if (src < 0) {
       FUSEBOX_ENSURE(size >= 0, "expand: -1 not allowed for new leading dim in ", ShapeToString(target));
       shape[i] = size;
@@ -154,14 +158,17 @@ Tensor Tensor::expand(const Shape& target) const {
     shape[i] = size;
     strides[i] = (have == size) ? this->strides()[src] : 0;
   }
+  CheckedNumel(shape, "expand");
   return MakeView(*this, std::move(shape), std::move(strides), storage_offset());
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  FUSEBOX_ENSURE(dim() > 0, "narrow: cannot narrow a 0-d tensor");
   d = WrapDim(d, dim(), "narrow");
   const int64_t size = shape()[d];
   if (start < 0) start += size;
-  FUSEBOX_ENSURE(start >= 0 && length >= 0 && start + length <= size, "narrow: start ", start,
+  // `length <= size - start`, not `start + length <= size`, which wraps.
+  FUSEBOX_ENSURE(start >= 0 && start <= size && length >= 0 && length <= size - start, "narrow: start ", start,
                  " length ", length, " is out of range for dim ", d, " of size ", size);
   Shape shape = this->shape();
   shape[d] = length;
@@ -190,7 +197,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 
 Tensor Tensor::squeeze(int64_t d) const {
   d = WrapDim(d, dim(), "squeeze");
-  if (shape()[d] != 1) return *this;
+  if (dim() == 0 || shape()[d] != 1) return *this;
   Shape shape = this->shape();
   Strides strides = this->strides();
   shape.erase(shape.begin() + d);

@@ -1,15 +1,21 @@
 #include "backend/cpu/host_compiler.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "backend/compile_cache.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
@@ -36,12 +42,44 @@ std::string CompilerVersion() {
   return version;
 }
 
+extern "C" char** environ;
+
+// Runs argv[0] (searched in PATH) with argv, stdout and stderr to `log_path`,
+// without a shell: no path or flag is ever parsed as shell syntax, so a cache
+// folder with a space or a quote in its name is just a name. The exit status,
+// or -1 when the process could not be started.
+int RunProcess(const std::vector<std::string>& args, const std::string& log_path) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  const int err = ::posix_spawnp(&pid, argv[0], &files, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  if (err != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 }  // namespace
 
-std::string HostCompilerCommand() {
+std::vector<std::string> HostCompilerArgs() {
+  // $CXX may name a launcher and a compiler ("ccache g++"), as make allows.
+  std::vector<std::string> args = absl::StrSplit(Compiler(), ' ', absl::SkipWhitespace());
   // -fno-math-errno lets sqrt vectorize; IEEE results are unchanged.
-  return absl::StrCat(Compiler(), " -O3 -march=native -fno-math-errno -std=c++17 -shared -fPIC -w");
+  for (const char* flag : {"-O3", "-march=native", "-fno-math-errno", "-std=c++17", "-shared", "-fPIC", "-w"}) {
+    args.push_back(flag);
+  }
+  return args;
 }
+
+std::string HostCompilerCommand() { return absl::StrJoin(HostCompilerArgs(), " "); }
 
 absl::StatusOr<LoadedCpuKernel> CompileCpuKernel(const std::string& source, const std::string& name) {
   const std::string key = absl::StrCat("cpu\n", HostCompilerCommand(), "\n", CompilerVersion(), "\n", source);
@@ -57,10 +95,11 @@ absl::StatusOr<LoadedCpuKernel> CompileCpuKernel(const std::string& source, cons
         const std::string log_path = absl::StrCat(tmp, ".log");
         std::ofstream(src) << source;
         const std::string tmp_so = absl::StrCat(tmp, ".so");
-        const std::string cmd =
-            absl::StrCat(HostCompilerCommand(), " -o '", tmp_so, "' '", src, "' > '", log_path, "' 2>&1");
+        std::vector<std::string> args = HostCompilerArgs();
+        args.insert(args.end(), {"-o", tmp_so, src});
+        const std::string cmd = absl::StrJoin(args, " ");
         spdlog::debug("compiling {}: {}", name, cmd);
-        const int rc = std::system(cmd.c_str());
+        const int rc = RunProcess(args, log_path);
         std::stringstream log;
         log << std::ifstream(log_path).rdbuf();
         const bool ok = rc == 0 && std::rename(tmp_so.c_str(), so.c_str()) == 0;
@@ -69,8 +108,11 @@ absl::StatusOr<LoadedCpuKernel> CompileCpuKernel(const std::string& source, cons
         std::rename(src.c_str(), kept_src.c_str());
         std::rename(log_path.c_str(), absl::StrCat(dir, "/", stem, ".log").c_str());
         if (!ok) {
-          return absl::InternalError(absl::StrCat("the host C++ compiler failed on kernel ", name, " (exit ", rc,
-                                                  "); source: ", kept_src, "\ncommand: ", cmd, "\n", log.str()));
+          return absl::InternalError(absl::StrCat(
+              "the host C++ compiler failed on kernel ", name,
+              rc < 0 ? absl::StrCat(" (could not start '", args[0], "'; set CXX to a C++ compiler)")
+                     : absl::StrCat(" (exit ", rc, ")"),
+              "; source: ", kept_src, "\ncommand: ", cmd, "\n", log.str()));
         }
         compiled = true;
         return CompiledBinary{.log = log.str(), .so_path = so};

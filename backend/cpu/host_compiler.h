@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "backend/cpu/cpp_printer.h"
@@ -20,7 +21,9 @@ struct LoadedCpuKernel {
 
 absl::StatusOr<LoadedCpuKernel> CompileCpuKernel(const std::string& source, const std::string& name);
 
-// "$CXX -O3 ..." as run; part of every cache key.
+// The compiler and its flags as run (argv, no shell), and the same joined by
+// spaces ("$CXX -O3 ..."), which is part of every cache key.
+std::vector<std::string> HostCompilerArgs();
 std::string HostCompilerCommand();
 
 }  // namespace fusebox::backend::cpu

@@ -1,5 +1,9 @@
 // The compile cache: memory, then disk; corrupt entries are recompiled, never
 // trusted; compiler failures carry the log and the source path.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -93,6 +97,66 @@ TEST(CompileCacheTest, HostCompilerFailureCarriesLogAndSourcePath) {
   ASSERT_NE(at, std::string::npos);
   const std::string path = message.substr(at + 8, message.find('\n', at) - at - 8);
   EXPECT_TRUE(std::filesystem::exists(path)) << path;
+}
+
+TEST(CompileCacheTest, FailedCompileRunsTheCompilerOnce) {
+  const std::string source = absl::StrCat("extern \"C\" void broken_", std::random_device{}(), "( {\n");
+  const int64_t before = CompileCache::Get().stats().compiles;
+  EXPECT_FALSE(cpu::CompileCpuKernel(source, "broken").ok());
+  EXPECT_FALSE(cpu::CompileCpuKernel(source, "broken").ok());  // compile-ahead, then the load: one run
+  EXPECT_EQ(CompileCache::Get().stats().compiles, before + 1);
+}
+
+// The cache folder is read once per process, so each case runs this binary
+// again with FUSEBOX_CACHE_DIR set, running only the child test below.
+int RunChildWithCacheDir(const std::string& dir) {
+  const std::string filter = "--gtest_filter=CompileCacheFolderChild.DISABLED_ComputesWhereTheCacheCan";
+  std::vector<std::string> env_strings = {absl::StrCat("FUSEBOX_CACHE_DIR=", dir), "FUSEBOX_TEST_CHILD=1"};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!std::string_view(*e).starts_with("FUSEBOX_CACHE_DIR=")) env_strings.push_back(*e);
+  }
+  std::vector<char*> env;
+  for (std::string& e : env_strings) env.push_back(e.data());
+  env.push_back(nullptr);
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe").string(), also = "--gtest_also_run_disabled_tests";
+  std::string quiet = "--gtest_brief=1";
+  char* argv[] = {exe.data(), const_cast<char*>(filter.c_str()), also.data(), quiet.data(), nullptr};
+  pid_t pid = 0;
+  if (::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, env.data()) != 0) return -1;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(CompileCacheFolder, UnusableFolderFallsBackToAPrivateOne) {
+  const std::filesystem::path scratch = std::filesystem::temp_directory_path() /
+                                        absl::StrCat("fusebox-cache-test-", ::getpid(), "-", std::random_device{}());
+  std::filesystem::create_directories(scratch);
+  const std::string file = (scratch / "a-file").string();
+  std::ofstream(file) << "not a folder";
+  EXPECT_EQ(RunChildWithCacheDir(file), 0) << "FUSEBOX_CACHE_DIR is a file";
+  EXPECT_EQ(RunChildWithCacheDir(file + "/below"), 0) << "FUSEBOX_CACHE_DIR cannot be created";
+  // A usable folder whose name the shell would have split or quoted.
+  const std::filesystem::path odd = scratch / "cache with space 'and quote\"";
+  EXPECT_EQ(RunChildWithCacheDir(odd.string()), 0) << odd;
+  bool has_entries = false;
+  for (const auto& e : std::filesystem::directory_iterator(odd)) has_entries |= e.path().extension() == ".entry";
+  EXPECT_TRUE(has_entries) << "the odd folder was used as the cache";
+  std::filesystem::remove_all(scratch);
+}
+
+// Child only (RunChildWithCacheDir): a fresh kernel compiles and runs.
+TEST(CompileCacheFolderChild, DISABLED_ComputesWhereTheCacheCan) {
+  ASSERT_NE(std::getenv("FUSEBOX_TEST_CHILD"), nullptr);
+  const std::string dir = CompileCache::Get().dir();
+  EXPECT_TRUE(std::filesystem::is_directory(dir)) << dir;
+  const float scale = RandomScale();
+  auto k = cpu::CompileCpuKernel(UniqueKernel("child_kernel", scale), "child_kernel");
+  ASSERT_TRUE(k.ok()) << k.status();
+  ExpectRuns(*k, scale);
+  const Tensor x = Tensor::from_vector({1.0f, -2.0f, 0.5f}, {3});
+  const std::vector<float> y = (x * static_cast<double>(scale)).to_vector();
+  for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(y[i], x.to_vector()[i] * scale);
 }
 
 }  // namespace

@@ -20,14 +20,16 @@ using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
 TEST(ReductionFusionTest, ManualSoftmaxIsOneKernel) {
   // Rows up to kPersistentRowLimit elements stay on chip (per_); longer ones
-  // are looped (red_), and so are rows of one element (the row dim is then
-  // the innermost).
+  // are looped (red_). Rows of one element reduce nothing: the max and the
+  // sum are the element itself (a copy), so the kernel is pointwise.
   for (int64_t cols : {int64_t{1}, int64_t{33}, int64_t{1025}, fusion::kPersistentRowLimit + 1}) {
     Tensor x = randn({5, cols}, Device::cpu(), FreshSeed());
     auto compiled = compile(ManualSoftmax);
     Tensor y = compiled(x);
     EXPECT_THAT(Names(compiled.kernels()),
-                ElementsAre(cols > 1 && cols <= fusion::kPersistentRowLimit ? "per_fused_div_exp_max_sub_sum_0" : "red_fused_div_exp_max_sub_sum_0"));
+                ElementsAre(cols == 1                                ? "poi_fused_copy_div_exp_sub_0"
+                            : cols <= fusion::kPersistentRowLimit ? "per_fused_div_exp_max_sub_sum_0"
+                                                                     : "red_fused_div_exp_max_sub_sum_0"));
     ExpectClose(y.to_vector(), SoftmaxRef(x.to_double_vector(), 5, cols), 1e-6);
   }
   // Eager: max, sub, exp, sum, div = 5 kernels, same numbers.
