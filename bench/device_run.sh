@@ -24,7 +24,11 @@
 #      <date>-<machine>.md .png .json   (compare_torch.py; its log is appended
 #                                        to bench.log)
 #    `remote-bench` does the same without the tests (a cheaper call when only
-#    the numbers are wanted), `remote-tests` runs the tests alone; FUSEBOX_BENCH_ARGS="--filter mlp --profile"
+#    the numbers are wanted), `remote-tests` runs the tests alone;
+#    `remote-check` runs the tests, a differential fuzz run on CUDA
+#    (fuzz.log: FUSEBOX_FUZZ_COUNT programs from FUSEBOX_FUZZ_SEED) and the
+#    GPU tests under compute-sanitizer memcheck and racecheck
+#    (sanitizer.log), all at once, no bench; FUSEBOX_BENCH_ARGS="--filter mlp --profile"
 #    before it passes flags to fusebox_bench (then compare_torch.py compares
 #    those cases only). Commit the .md and .png under bench/results/.
 #    It exits non-zero when the bench, a test binary or the comparison fails.
@@ -42,7 +46,7 @@ build_here() {
   rm -rf "$dist"
   mkdir -p "$dist/bin" "$dist/lib"
   cp "$build/bench/fusebox_bench" "$dist/bin/"
-  find "$build/tests" -maxdepth 1 -type f -executable -name '*_tests' -exec cp {} "$dist/bin/" \;
+  find "$build/tests" -maxdepth 1 -type f -executable \( -name '*_tests' -o -name fusebox_fuzz \) -exec cp {} "$dist/bin/" \;
   strip --strip-unneeded "$dist"/bin/*
   # The libraries the device lacks: every Abseil, spdlog, fmt and OpenBLAS
   # (with gfortran and quadmath, which it needs) library that
@@ -85,6 +89,7 @@ run_remote() {
   } >"$OUT/device.txt" 2>&1
 
   local status=0
+  [[ $1 == none ]] && return 0
   [[ $1 == tests ]] || run_bench || status=1
   [[ $1 == bench ]] || run_tests || status=1
   return $status
@@ -161,6 +166,47 @@ run_compare() {
     2>&1 | tee -a "$OUT/bench.log"
 }
 
+# A fuzz run on the GPU (fuzz.log) and the GPU tests under compute-sanitizer
+# (sanitizer.log), beside the tests: correctness only, so sharing the GPU is fine.
+run_checks() {
+  local status=0 budget=$((540 - SECONDS))
+  echo "== fusebox_fuzz on cuda: ${FUSEBOX_FUZZ_COUNT:=3000} programs from seed ${FUSEBOX_FUZZ_SEED:=1}"
+  timeout "$budget" "$dist/bin/fusebox_fuzz" --device cuda --count "$FUSEBOX_FUZZ_COUNT" --seed "$FUSEBOX_FUZZ_SEED" \
+    ${FUSEBOX_FUZZ_ARGS:-} >"$OUT/fuzz.log" 2>&1 &
+  local fuzz_pid=$!
+  local sanitizer
+  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  (
+    # GPU tests only: each binary's CUDA suites, memcheck (also leaks) then racecheck (shared memory).
+    local filter='*Cuda*:*Gpu*:*GPU*:*cuda*:*OnTheGpu*'
+    local end=$((SECONDS + budget))
+    for tool in memcheck racecheck; do
+      for t in "$dist"/bin/*_tests; do
+        [[ $(basename "$t") == fuzz_tests ]] && continue
+        echo "==== $tool $(basename "$t")"
+        local extra=()
+        [[ $tool == memcheck ]] && extra=(--leak-check full)
+        local left=$((end - SECONDS))
+        ((left > 5)) || { echo "(no time left)"; continue; }
+        timeout "$left" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 9 \
+          "$t" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tail -25
+        echo "exit ${PIPESTATUS[0]}"
+      done
+    done
+  ) >"$OUT/sanitizer.log" 2>&1 &
+  local san_pid=$!
+  run_tests || status=1
+  local rc=0
+  wait "$fuzz_pid" || rc=$?
+  echo "== fuzz exit $rc"; tail -12 "$OUT/fuzz.log"
+  ((rc == 0)) || status=1
+  wait "$san_pid" || true
+  echo "== compute-sanitizer (exit codes; 9: errors found)"
+  grep -E '^(====|exit|========= ERROR SUMMARY)' "$OUT/sanitizer.log" | paste - - - | head -40
+  grep -q '^exit [1-9]' "$OUT/sanitizer.log" && status=1
+  return $status
+}
+
 summary() {
   local status=$1
   if [[ -f $OUT/bench.log ]]; then
@@ -179,6 +225,12 @@ summary() {
 
 case "$mode" in
   build) build_here ;;
+  remote-check)
+    status=0
+    run_remote none || status=1
+    run_checks || status=1
+    summary $status
+    ;;
   remote | remote-bench | remote-tests)
     status=0
     what=all
