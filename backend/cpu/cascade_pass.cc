@@ -9,10 +9,6 @@
 namespace fusebox::backend::cpu {
 namespace {
 
-bool Cascades(const Accumulator& a) {
-  return a.index_temp < 0 && (a.op == graph::Op::kSum || a.op == graph::Op::kProd) && IsFloating(a.dtype);
-}
-
 std::string Temp(int t) { return absl::StrCat("t", t); }
 std::string Lanes(const Accumulator& a) { return absl::StrCat("t", a.temp, "_lane"); }
 // Level k (1-based) folds block results (k = 1) or level k - 1's.
@@ -21,7 +17,7 @@ std::string Level(const Accumulator& a, int k) { return absl::StrCat("t", a.temp
 }  // namespace
 
 bool UsesCascade(const Kernel& kernel, const Pass& pass) {
-  return kernel.row_length > kCascadeLaneChain && std::any_of(pass.accumulators.begin(), pass.accumulators.end(), Cascades);
+  return kernel.row_length > kCascadeLaneChain && std::any_of(pass.accumulators.begin(), pass.accumulators.end(), RoundsEachFold);
 }
 
 std::string PrintCascadePass(const Kernel& kernel, const Pass& pass,
@@ -34,7 +30,7 @@ std::string PrintCascadePass(const Kernel& kernel, const Pass& pass,
   for (int64_t reach = kCascadeFanIn; reach < (n + block - 1) / block; reach *= kCascadeFanIn) ++levels;
   std::vector<const Accumulator*> cascaded;
   for (const Accumulator& a : pass.accumulators) {
-    if (Cascades(a)) cascaded.push_back(&a);
+    if (RoundsEachFold(a)) cascaded.push_back(&a);
   }
   auto fold = [&](const Accumulator& a, const std::string& into, const std::string& value) {
     return absl::StrCat(into, " = ", absl::Substitute(op_template(a.op), into, value), ";");
@@ -44,7 +40,7 @@ std::string PrintCascadePass(const Kernel& kernel, const Pass& pass,
   auto element = [&](const std::string& lane, const std::string& indent) {
     std::string out = CPrinter::Statements(kernel, pass.body, op_template, indent);
     for (const Accumulator& a : pass.accumulators) {
-      if (Cascades(a)) {
+      if (RoundsEachFold(a)) {
         absl::StrAppend(&out, indent, fold(a, absl::StrCat(Lanes(a), "[", lane, "]"), Temp(a.value)), "\n");
       } else {
         absl::StrAppend(&out, CPrinter::AccumulateStep(a, op_template(a.op), Temp(a.value), "(long long)j", indent));

@@ -171,6 +171,27 @@ TEST_P(LongReductionTest, ColumnSumsOfLongColumns) {
   ExpectAccurate("sum(rand + 1, 0)", [](const Tensor& t) { return sum(t + 1.0, 0); }, x, want, scale, Tol(kRow));
 }
 
+// Equal terms round the same way at every fold, so a chain's error adds up
+// instead of averaging out: the worst case a cascade bounds (its chains sum
+// to a few hundred folds).
+TEST_P(LongReductionTest, SumsOfAConstant) {
+  const double c = static_cast<double>(0.1f);
+  const double tol = 8 * Tol(kLong);
+  {
+    const Tensor x = full({kLong}, 0.1, device());
+    const double want = c * static_cast<double>(kLong);
+    ExpectAccurate("sum(0.1)", [](const Tensor& t) { return sum(t); }, x, {want}, {want}, tol);
+  }
+  // 33 columns of 2^21 (ones in f16, times 0.1 in f32, for 2-byte loads):
+  // on CUDA a thread per column, each column split into chunks of ~4096
+  // rows (no 4-column tiles).
+  constexpr int64_t kColumn = (int64_t{1} << 21) + 3, kColumns = 33;
+  const Tensor x = ones({kColumn, kColumns}, device(), DType::kFloat16);
+  const std::vector<double> want(kColumns, c * static_cast<double>(kColumn));
+  ExpectAccurate("sum(0.1 * ones f16, 0)", [](const Tensor& t) { return sum(t.to(DType::kFloat32) * 0.1, 0); }, x,
+                 want, want, tol);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, LongReductionTest, ::testing::Values(Device::cpu(), Device::cuda()),
                          [](const auto& info) { return info.param.is_cuda() ? std::string("cuda") : std::string("cpu"); });
 
