@@ -192,6 +192,22 @@ std::string CPrinter::Statements(const Kernel& kernel, const std::vector<Stmt>& 
   return out;
 }
 
+std::string CPrinter::PrintPass(const Kernel& kernel, const Pass& pass) const {
+  auto op_template = [this](graph::Op op) { return OpTemplate(op); };
+  std::string out;
+  for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
+  absl::StrAppend(&out, OpenRowLoop(kernel),
+                  Statements(kernel, pass.body, op_template, "      ", ReadsCachedLoads(kernel)));
+  for (const Accumulator& a : pass.accumulators) {
+    absl::StrAppend(&out, AccumulateStep(a, OpTemplate(a.op), Temp(a.value), "(long long)j", "      "));
+  }
+  absl::StrAppend(&out, CloseRowLoop(kernel));
+  for (const Accumulator& a : pass.accumulators) {
+    absl::StrAppend(&out, AfterPass(kernel, a, CombineLambda(a, OpTemplate(a.op))));
+  }
+  return out;
+}
+
 std::string CPrinter::Print(const Kernel& kernel) const {
   auto op_template = [this](graph::Op op) { return OpTemplate(op); };
   std::string out = Prelude();
@@ -209,17 +225,7 @@ std::string CPrinter::Print(const Kernel& kernel) const {
   }
   absl::StrAppend(&out, "\n", OpenRow(kernel), Preload(kernel));
   const bool cached = ReadsCachedLoads(kernel);
-  for (const Pass& pass : kernel.passes) {
-    for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
-    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, pass.body, op_template, "      ", cached));
-    for (const Accumulator& a : pass.accumulators) {
-      absl::StrAppend(&out, AccumulateStep(a, OpTemplate(a.op), Temp(a.value), "(long long)j", "      "));
-    }
-    absl::StrAppend(&out, CloseRowLoop(kernel));
-    for (const Accumulator& a : pass.accumulators) {
-      absl::StrAppend(&out, AfterPass(kernel, a, CombineLambda(a, OpTemplate(a.op))));
-    }
-  }
+  for (const Pass& pass : kernel.passes) absl::StrAppend(&out, PrintPass(kernel, pass));
   if (!kernel.elementwise.empty()) {
     absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, kernel.elementwise, op_template, "      ", cached),
                     CloseRowLoop(kernel));

@@ -36,6 +36,10 @@ class CPrinter {
                                 const std::string& combine_lambda) const = 0;
   virtual std::string OpenRowStores(const Kernel& kernel) const = 0;
   virtual std::string CloseRowLoop(const Kernel& kernel) const { return "    }\n"; }
+  // One pass over the row: its accumulators' declarations, the loop folding
+  // the body's values into them, and AfterPass. The CPU printer overrides it
+  // for long float sums (cpu/cascade_pass.h).
+  virtual std::string PrintPass(const Kernel& kernel, const Pass& pass) const;
   // Rows held in registers (the CUDA cluster printer): loads each cached
   // value of the row before the passes; "" where loads stay loads (the CPU's
   // rows sit in its caches).

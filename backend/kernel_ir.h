@@ -56,6 +56,13 @@ struct Accumulator {
                         // then holds the winning value, of `dtype`
 };
 
+// A float sum or product: each fold rounds, so a serial chain's error grows
+// with its length (a float sum stalls at 2^24 ones). Printers keep such
+// chains short on long rows (cpu/cascade_pass.h; CUDA column chunks).
+inline bool RoundsEachFold(const Accumulator& a) {
+  return a.index_temp < 0 && (a.op == graph::Op::kSum || a.op == graph::Op::kProd) && IsFloating(a.dtype);
+}
+
 // One loop over a row (index `j`), folding into its accumulators.
 struct Pass {
   std::vector<Stmt> body;

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
+#include "backend/cpu/cascade_pass.h"
 
 namespace fusebox::backend::cpu {
 namespace {
@@ -51,6 +52,11 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
   }
   std::string AfterPass(const Kernel&, const Accumulator&, const std::string&) const override { return ""; }
   std::string OpenRowStores(const Kernel&) const override { return "    {\n"; }
+
+  std::string PrintPass(const Kernel& k, const Pass& pass) const override {
+    if (!UsesCascade(k, pass)) return CPrinter::PrintPass(k, pass);
+    return PrintCascadePass(k, pass, [this](graph::Op op) { return OpTemplate(op); });
+  }
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cpp_expr; }
 };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/substitute.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/column_tiles.h"
@@ -263,10 +264,39 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
       if (columns) {
         // Chunks are whole steps of CudaColumnUnroll() rows; only the last has a tail.
-        absl::StrAppend(&out, "    ", idx, " j0 = begin;\n    for (; j0 + ", CudaColumnUnroll(), " <= end; j0 += ",
-                        CudaColumnUnroll(), ") {\n#pragma unroll\n      for (int u = 0; u < ", CudaColumnUnroll(),
-                        "; ++u) {\n        const ", idx, " j = j0 + u;\n", fold("        "), "      }\n    }\n",
-                        "    for (", idx, " j = j0; j < end; ++j) {\n", fold("      "), "    }\n    {\n",
+        const int unroll = CudaColumnUnroll();
+        auto steps = [&](const std::string& bound, const std::string& in) {
+          return absl::StrCat(in, "for (; j0 + ", unroll, " <= ", bound, "; j0 += ", unroll, ") {\n#pragma unroll\n", in,
+                              "  for (int u = 0; u < ", unroll, "; ++u) {\n", in, "    const ", idx, " j = j0 + u;\n",
+                              fold(in + "    "), in, "  }\n", in, "}\n");
+        };
+        absl::StrAppend(&out, "    ", idx, " j0 = begin;\n");
+        // Long chunks fold in runs of kCudaColumnRunSteps steps, each into
+        // fresh (shadowing) sums and products then added to the chunk's, so
+        // no rounding chain grows with the column (RoundsEachFold).
+        const int64_t run = kCudaColumnRunSteps * unroll;
+        std::vector<const Accumulator*> runs;
+        for (const Accumulator& a : pass.accumulators) {
+          if (RoundsEachFold(a) && CudaSplitChunk(k) > run) runs.push_back(&a);
+        }
+        if (runs.empty()) {
+          absl::StrAppend(&out, steps("end", "    "));
+        } else {
+          absl::StrAppend(&out, "    for (", idx, " fb_run = begin; fb_run < end; fb_run += ", run, ") {\n", "      const ",
+                          idx, " fb_run_end = fb_run + ", run, " < end ? fb_run + ", run, " : end;\n");
+          for (const Accumulator* a : runs) absl::StrAppend(&out, "      ", ComputeCType(a->dtype), " fb_run_t", a->temp, ";\n");
+          absl::StrAppend(&out, "      {\n");
+          for (const Accumulator* a : runs) absl::StrAppend(&out, AccumulatorDecl(*a, "        "));
+          absl::StrAppend(&out, steps("fb_run_end", "        "));
+          for (const Accumulator* a : runs) absl::StrAppend(&out, "        fb_run_t", a->temp, " = t", a->temp, ";\n");
+          absl::StrAppend(&out, "      }\n");
+          for (const Accumulator* a : runs) {
+            const std::string t = absl::StrCat("t", a->temp);
+            absl::StrAppend(&out, "      ", t, " = ", absl::Substitute(op_template(a->op), t, "fb_run_" + t), ";\n");
+          }
+          absl::StrAppend(&out, "    }\n");
+        }
+        absl::StrAppend(&out, "    for (", idx, " j = j0; j < end; ++j) {\n", fold("      "), "    }\n    {\n",
                         partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false));
       } else {
         absl::StrAppend(&out, "    for (long long j = begin + threadIdx.x; j < end; j += ", kCudaBlockSize, ") {\n",

@@ -18,6 +18,9 @@ inline constexpr int kCudaElementsPerBlock = kCudaBlockSize * kCudaElementsPerTh
 // Column reductions: rows of a column each thread loads before folding (8;
 // FUSEBOX_TUNE_COLUMN_UNROLL, a power of two up to 64, for A/B runs).
 int CudaColumnUnroll();
+// Split column chunks longer than this many unrolled steps fold their float
+// sums in runs of it (128 rows), so a thread's chain stays short.
+inline constexpr int kCudaColumnRunSteps = 16;
 
 std::string PrintCuda(const Kernel& kernel);
 
