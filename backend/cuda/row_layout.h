@@ -13,6 +13,11 @@
 
 namespace fusebox::backend {
 
+// Looped rows whose threads fold more than this many values each fold their
+// float sums in runs of about this many (row_printer.cc), so a thread's
+// rounding chain stays a few hundred values long.
+inline constexpr int64_t kCudaRowRunValues = 256;
+
 struct CudaRowLayout {
   int threads_per_row = 32;  // one warp (kWarpPerRow) or the whole block
   int block_size = 256;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/substitute.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/held_row_values.h"
@@ -295,12 +296,36 @@ class RowPrinter {
     // lines, 39 -> 34 registers. FUSEBOX_TUNE_COUNTED_LOOP=0 (read once)
     // tests `jc < n` instead, for A/B runs.
     static const bool counted = TuneInt("FUSEBOX_TUNE_COUNTED_LOOP", 1) != 0;
-    std::string out, in = "    ";
+    const int64_t steps = (k_.row_length + step - 1) / step;
+    // Float sums and products of rows whose threads fold over
+    // kCudaRowRunValues values each fold in runs of about that many into
+    // fresh (shadowing) accumulators, each added to the row's, so no thread's
+    // rounding chain grows with the row (RoundsEachFold; a 2^25-element var
+    // was 1.8e-5 off with one chain).
+    const int64_t run = std::max<int64_t>(1, kCudaRowRunValues / (layout_.groups * v_));
+    std::vector<const Accumulator*> runs;
+    if (!persistent && counted && accumulators != nullptr && steps > run) {
+      for (const Accumulator& a : *accumulators) {
+        if (RoundsEachFold(a)) runs.push_back(&a);
+      }
+    }
+    std::string out, loop_in = runs.empty() ? "    " : "        ";
+    if (!runs.empty()) {
+      absl::StrAppend(&out, "    for (int fb_run = 0; fb_run < ", steps, "; fb_run += ", run, ") {\n");
+      for (const Accumulator* a : runs) absl::StrAppend(&out, "      ", ComputeCType(a->dtype), " fb_run_t", a->temp, ";\n");
+      absl::StrAppend(&out, "      {\n");
+      for (const Accumulator* a : runs) absl::StrAppend(&out, CPrinter::AccumulatorDecl(*a, loop_in));
+    }
+    std::string in = loop_in;
     if (!persistent) {
+      const std::string first = runs.empty() ? "0" : "fb_run";
+      const std::string bound =
+          runs.empty() ? absl::StrCat(steps)
+                       : absl::StrCat("(fb_run + ", run, " < ", steps, " ? fb_run + ", run, " : ", steps, ")");
       absl::StrAppend(&out, in,
-                      counted ? absl::StrCat("for (int fb_step = 0; fb_step < ", (k_.row_length + step - 1) / step,
-                                             "; ++fb_step) {\n", in, "  const ", idx_, " jc = (", idx_, ")fb_lane * ",
-                                             v_, " + (", idx_, ")fb_step * ", step, ";\n")
+                      counted ? absl::StrCat("for (int fb_step = ", first, "; fb_step < ", bound, "; ++fb_step) {\n", in,
+                                             "  const ", idx_, " jc = (", idx_, ")fb_lane * ", v_, " + (", idx_,
+                                             ")fb_step * ", step, ";\n")
                               : absl::StrCat("for (", idx_, " jc = (", idx_, ")fb_lane * ", v_, "; jc < ", n_,
                                              "; jc += ", step, ") {\n"));
       in += "  ";
@@ -348,7 +373,16 @@ class RowPrinter {
       }
     }
     absl::StrAppend(&out, body_in, "}\n", StoreGroup(plan, body_in), close_groups);
-    if (!persistent) absl::StrAppend(&out, "    }\n");
+    if (!persistent) absl::StrAppend(&out, loop_in, "}\n");
+    if (!runs.empty()) {
+      for (const Accumulator* a : runs) absl::StrAppend(&out, loop_in, "fb_run_t", a->temp, " = t", a->temp, ";\n");
+      absl::StrAppend(&out, "      }\n");
+      for (const Accumulator* a : runs) {
+        const std::string t = absl::StrCat("t", a->temp);
+        absl::StrAppend(&out, "      ", t, " = ", absl::Substitute(OpTemplate(a->op), t, "fb_run_" + t), ";\n");
+      }
+      absl::StrAppend(&out, "    }\n");
+    }
     return out;
   }
 
