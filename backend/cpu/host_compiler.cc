@@ -38,9 +38,19 @@ std::string CompilerVersion() {
 
 }  // namespace
 
+// A sanitized fusebox (-DFUSEBOX_SANITIZE) compiles its kernels with the same
+// sanitizers: the process has their runtime, and a kernel that reads out of
+// bounds is reported like any other code. The flags are part of the command,
+// so of the cache key: sanitized and plain kernels never mix.
+#ifndef FUSEBOX_KERNEL_SANITIZE_FLAGS
+#define FUSEBOX_KERNEL_SANITIZE_FLAGS ""
+#endif
+
 std::string HostCompilerCommand() {
   // -fno-math-errno lets sqrt vectorize; IEEE results are unchanged.
-  return absl::StrCat(Compiler(), " -O3 -march=native -fno-math-errno -std=c++17 -shared -fPIC -w");
+  constexpr char kSanitize[] = FUSEBOX_KERNEL_SANITIZE_FLAGS;
+  return absl::StrCat(Compiler(), " -O3 -march=native -fno-math-errno -std=c++17 -shared -fPIC -w",
+                      kSanitize[0] == '\0' ? "" : " ", kSanitize);
 }
 
 absl::StatusOr<LoadedCpuKernel> CompileCpuKernel(const std::string& source, const std::string& name) {
