@@ -12,7 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "tensor/mutex.h"
 #include "backend/hash.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
@@ -147,7 +147,7 @@ std::string WorkingDir() {
 }  // namespace
 
 struct CompileCache::Impl {
-  mutable absl::Mutex mu;
+  mutable fusebox::Mutex mu;
   // Failures are kept too: a kernel that does not compile is compiled once,
   // not again by every later lookup (compile-ahead, then the load).
   absl::flat_hash_map<std::string, absl::StatusOr<std::shared_ptr<const CompiledBinary>>> memory ABSL_GUARDED_BY(mu);
@@ -164,12 +164,12 @@ CompileCache& CompileCache::Get() {
 CompileCache::CompileCache() : dir_(WorkingDir()), impl_(std::make_unique<Impl>()) {}
 
 CompileCacheStats CompileCache::stats() const {
-  absl::MutexLock lock(&impl_->mu);
+  fusebox::MutexLock lock(&impl_->mu);
   return impl_->stats;
 }
 
 void CompileCache::ClearMemory() {
-  absl::MutexLock lock(&impl_->mu);
+  fusebox::MutexLock lock(&impl_->mu);
   impl_->memory.clear();
 }
 
@@ -177,7 +177,7 @@ absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCache::GetOrCompile
                                                                                  const std::string& key,
                                                                                  const CompileFn& compile) {
   {
-    absl::MutexLock lock(&impl_->mu);
+    fusebox::MutexLock lock(&impl_->mu);
     if (auto it = impl_->memory.find(key); it != impl_->memory.end()) {
       ++impl_->stats.memory_hits;
       return it->second;
@@ -196,20 +196,20 @@ absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCache::GetOrCompile
   if (!from_disk) {
     const auto start = std::chrono::steady_clock::now();
     {
-      absl::MutexLock lock(&impl_->mu);
+      fusebox::MutexLock lock(&impl_->mu);
       if (impl_->running++ == 0) impl_->busy_since = start;
     }
     absl::StatusOr<CompiledBinary> compiled = compile(dir_, stem);
     const auto end = std::chrono::steady_clock::now();
     compile_ms = std::chrono::duration<double, std::milli>(end - start).count();
     {
-      absl::MutexLock lock(&impl_->mu);
+      fusebox::MutexLock lock(&impl_->mu);
       if (--impl_->running == 0) {
         impl_->stats.busy_ms += std::chrono::duration<double, std::milli>(end - impl_->busy_since).count();
       }
     }
     if (!compiled.ok()) {
-      absl::MutexLock lock(&impl_->mu);
+      fusebox::MutexLock lock(&impl_->mu);
       ++impl_->stats.compiles;
       return impl_->memory.emplace(key, compiled.status()).first->second;
     }
@@ -226,7 +226,7 @@ absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCache::GetOrCompile
   if (DebugDump("cache")) {
     std::fprintf(stderr, "[fusebox cache] %s %s\n", from_disk ? "disk hit" : "compiled", entry_path.c_str());
   }
-  absl::MutexLock lock(&impl_->mu);
+  fusebox::MutexLock lock(&impl_->mu);
   ++(from_disk ? impl_->stats.disk_hits : impl_->stats.compiles);
   impl_->stats.compile_ms += compile_ms;
   auto [it, inserted] = impl_->memory.emplace(key, std::move(binary));

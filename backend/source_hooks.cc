@@ -6,13 +6,13 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "tensor/mutex.h"
 #include "spdlog/spdlog.h"
 
 namespace fusebox::backend {
 namespace {
 
-absl::Mutex mu;
+fusebox::Mutex mu;
 SourceRewrite& Rewrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
   static SourceRewrite* rewrite = new SourceRewrite();
   return *rewrite;
@@ -23,7 +23,7 @@ SourceRewrite& Rewrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
 void DumpKernelSource(const std::string& name, const std::string& extension, const std::string& source) {
   const char* dir = std::getenv("FUSEBOX_DUMP_DIR");
   if (dir == nullptr || *dir == '\0') return;
-  absl::MutexLock lock(&mu);  // two threads compiling the same name must not pick one file
+  fusebox::MutexLock lock(&mu);  // two threads compiling the same name must not pick one file
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   for (int k = 0; k < 1000; ++k) {
@@ -43,12 +43,12 @@ void DumpKernelSource(const std::string& name, const std::string& extension, con
 }
 
 void SetSourceRewriteForTesting(SourceRewrite rewrite) {
-  absl::MutexLock lock(&mu);
+  fusebox::MutexLock lock(&mu);
   Rewrite() = std::move(rewrite);
 }
 
 std::string RewriteSource(const std::string& name, std::string source) {
-  absl::MutexLock lock(&mu);
+  fusebox::MutexLock lock(&mu);
   return Rewrite() ? Rewrite()(name, source) : source;
 }
 

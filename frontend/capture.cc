@@ -79,8 +79,8 @@ void CaptureSession::set_last_graphs(LastGraphFn fn) {
 
 void CaptureSession::FollowLastGraph() {
   if (!last_graphs_) return;
-  const GraphRecord* last = last_graphs_(records_.size());
-  if (last != nullptr && last->trace) builder_.Follow(last->trace);
+  LastGraphInfo last = last_graphs_(records_.size());
+  if (last.trace) builder_.Follow(std::move(last.trace));
 }
 
 graph::NodeId CaptureSession::Operand(const Tensor& t) {
@@ -179,10 +179,10 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
       run = RunGraph(std::move(builder_).Build(outputs), inputs_, options);
     } else {
       if (std::shared_ptr<const graph::Trace> repeated = builder_.Repeated(outputs)) {
-        const GraphRecord* last = last_graphs_ ? last_graphs_(records_.size()) : nullptr;
-        if (last != nullptr && last->trace == repeated && last->dynamic == dynamic) {
+        const LastGraphInfo last = last_graphs_ ? last_graphs_(records_.size()) : LastGraphInfo{};
+        if (last.trace == repeated && last.dynamic == dynamic) {
           trace = std::move(repeated);
-          options.known_plan = last->executable;
+          options.known_plan = last.executable;
         }
       }
       if (!trace) trace = std::make_shared<const graph::Trace>(std::move(builder_).BuildTrace(outputs));

@@ -58,10 +58,11 @@ class CaptureSession {
   // (run-time sizes), given its inputs; unset: none.
   using DynamicDimsFn = std::function<std::vector<fusion::InputDim>(size_t graph, const std::vector<Tensor>& inputs)>;
   void set_dynamic_dims(DynamicDimsFn fn) { dynamic_dims_ = std::move(fn); }
-  // The last call's `graph`-th graph, or null: each graph of this call is
-  // captured following it (graph::GraphBuilder::Follow), and one that repeats
-  // it runs its plan without hashing the graph or looking the plan up.
-  using LastGraphFn = std::function<const GraphRecord*(size_t graph)>;
+  // The last call's `graph`-th graph (an empty trace: none): each graph of
+  // this call is captured following it (graph::GraphBuilder::Follow), and one
+  // that repeats it runs its plan without hashing the graph or looking the
+  // plan up.
+  using LastGraphFn = std::function<LastGraphInfo(size_t graph)>;
   void set_last_graphs(LastGraphFn fn);
   // Called by the compiled function's end; every other flush is a graph break.
   void FlushAtEnd(const std::string& reason, const std::source_location& loc);

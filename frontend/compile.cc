@@ -1,5 +1,6 @@
 #include "frontend/compile.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -33,9 +34,9 @@ void CallScope::NoteArgument(const Tensor& t) {
   if (session_ && t.defined()) session_->add_argument(&t.impl());
 }
 
-void CallScope::Finish(const std::source_location& loc) {
+TracedCall CallScope::Finish(const std::source_location& loc) {
   if (session_) session_->FlushAtEnd(kEndOfFunction, loc);
-  state_->EndCall(session_.get());
+  return state_->EndCall(session_.get());
 }
 
 namespace {
@@ -62,8 +63,21 @@ std::string RecompileReason(size_t g, const GraphRecord& before, const GraphReco
 
 }  // namespace
 
+bool CompiledState::runs_eagerly() const {
+  MutexLock lock(&mu_);
+  return RunsEagerlyLocked();
+}
+
+LastGraphInfo CompiledState::LastGraph(size_t graph) const {
+  MutexLock lock(&mu_);
+  if (graph >= last_graphs_.size()) return {};
+  const GraphRecord& r = last_graphs_[graph];
+  return {.trace = r.trace, .dynamic = r.dynamic, .executable = r.executable};
+}
+
 std::vector<fusion::InputDim> CompiledState::DynamicDims(size_t graph, const std::vector<Tensor>& inputs) {
   if (options_.dynamic == false) return {};
+  MutexLock lock(&mu_);
   if (seen_shapes_.size() <= graph) {
     seen_shapes_.resize(graph + 1);
     dynamic_dims_.resize(graph + 1);
@@ -85,13 +99,24 @@ std::vector<fusion::InputDim> CompiledState::DynamicDims(size_t graph, const std
   return dims;
 }
 
-void CompiledState::EndCall(CaptureSession* session) {
+TracedCall CompiledState::EndCall(CaptureSession* session) {
+  TracedCall call;
+  std::vector<GraphRecord> graphs;
+  if (session != nullptr) graphs = session->TakeRecords();
+  call.eager = session == nullptr;
+  call.graphs = graphs.size();
+  call.breaks = session == nullptr ? 0 : static_cast<int64_t>(session->empty_breaks().size());
+  for (const GraphRecord& r : graphs) call.breaks += r.end_reason == kEndOfFunction ? 0 : 1;
+  // The inputs must not outlive the call (they may be large): only this
+  // call's replay candidate sees them.
+  if (graphs.size() == 1 && call.breaks == 0 && options_.replay) call.graph = graphs[0];
+  for (GraphRecord& r : graphs) r.input_tensors.clear();
+  MutexLock lock(&mu_);
   ++stats_.calls;
   if (session == nullptr) {
     ++stats_.eager_calls;
-    return;
+    return call;
   }
-  std::vector<GraphRecord> graphs = session->TakeRecords();
   // kernels() copies each kernel's source and PTX: only when the plans differ
   // from the last call's (a cache hit with the same plans is the common call).
   bool same_plans = graphs.size() == last_graphs_.size();
@@ -109,7 +134,7 @@ void CompiledState::EndCall(CaptureSession* session) {
     recompiles_.push_back(RecompileReason(g, last_graphs_[g], graphs[g]));
     spdlog::debug("recompile: {}", recompiles_.back());
     if (DebugDump("recompiles")) std::fprintf(stderr, "[fusebox recompiles] %s\n", recompiles_.back().c_str());
-    if (runs_eagerly()) {
+    if (RunsEagerlyLocked()) {
       spdlog::warn("fusebox: a compiled function reached its recompile limit ({}); it runs eagerly from now on. "
                    "Last recompile: {}. Shapes that keep changing can be made dynamic with CompileOptions{{.dynamic = true}}",
                    options_.recompile_limit, recompiles_.back());
@@ -122,8 +147,7 @@ void CompiledState::EndCall(CaptureSession* session) {
   last_empty_breaks_ = session->empty_breaks();
   // Every graph but the one the function's end flushed was ended by a break;
   // breaks with nothing captured before them ended no graph but count too.
-  last_breaks_ = static_cast<int64_t>(last_empty_breaks_.size());
-  for (const GraphRecord& r : last_graphs_) last_breaks_ += r.end_reason == kEndOfFunction ? 0 : 1;
+  last_breaks_ = call.breaks;
   stats_.graphs += static_cast<int64_t>(last_graphs_.size());
   stats_.graph_breaks += last_breaks_;
   for (const GraphRecord& r : last_graphs_) {
@@ -131,10 +155,14 @@ void CompiledState::EndCall(CaptureSession* session) {
     if (r.repeated) ++stats_.repeated_graphs;
   }
   stats_.kernel_compiles += session->kernel_compiles();
+  return call;
 }
 
-std::vector<Tensor> CompiledState::Replay(const ReplayEntry& entry, std::span<const Tensor* const> args) {
-  std::vector<Tensor> results = RunReplay(entry, args);
+std::vector<Tensor> CompiledState::Replay(std::shared_ptr<const ReplayEntry> entry_ptr,
+                                          std::span<const Tensor* const> args) {
+  const ReplayEntry& entry = *entry_ptr;
+  std::vector<Tensor> results = RunReplay(entry, args);  // unlocked: calls run in parallel
+  MutexLock lock(&mu_);
   ++stats_.calls;
   ++stats_.replays;
   replay_status_ = "the last call replayed its recorded plan (no tracing)";
@@ -156,31 +184,38 @@ void CompiledState::ResetReplays() {
 }
 
 void CompiledState::NoteNotReplayable(const char* why) {
+  MutexLock lock(&mu_);
   if (replay_status_.empty()) replay_status_ = absl::StrCat("calls are traced and never replayed: ", why);  // once
 }
 
 void CompiledState::NoteReplayCandidate(std::vector<ArgGuard> guards, std::span<const Tensor> args,
-                                        std::span<const Tensor* const> results) {
+                                        std::span<const Tensor* const> results, TracedCall call) {
   ReplayCandidate candidate;
-  if (stats_.eager_calls > 0) {
+  if (call.eager || runs_eagerly()) {
     candidate.why_not = "the recompile limit was reached (calls run eagerly)";
   } else if (checks_numerics()) {
     candidate.why_not = "the numerics check traces every call";
-  } else if (last_graphs_.size() != 1 || last_breaks_ != 0) {
-    candidate.why_not = absl::StrCat("the call captured ", last_graphs_.size(), " graph(s) with ", last_breaks_,
+  } else if (!call.graph) {
+    candidate.why_not = absl::StrCat("the call captured ", call.graphs, " graph(s) with ", call.breaks,
                                      " graph break(s); only a single graph is replayed");
   } else {
-    candidate = MakeReplayCandidate(std::move(guards), args, results, last_graphs_[0], last_graphs_[0].input_tensors);
+    candidate = MakeReplayCandidate(std::move(guards), args, results, *call.graph, call.graph->input_tensors);
   }
-  // The inputs must not outlive the call (they may be large).
-  for (GraphRecord& r : last_graphs_) r.input_tensors.clear();
+  call.graph.reset();  // its input tensors
+  MutexLock lock(&mu_);
   if (!candidate.why_not.empty()) {
     replay_status_ = absl::StrCat("the last call was traced, and cannot be replayed: ", candidate.why_not);
     replay_pending_.reset();
     return;
   }
   if (replay_pending_ && SameReplay(*replay_pending_, candidate.entry)) {
-    if (static_cast<int>(replays_.size()) < options_.recompile_limit) replays_.push_back(std::move(candidate.entry));
+    // Another thread may have confirmed the same entry since this call looked.
+    const bool known = std::any_of(replays_.begin(), replays_.end(), [&](const auto& e) {
+      return SameReplay(*e, candidate.entry);
+    });
+    if (!known && static_cast<int>(replays_.size()) < options_.recompile_limit) {
+      replays_.push_back(std::make_shared<const ReplayEntry>(std::move(candidate.entry)));
+    }
     replay_pending_.reset();
     replay_status_ = "the last call was traced and confirmed the one before: calls like it now replay";
     return;
@@ -189,7 +224,23 @@ void CompiledState::NoteReplayCandidate(std::vector<ArgGuard> guards, std::span<
   replay_status_ = "the last call was traced (a second call like it makes it replay)";
 }
 
+std::vector<KernelInfo> CompiledState::last_kernels() const {
+  MutexLock lock(&mu_);
+  return last_kernels_;
+}
+
+std::vector<KernelNumerics> CompiledState::last_numerics() const {
+  MutexLock lock(&mu_);
+  return last_numerics_;
+}
+
+CompileStats CompiledState::stats() const {
+  MutexLock lock(&mu_);
+  return stats_;
+}
+
 std::string CompiledState::Explain() const {
+  MutexLock lock(&mu_);
   std::string out = absl::StrCat("compiled function: ", stats_.calls, " call(s); last call captured ", last_graphs_.size(),
                                  " graph(s), ", last_breaks_, " graph break(s), ", last_kernels_.size(),
                                  " kernel launch(es)\n");
@@ -198,7 +249,7 @@ std::string CompiledState::Explain() const {
     absl::StrAppend(&out, "replay: ", stats_.replays, " call(s) replayed, ", replays_.size(), " recorded; ",
                     replay_status_, "\n");
   }
-  if (runs_eagerly()) {
+  if (RunsEagerlyLocked()) {
     absl::StrAppend(&out, "recompile limit (", options_.recompile_limit, ") reached: ", stats_.eager_calls,
                     " call(s) ran eagerly since\n");
   }
@@ -242,6 +293,9 @@ std::string CompiledState::Explain() const {
   return out;
 }
 
-std::string CompiledState::ExplainDot() const { return RenderDot(last_graphs_, last_empty_breaks_); }
+std::string CompiledState::ExplainDot() const {
+  MutexLock lock(&mu_);
+  return RenderDot(last_graphs_, last_empty_breaks_);
+}
 
 }  // namespace fusebox::frontend

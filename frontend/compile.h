@@ -3,6 +3,14 @@
 // fetched from the cache, and run. The function is traced again on every call
 // (C++ has no bytecode to guard on); tracing only records nodes, and the
 // captured graph's structure finds the compiled plan in the cache.
+//
+// Threads: a compiled function may be called from several threads at once
+// (as a torch.compile'd module). Each call traces the function on its own
+// thread (the capture is thread-local) and runs its kernels there, in
+// parallel with other calls; only the bookkeeping the calls share (stats,
+// seen shapes and dynamic dims, the last call's graphs, replay entries) is
+// under a lock. kernels(), explain(), numerics() and stats() may be read
+// while other threads call: they return copies of the latest finished call.
 #pragma once
 
 #include <functional>
@@ -19,6 +27,7 @@
 #include "frontend/graph_record.h"
 #include "frontend/replay.h"
 #include "fusion/dynamic_shapes.h"
+#include "tensor/mutex.h"
 
 namespace fusebox {
 
@@ -76,6 +85,15 @@ class CompiledState;
 // Whether a compiled function's capture is running on this thread.
 bool CapturingNow();
 
+// What one traced call captured, for its NoteReplayCandidate: that call's
+// own graphs, not whatever another thread's call left as the last ones.
+struct TracedCall {
+  bool eager = false;  // it ran eagerly (the recompile limit)
+  size_t graphs = 0;
+  int64_t breaks = 0;
+  std::optional<GraphRecord> graph;  // with replay on and a single graph: it, with its input tensors
+};
+
 // One call of a compiled function: installs the capture, and at Finish()
 // flushes it. Destroyed unfinished (the function threw), it drops the capture.
 // Past the recompile limit it captures nothing: the function runs eagerly.
@@ -88,7 +106,8 @@ class CallScope {
   void NoteArguments(const Args&... args) {
     (NoteArgument(args), ...);
   }
-  void Finish(const std::source_location& loc);
+  // Returns what the call captured (CompiledState::EndCall).
+  TracedCall Finish(const std::source_location& loc);
 
  private:
   void NoteArgument(const Tensor& t);
@@ -98,75 +117,82 @@ class CallScope {
   std::unique_ptr<CaptureSession> session_;
 };
 
-// State shared by all copies of one compiled function.
+// State shared by all copies of one compiled function, and by the threads
+// calling it: every member but options_ is guarded by mu_. Calls trace and
+// run outside the lock; they take it to read or record the bookkeeping.
 class CompiledState {
  public:
   explicit CompiledState(CompileOptions options) : options_(std::move(options)) {}
-  const CompileOptions& options() const { return options_; }
+  const CompileOptions& options() const { return options_; }  // never changes
   // check_numerics, from the options or FUSEBOX_CHECK_NUMERICS.
   bool checks_numerics() const;
   // Past the recompile limit: calls run eagerly.
-  bool runs_eagerly() const { return static_cast<int>(recompiles_.size()) >= options_.recompile_limit; }
+  bool runs_eagerly() const;
   // The input dims of this call's `graph`-th graph to keep dynamic; notes
   // the sizes seen (automatic dynamic).
   std::vector<fusion::InputDim> DynamicDims(size_t graph, const std::vector<Tensor>& inputs);
-  // The last call's `graph`-th graph, or null.
-  const GraphRecord* LastGraph(size_t graph) const {
-    return graph < last_graphs_.size() ? &last_graphs_[graph] : nullptr;
-  }
+  // What a capture follows of the last call's `graph`-th graph (empty: none).
+  LastGraphInfo LastGraph(size_t graph) const;
   // Records what a finished call ran (`session` null: it ran eagerly).
-  void EndCall(CaptureSession* session);
+  TracedCall EndCall(CaptureSession* session);
 
   // CompileOptions::replay: the recorded plan these arguments run, or null
-  // (`tensors[k]`: argument k's tensor, null for a number).
+  // (`tensors[k]`: argument k's tensor, null for a number). Entries are
+  // immutable and shared: one stays valid while it runs.
   template <typename... Args>
-  const ReplayEntry* FindReplay(std::span<const Tensor* const> tensors, const Args&... args) const {
-    for (const ReplayEntry& e : replays_) {
+  std::shared_ptr<const ReplayEntry> FindReplay(std::span<const Tensor* const> tensors, const Args&... args) const {
+    MutexLock lock(&mu_);
+    for (const std::shared_ptr<const ReplayEntry>& e : replays_) {
       size_t k = 0;
-      if (e.guards.size() == sizeof...(Args) && (Matches(e.guards[k++], args) && ...) &&
-          AliasesMatch(e.guards, tensors)) {
-        return &e;
+      if (e->guards.size() == sizeof...(Args) && (Matches(e->guards[k++], args) && ...) &&
+          AliasesMatch(e->guards, tensors)) {
+        return e;
       }
     }
     return nullptr;
   }
   // Runs `entry` for a call (`args[k]`: argument k's tensor, null for a number).
-  std::vector<Tensor> Replay(const ReplayEntry& entry, std::span<const Tensor* const> args);
+  std::vector<Tensor> Replay(std::shared_ptr<const ReplayEntry> entry, std::span<const Tensor* const> args);
   // After a traced call (EndCall): records it as replayable once a second
   // call confirms it, or notes why it is not.
   void NoteReplayCandidate(std::vector<ArgGuard> guards, std::span<const Tensor> args,
-                           std::span<const Tensor* const> results);
+                           std::span<const Tensor* const> results, TracedCall call);
   // A call whose types a replay cannot guard or rebuild: explain() says why.
   void NoteNotReplayable(const char* why);
   // Forgets every recorded and pending replay: the next calls trace again.
   void ResetReplays();
 
-  const std::vector<KernelInfo>& last_kernels() const { return last_kernels_; }
-  const std::vector<KernelNumerics>& last_numerics() const { return last_numerics_; }
+  // Copies: another thread's call may replace them at any time.
+  std::vector<KernelInfo> last_kernels() const;
+  std::vector<KernelNumerics> last_numerics() const;
   std::string Explain() const;
   std::string ExplainDot() const;
-  int64_t calls() const { return stats_.calls; }
-  const CompileStats& stats() const { return stats_; }
+  CompileStats stats() const;
 
  private:
-  CompileOptions options_;
-  std::vector<KernelInfo> last_kernels_;  // rebuilt only when the call's plans change
-  std::vector<KernelNumerics> last_numerics_;
-  std::vector<GraphRecord> last_graphs_;
-  std::vector<EmptyBreakRecord> last_empty_breaks_;
-  int64_t last_breaks_ = 0;  // every break of the last call, with or without a graph before it
-  CompileStats stats_;
-  std::vector<std::string> recompiles_;  // why each recompile happened, oldest first
+  bool RunsEagerlyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int>(recompiles_.size()) >= options_.recompile_limit;
+  }
+
+  const CompileOptions options_;
+  mutable Mutex mu_;
+  std::vector<KernelInfo> last_kernels_ ABSL_GUARDED_BY(mu_);  // rebuilt only when the call's plans change
+  std::vector<KernelNumerics> last_numerics_ ABSL_GUARDED_BY(mu_);
+  std::vector<GraphRecord> last_graphs_ ABSL_GUARDED_BY(mu_);
+  std::vector<EmptyBreakRecord> last_empty_breaks_ ABSL_GUARDED_BY(mu_);
+  int64_t last_breaks_ ABSL_GUARDED_BY(mu_) = 0;  // every break of the last call, with or without a graph before it
+  CompileStats stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> recompiles_ ABSL_GUARDED_BY(mu_);  // why each recompile happened, oldest first
   // Automatic dynamic, per graph of a call: the input shapes last seen, and
   // the dims seen with two sizes.
-  std::vector<std::vector<Shape>> seen_shapes_;
-  std::vector<std::vector<fusion::InputDim>> dynamic_dims_;
+  std::vector<std::vector<Shape>> seen_shapes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<fusion::InputDim>> dynamic_dims_ ABSL_GUARDED_BY(mu_);
   // CompileOptions::replay: confirmed entries (at most recompile_limit), the
   // last traced call's entry waiting for a confirming call, and the last
   // call's status for explain().
-  std::vector<ReplayEntry> replays_;
-  std::optional<ReplayEntry> replay_pending_;
-  std::string replay_status_;
+  std::vector<std::shared_ptr<const ReplayEntry>> replays_ ABSL_GUARDED_BY(mu_);
+  std::optional<ReplayEntry> replay_pending_ ABSL_GUARDED_BY(mu_);
+  std::string replay_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace frontend
@@ -201,8 +227,9 @@ class CompiledFunction {
     }
   }
 
-  // The kernels launched by the last call, in order.
-  const std::vector<KernelInfo>& kernels() const { return state_->last_kernels(); }
+  // The kernels launched by the last call, in order. (Copies, like
+  // numerics() and stats(): safe while other threads call the function.)
+  std::vector<KernelInfo> kernels() const { return state_->last_kernels(); }
   // Graphs captured by the last call, their ops and kernels, and why each ended.
   std::string explain() const { return state_->Explain(); }
   // explain() as a Graphviz digraph (`dot -Tsvg`): a cluster per graph with
@@ -211,9 +238,9 @@ class CompiledFunction {
   std::string explain_dot() const { return state_->ExplainDot(); }
   // check_numerics: per kernel of the last call, how far its stored values
   // are from the same ops run unfused; empty when the check is off.
-  const std::vector<KernelNumerics>& numerics() const { return state_->last_numerics(); }
+  std::vector<KernelNumerics> numerics() const { return state_->last_numerics(); }
   // Counters since creation: calls, graphs, graph_breaks, plan_compiles, ...
-  const CompileStats& stats() const { return state_->stats(); }
+  CompileStats stats() const { return state_->stats(); }
   // CompileOptions::replay: forgets the recorded plans, so the next calls
   // trace again (and re-read what the function reads besides its arguments,
   // e.g. after rebinding a global tensor: see frontend/replay.h).
@@ -229,8 +256,8 @@ class CompiledFunction {
   Result CallWithReplay(Args&&... args) {
     const Tensor* arg_tensors[] = {TensorOrNull(args)..., nullptr};
     const std::span<const Tensor* const> arg_span(arg_tensors, sizeof...(Args));
-    if (const frontend::ReplayEntry* entry = state_->FindReplay(arg_span, args...)) {
-      return frontend::ReplayResult<Result>::Make(state_->Replay(*entry, arg_span));
+    if (std::shared_ptr<const frontend::ReplayEntry> entry = state_->FindReplay(arg_span, args...)) {
+      return frontend::ReplayResult<Result>::Make(state_->Replay(std::move(entry), arg_span));
     }
     std::vector<frontend::ArgGuard> guards{frontend::GuardOf(args)...};
     frontend::NoteAliases(arg_span, guards);
@@ -238,10 +265,10 @@ class CompiledFunction {
     frontend::CallScope scope(state_.get());
     scope.NoteArguments(args...);
     Result result = std::invoke(fn_, std::forward<Args>(args)...);
-    scope.Finish(std::source_location::current());
+    frontend::TracedCall call = scope.Finish(std::source_location::current());
     std::vector<const Tensor*> results;
     frontend::ReplayResult<Result>::Collect(result, &results);
-    state_->NoteReplayCandidate(std::move(guards), tensors, results);
+    state_->NoteReplayCandidate(std::move(guards), tensors, results, std::move(call));
     return result;
   }
 

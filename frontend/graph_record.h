@@ -63,6 +63,16 @@ struct GraphRecord {
   std::vector<graph::NodeId> output_nodes;
 };
 
+// What the next call's capture takes of the last call's graph: the trace to
+// follow, and the plan to run when it repeats that graph with the same
+// dynamic dims. A copy (shared pointers), so another thread's call can
+// replace the record while this call follows it.
+struct LastGraphInfo {
+  std::shared_ptr<const graph::Trace> trace;
+  std::vector<fusion::InputDim> dynamic;
+  std::shared_ptr<const backend::Executable> executable;
+};
+
 // A graph break that ended no graph: nothing had been captured since the
 // previous one (e.g. sort() of the function's input). explain() still lists
 // it and stats() counts it.

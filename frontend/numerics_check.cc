@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
+#include "tensor/mutex.h"
 #include "frontend/capture.h"
 #include "fusion/pipeline.h"
 #include "spdlog/spdlog.h"
@@ -56,15 +56,15 @@ graph::Graph WidenHalfFloats(const graph::Graph& g) {
 // The unfused executable for `wide`, compiled once per graph (a debug mode:
 // the cache is never trimmed).
 std::shared_ptr<const backend::Executable> Reference(const graph::Graph& wide) {
-  static absl::Mutex mu;
+  static fusebox::Mutex mu;
   static auto* cache = new absl::flat_hash_map<graph::Graph, std::shared_ptr<const backend::Executable>>();
   {
-    absl::MutexLock lock(&mu);
+    fusebox::MutexLock lock(&mu);
     if (auto it = cache->find(wide); it != cache->end()) return it->second;
   }
   std::shared_ptr<const backend::Executable> exe =
       ValueOrThrow(backend::Executable::Compile(fusion::BuildPlan(wide, {}, {.fuse = false})));
-  absl::MutexLock lock(&mu);
+  fusebox::MutexLock lock(&mu);
   return cache->emplace(wide, std::move(exe)).first->second;
 }
 

@@ -10,7 +10,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "tensor/mutex.h"
 #include "frontend/capture.h"
 
 namespace fusebox {
@@ -115,7 +115,7 @@ Tensor NonzeroIndices(const Tensor& src) {
 // Names of the live CustomOps. Never destroyed: a static CustomOp may be
 // destroyed after it.
 struct Registry {
-  absl::Mutex mu;
+  fusebox::Mutex mu;
   absl::flat_hash_set<std::string> names ABSL_GUARDED_BY(mu);
 };
 Registry& GetRegistry() {
@@ -154,7 +154,7 @@ struct CustomOp::Registration {
   Fn fn;
   ~Registration() {
     Registry& registry = GetRegistry();
-    absl::MutexLock lock(&registry.mu);
+    fusebox::MutexLock lock(&registry.mu);
     registry.names.erase(name);
   }
 };
@@ -166,7 +166,7 @@ CustomOp::CustomOp(std::string name, Fn fn) {
                  "const std::vector<Tensor>& and returning std::vector<Tensor>");
   Registry& registry = GetRegistry();
   {
-    absl::MutexLock lock(&registry.mu);
+    fusebox::MutexLock lock(&registry.mu);
     FUSEBOX_ENSURE(registry.names.insert(name).second, "CustomOp '", name,
                    "': an op with this name is already registered; give each custom op its own name, or "
                    "share one CustomOp object (copies of it keep the name)");

@@ -5,7 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
+#include "tensor/mutex.h"
 #include "backend/executable.h"
 #include "frontend/numerics_check.h"
 #include "fusion/dynamic_shapes.h"
@@ -39,7 +39,7 @@ struct SymbolicEntry {
 };
 
 struct PlanCache {
-  absl::Mutex mu;
+  fusebox::Mutex mu;
   absl::flat_hash_map<graph::Graph, std::shared_ptr<const backend::Executable>> plans ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<SymbolicPlanKey, SymbolicEntry> symbolic ABSL_GUARDED_BY(mu);
   RuntimeStats stats ABSL_GUARDED_BY(mu);
@@ -109,7 +109,7 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
   std::vector<InputDim> dynamic(options.dynamic.begin(), options.dynamic.end());
   if (options.known_plan) {
     exe = options.known_plan;
-    absl::MutexLock lock(&cache.mu);
+    fusebox::MutexLock lock(&cache.mu);
     ++cache.stats.plan_cache_hits;
     result.plan_cache_hit = true;
   }
@@ -117,7 +117,7 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
     const fusion::DimSymbols symbols = fusion::FindDimSymbols(graph, dynamic);
     if (symbols.empty()) {
       {
-        absl::MutexLock lock(&cache.mu);
+        fusebox::MutexLock lock(&cache.mu);
         if (auto it = cache.plans.find(graph); it != cache.plans.end()) {
           exe = it->second;
           ++cache.stats.plan_cache_hits;
@@ -126,7 +126,7 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
         }
       }
       exe = CompilePlan(fusion::BuildPlan(graph), &result);
-      absl::MutexLock lock(&cache.mu);
+      fusebox::MutexLock lock(&cache.mu);
       cache.plans.emplace(graph, exe);
       ++cache.stats.plan_compiles;
       break;
@@ -134,7 +134,7 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
     SymbolicPlanKey key{fusion::SymbolicKey(graph, symbols), fusion::NeedsIndex64(graph)};
     SymbolicEntry entry;
     {
-      absl::MutexLock lock(&cache.mu);
+      fusebox::MutexLock lock(&cache.mu);
       if (auto it = cache.symbolic.find(key); it != cache.symbolic.end()) entry = it->second;
     }
     if (!entry.exe && entry.keep_static.empty()) {
@@ -146,11 +146,11 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
         spdlog::debug("dynamic shapes: {} dim(s) stay compiled in (the kernels depend on their sizes)",
                       entry.keep_static.size());
       }
-      absl::MutexLock lock(&cache.mu);
+      fusebox::MutexLock lock(&cache.mu);
       cache.symbolic.emplace(std::move(key), entry);
       if (entry.exe) ++cache.stats.plan_compiles;
     } else if (entry.exe) {
-      absl::MutexLock lock(&cache.mu);
+      fusebox::MutexLock lock(&cache.mu);
       ++cache.stats.plan_cache_hits;
       result.plan_cache_hit = true;
     }
@@ -173,7 +173,7 @@ std::vector<Tensor> RunPlan(const backend::Executable& exe, absl::Span<const Ten
 }
 
 RuntimeStats GetRuntimeStats() {
-  absl::MutexLock lock(&Cache().mu);
+  fusebox::MutexLock lock(&Cache().mu);
   return Cache().stats;
 }
 

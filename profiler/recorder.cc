@@ -10,7 +10,7 @@ namespace fusebox::profiler {
 namespace {
 
 struct Active {
-  absl::Mutex mu;
+  fusebox::Mutex mu;
   std::shared_ptr<Session> session ABSL_GUARDED_BY(mu);
 };
 
@@ -21,7 +21,7 @@ Active& GetActive() {
 
 std::shared_ptr<Session> ActiveSession() {
   Active& active = GetActive();
-  absl::MutexLock lock(&active.mu);
+  fusebox::MutexLock lock(&active.mu);
   return active.session;
 }
 
@@ -40,7 +40,7 @@ int ThreadIndex() {
 
 absl::Status Activate(std::shared_ptr<Session> session) {
   Active& active = GetActive();
-  absl::MutexLock lock(&active.mu);
+  fusebox::MutexLock lock(&active.mu);
   if (active.session) {
     return absl::FailedPreconditionError(
         "a fusebox::Profiler is already recording and only one records at a time; stop() or destroy it "
@@ -53,7 +53,7 @@ absl::Status Activate(std::shared_ptr<Session> session) {
 
 void Deactivate(const Session* session) {
   Active& active = GetActive();
-  absl::MutexLock lock(&active.mu);
+  fusebox::MutexLock lock(&active.mu);
   if (active.session.get() != session) return;
   active.session.reset();
   internal::recording.store(false, std::memory_order_relaxed);
@@ -76,7 +76,7 @@ double Session::NowUs() const {
 }
 
 absl::StatusOr<CUevent> Session::DeviceBase(int device) {
-  absl::MutexLock lock(&mu_);
+  fusebox::MutexLock lock(&mu_);
   if (auto it = bases_.find(device); it != bases_.end()) return it->second.event;
   cuda::Driver& driver = cuda::Driver::Get();
   // An idle device runs the event as soon as it is recorded: host and device
@@ -93,13 +93,13 @@ absl::StatusOr<CUevent> Session::DeviceBase(int device) {
 }
 
 void Session::Add(ProfilerEvent event, int device, CUevent start, CUevent end) {
-  absl::MutexLock lock(&mu_);
+  fusebox::MutexLock lock(&mu_);
   if (start != nullptr) pending_.push_back({.index = events_.size(), .device = device, .start = start, .end = end});
   events_.push_back(std::move(event));
 }
 
 absl::StatusOr<std::vector<ProfilerEvent>> Session::Events() {
-  absl::MutexLock lock(&mu_);
+  fusebox::MutexLock lock(&mu_);
   absl::Status status;
   for (const Pending& p : pending_) {
     cuda::Driver& driver = cuda::Driver::Get();

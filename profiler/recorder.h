@@ -15,7 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "tensor/mutex.h"
 #include "profiler/profiler.h"
 #include "tensor/device.h"
 
@@ -57,7 +57,7 @@ class Session {
   };
   const std::chrono::steady_clock::time_point start_;
   std::atomic<int64_t> next_id_{0};
-  absl::Mutex mu_;
+  fusebox::Mutex mu_;
   std::vector<ProfilerEvent> events_ ABSL_GUARDED_BY(mu_);
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, Base> bases_ ABSL_GUARDED_BY(mu_);

@@ -69,12 +69,23 @@ int RunProcess(const std::vector<std::string>& args, const std::string& log_path
 
 }  // namespace
 
+// A sanitized fusebox (-DFUSEBOX_SANITIZE) compiles its kernels with the same
+// sanitizers: the process has their runtime, and a kernel that reads out of
+// bounds is reported like any other code. The flags are part of the command,
+// so of the cache key: sanitized and plain kernels never mix.
+#ifndef FUSEBOX_KERNEL_SANITIZE_FLAGS
+#define FUSEBOX_KERNEL_SANITIZE_FLAGS ""
+#endif
+
 std::vector<std::string> HostCompilerArgs() {
   // $CXX may name a launcher and a compiler ("ccache g++"), as make allows.
   std::vector<std::string> args = absl::StrSplit(Compiler(), ' ', absl::SkipWhitespace());
   // -fno-math-errno lets sqrt vectorize; IEEE results are unchanged.
   for (const char* flag : {"-O3", "-march=native", "-fno-math-errno", "-std=c++17", "-shared", "-fPIC", "-w"}) {
     args.push_back(flag);
+  }
+  for (absl::string_view flag : absl::StrSplit(FUSEBOX_KERNEL_SANITIZE_FLAGS, ' ', absl::SkipWhitespace())) {
+    args.emplace_back(flag);
   }
   return args;
 }

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "tensor/mutex.h"
 #include "backend/cuda/driver.h"
 #include "spdlog/spdlog.h"
 
@@ -36,7 +36,7 @@ struct CachingAllocator::Impl {
   explicit Impl(int device) : device(device) {}
 
   const int device;
-  mutable absl::Mutex mu;
+  mutable fusebox::Mutex mu;
   std::multimap<size_t, CUdeviceptr> free_blocks ABSL_GUARDED_BY(mu);       // size -> block
   absl::flat_hash_map<CUdeviceptr, size_t> in_use ABSL_GUARDED_BY(mu);      // block -> size
   AllocatorStats stats ABSL_GUARDED_BY(mu);
@@ -70,9 +70,9 @@ struct CachingAllocator::Impl {
 CachingAllocator& CachingAllocator::ForDevice(int device) {
   // Allocators live for the whole process: tensors freed during static
   // destruction still return their blocks here.
-  static absl::Mutex mu;
+  static fusebox::Mutex mu;
   static auto* allocators = new std::map<int, std::unique_ptr<CachingAllocator>>();
-  absl::MutexLock lock(&mu);
+  fusebox::MutexLock lock(&mu);
   std::unique_ptr<CachingAllocator>& allocator = (*allocators)[device];
   if (allocator == nullptr) allocator.reset(new CachingAllocator(device));
   return *allocator;
@@ -83,7 +83,7 @@ CachingAllocator::CachingAllocator(int device) : impl_(new Impl(device)) {}
 absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
   size_t rounded = RoundSize(bytes);
-  absl::MutexLock lock(&impl_->mu);
+  fusebox::MutexLock lock(&impl_->mu);
   if (CUdeviceptr ptr = impl_->TakeCached(rounded, MaxReusableSize(rounded))) return ToPointer(ptr);
 
   absl::StatusOr<CUdeviceptr> ptr = Driver::Get().MemAlloc(impl_->device, rounded);
@@ -105,7 +105,7 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes) {
 
 void CachingAllocator::Free(void* ptr) {
   if (ptr == nullptr) return;
-  absl::MutexLock lock(&impl_->mu);
+  fusebox::MutexLock lock(&impl_->mu);
   auto it = impl_->in_use.find(ToDevicePtr(ptr));
   if (it == impl_->in_use.end()) {
     // Not ours, or freed twice: a fusebox bug. Free runs from destructors, so
@@ -121,12 +121,12 @@ void CachingAllocator::Free(void* ptr) {
 }
 
 void CachingAllocator::EmptyCache() {
-  absl::MutexLock lock(&impl_->mu);
+  fusebox::MutexLock lock(&impl_->mu);
   impl_->ReleaseCached();
 }
 
 AllocatorStats CachingAllocator::stats() const {
-  absl::MutexLock lock(&impl_->mu);
+  fusebox::MutexLock lock(&impl_->mu);
   return impl_->stats;
 }
 

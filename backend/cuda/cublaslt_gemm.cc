@@ -14,7 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "tensor/mutex.h"
 #include "backend/cuda/driver.h"
 #include "backend/tune.h"
 
@@ -138,11 +138,11 @@ struct DeviceState {
   void* workspace = nullptr;
 };
 
-absl::Mutex devices_mu;
+fusebox::Mutex devices_mu;
 absl::flat_hash_map<int, DeviceState>* devices ABSL_PT_GUARDED_BY(devices_mu) = new absl::flat_hash_map<int, DeviceState>;
 
 absl::StatusOr<DeviceState> StateFor(int device, const GemmProblem& p) {
-  absl::MutexLock lock(&devices_mu);
+  fusebox::MutexLock lock(&devices_mu);
   if (auto it = devices->find(device); it != devices->end()) return it->second;
   DeviceState state;
   absl::StatusOr<CUdeviceptr> workspace = Driver::Get().MemAlloc(device, kWorkspaceBytes);
@@ -335,16 +335,16 @@ absl::StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> Candidates(cublasLt
 struct Prepared {
   Descriptors desc;
   Choice choice;
-  absl::Mutex mu;
+  fusebox::Mutex mu;
 };
 
-absl::Mutex prepared_mu;
+fusebox::Mutex prepared_mu;
 absl::flat_hash_map<ChoiceKey, std::unique_ptr<Prepared>>* prepared ABSL_PT_GUARDED_BY(prepared_mu) =
     new absl::flat_hash_map<ChoiceKey, std::unique_ptr<Prepared>>;
 
 // The problem's entry, or null before its first call.
 Prepared* FindPrepared(const ChoiceKey& key) {
-  absl::MutexLock lock(&prepared_mu);
+  fusebox::MutexLock lock(&prepared_mu);
   auto it = prepared->find(key);
   return it == prepared->end() ? nullptr : it->second.get();
 }
@@ -367,7 +367,7 @@ absl::StatusOr<Prepared*> Prepare(int device, const GemmProblem& p, const Cublas
     pick = *fastest;
   }
   entry->choice = Choice{(*results)[pick].algo, (*results)[pick].workspaceSize};
-  absl::MutexLock lock(&prepared_mu);
+  fusebox::MutexLock lock(&prepared_mu);
   // A racing thread may have prepared the same problem: keep the first.
   auto [it, inserted] = prepared->try_emplace(KeyFor(device, p, align), std::move(entry));
   return it->second.get();
@@ -398,7 +398,7 @@ absl::Status CublasLtGemm(int device, const GemmProblem& p, const void* a, const
     if (!made.ok()) return made.status();
     entry = *made;
   }
-  absl::MutexLock lock(&entry->mu);
+  fusebox::MutexLock lock(&entry->mu);
   if (has_bias) FUSEBOX_LT(SetDesc(entry->desc.matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias), p);
   return RunWith(state->handle, entry->desc, operands, &entry->choice.algo, state->workspace,
                  entry->choice.workspace_bytes, p);

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "tensor/mutex.h"
 #include "spdlog/spdlog.h"
 
 namespace fusebox::cuda {
@@ -63,7 +63,7 @@ struct Driver::Api : ErrorText {
   decltype(&::cuEventDestroy) event_destroy = nullptr;
 
   std::vector<CUdevice> devices;     // by ordinal, filled at load
-  absl::Mutex mu;                    // guards contexts
+  fusebox::Mutex mu;                    // guards contexts
   std::vector<CUcontext> contexts;   // retained primary contexts, null until used
 };
 
@@ -249,7 +249,7 @@ absl::Status Driver::SetDevice(int device) {
 
   CUcontext context = nullptr;
   {
-    absl::MutexLock lock(&api_->mu);
+    fusebox::MutexLock lock(&api_->mu);
     context = api_->contexts[device];
     if (context == nullptr) {
       if (CUresult r = api_->primary_ctx_retain(&context, api_->devices[device]); r != CUDA_SUCCESS) {

@@ -33,7 +33,7 @@ int64_t GraphLaunchMaxElements() {
 }
 
 LaunchGraph::~LaunchGraph() {
-  absl::MutexLock lock(&mu_);
+  fusebox::MutexLock lock(&mu_);
   Destroy();
 }
 

@@ -18,7 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "tensor/mutex.h"
 #include "absl/types/span.h"
 #include "backend/cuda/driver.h"
 
@@ -58,7 +58,7 @@ class LaunchGraph {
   void Destroy() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int device_;
-  absl::Mutex mu_;
+  fusebox::Mutex mu_;
   CUgraph graph_ ABSL_GUARDED_BY(mu_) = nullptr;
   CUgraphExec exec_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::vector<CUgraphNode> nodes_ ABSL_GUARDED_BY(mu_);

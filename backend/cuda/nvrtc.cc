@@ -7,7 +7,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "backend/tune.h"
-#include "absl/synchronization/mutex.h"
+#include "tensor/mutex.h"
 
 namespace fusebox::cuda {
 namespace {
@@ -21,12 +21,12 @@ void DropTrailingNul(std::string& text) {
   while (!text.empty() && text.back() == '\0') text.pop_back();
 }
 
-absl::Mutex counters_mu;
+fusebox::Mutex counters_mu;
 NvrtcCounters counters ABSL_GUARDED_BY(counters_mu);
 
 void Count(std::chrono::steady_clock::time_point start) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  absl::MutexLock lock(&counters_mu);
+  fusebox::MutexLock lock(&counters_mu);
   if (counters.programs++ == 0) counters.first_ms = ms;
   counters.total_ms += ms;
 }
@@ -34,7 +34,7 @@ void Count(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 NvrtcCounters GetNvrtcCounters() {
-  absl::MutexLock lock(&counters_mu);
+  fusebox::MutexLock lock(&counters_mu);
   return counters;
 }
 

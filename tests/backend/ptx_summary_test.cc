@@ -98,7 +98,7 @@ TEST(PtxSummaryTest, ManualGeluMovesSixteenBytesPerThreadWithAScalarTail) {
   // prints no ptxas -v lines for a source it already compiled in the process.
   compiled(randn({1000, 1048}, Device::cpu(), FreshSeed()));
   ASSERT_EQ(compiled.kernels().size(), 1u);
-  const KernelInfo& k = compiled.kernels()[0];
+  const KernelInfo k = compiled.kernels()[0];
   ASSERT_TRUE(k.ptx_summary.has_value());
   const PtxSummary& s = *k.ptx_summary;
   // One input, one output, 4 consecutive floats per thread: one 16-byte
@@ -118,7 +118,7 @@ TEST(PtxSummaryTest, BlockReductionShufflesAndUsesSharedMemory) {
   compiled(randn({64, 8192}, Device::cpu(), FreshSeed()));
   ASSERT_EQ(compiled.kernels().size(), 1u);
   ASSERT_TRUE(compiled.kernels()[0].ptx_summary.has_value());
-  const PtxSummary& s = *compiled.kernels()[0].ptx_summary;
+  const PtxSummary s = *compiled.kernels()[0].ptx_summary;
   EXPECT_GT(s.shfl_sync, 0) << s.ToString();
   EXPECT_GE(s.shared_memory_bytes, 32 * 4) << s.ToString();  // one float per warp
   EXPECT_GT(s.registers, 0);

@@ -31,7 +31,7 @@ TEST(SourceHooksTest, DumpDirGetsEveryGeneratedSource) {
   compiled(randn({7, 13}, Device::cpu(), FreshSeed()));
   ::unsetenv("FUSEBOX_DUMP_DIR");
   ASSERT_EQ(compiled.kernels().size(), 1u);
-  const KernelInfo& k = compiled.kernels()[0];
+  const KernelInfo k = compiled.kernels()[0];
   EXPECT_EQ(Slurp(dir / (k.name + ".cc")), k.source);
   // The tests cross-compile CPU kernels for CUDA: that source is dumped too.
   EXPECT_NE(Slurp(dir / (k.name + ".cu")).find("__global__"), std::string::npos);

@@ -29,7 +29,7 @@ TEST(CudaTest, ManualGeluCompiledIsOneKernelAndMatchesReference) {
     Tensor y = compiled(x);
     EXPECT_EQ(y.device(), Device::cuda());
     ASSERT_EQ(compiled.kernels().size(), shape == Shape{0} ? 1u : 1u);
-    const KernelInfo& k = compiled.kernels()[0];
+    const KernelInfo k = compiled.kernels()[0];
     EXPECT_EQ(k.name, "poi_fused_add_mul_pow_tanh_0");
     EXPECT_THAT(k.ptx, HasSubstr(".entry poi_fused_add_mul_pow_tanh_0"));
     EXPECT_THAT(k.source, HasSubstr("__global__"));

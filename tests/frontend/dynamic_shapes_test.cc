@@ -71,7 +71,7 @@ TEST(DynamicShapesTest, DynamicKernelTakesItsIterationCountAsAnArgument) {
   Tensor x = randn({12, 72}, Device::cpu(), FreshSeed());
   compiled(x);
   ASSERT_EQ(compiled.kernels().size(), 1u);
-  const std::string& source = compiled.kernels()[0].source;
+  const std::string source = compiled.kernels()[0].source;
   // The C++ kernel loops over [begin, end) passed at run time; the size
   // appears nowhere in it, not even the comment.
   EXPECT_THAT(source, Not(HasSubstr("864")));

@@ -31,7 +31,7 @@ TEST(NumericsCheckTest, CorrectKernelsAreNotFlagged) {
     ASSERT_EQ(compiled.numerics().size(), compiled.kernels().size());
     ASSERT_GE(compiled.numerics().size(), 3u);
     for (size_t k = 0; k < compiled.numerics().size(); ++k) {
-      const KernelNumerics& n = compiled.numerics()[k];
+      const KernelNumerics n = compiled.numerics()[k];
       EXPECT_EQ(n.kernel, compiled.kernels()[k].name);
       EXPECT_FALSE(n.flagged) << n.kernel << ": " << n.worst;
       // float32: the same operations in the same order, up to contractions.

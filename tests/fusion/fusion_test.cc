@@ -66,7 +66,7 @@ TEST(FusionTest, ValueUsedTwiceIsComputedOnce) {
   });
   Tensor z = compiled(x);
   ASSERT_EQ(compiled.kernels().size(), 1u);
-  const std::string& src = compiled.kernels()[0].source;
+  const std::string src = compiled.kernels()[0].source;
   // One load of x and one exp in the kernel body: the shared value stays in a register.
   const std::string body = src.substr(src.find("extern \"C\""));
   auto count = [&](const std::string& what) {
