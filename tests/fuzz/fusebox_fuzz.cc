@@ -45,15 +45,9 @@ int main(int argc, char** argv) {
       }
       ++i;
     } else if (a == "--exclude") {
-      for (const std::string& c : std::vector<std::string>(absl::StrSplit(v, ','))) {
-        Exclusions& x = options.exclude;
-        bool* flag = c == "zero-size" ? &x.zero_size : c == "zero-dim" ? &x.zero_dim : c == "mixed-dtype" ? &x.mixed_dtype
-                     : c == "alias" ? &x.alias : c == "must-fail" ? &x.must_fail : c == "matmul" ? &x.matmul : nullptr;
-        if (!flag) {
-          std::fprintf(stderr, "unknown class '%s'\n", c.c_str());
-          return 2;
-        }
-        *flag = true;
+      if (!ParseExclusions(v, &options.exclude)) {
+        std::fprintf(stderr, "unknown class in '%s'\n", v);
+        return 2;
       }
       ++i;
     } else if (a == "--minimize") {

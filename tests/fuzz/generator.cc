@@ -157,7 +157,8 @@ class Generator {
       const int y = RecentFloat();
       if (y >= 0) return y;
     }
-    return InputLike(x, Int(0, static_cast<int>(rank)), 0.25, Chance(0.15), InputDType());
+    const int min_keep = opt_.exclude.zero_dim ? 1 : 0;
+    return InputLike(x, Int(std::min<int>(min_keep, rank), static_cast<int>(rank)), 0.25, Chance(0.15), InputDType());
   }
 
   // Proposes one step; keeps it if valid under every assignment (or, with
@@ -181,6 +182,9 @@ class Generator {
       } catch (const RefError&) {
         rejected_at = a;
       }
+    }
+    if (!fail && rejected_at < 0 && opt_.exclude.zero_size) {
+      for (int a = 0; a < kAssignments; ++a) rejected_at = refs_[a].back().numel() == 0 ? a : rejected_at;
     }
     if (fail && rejected_at == 0) {
       p_.must_fail = true;
@@ -261,6 +265,7 @@ class Generator {
       s->ints = {static_cast<int64_t>(Pick<DType>({DType::kFloat32, DType::kBFloat16, DType::kFloat16}))};
       if (opt_.exclude.mixed_dtype || !opt_.allow_16bit) s->ints = {static_cast<int64_t>(xr.dtype)};
     } else if (r < 72) {
+      if (rank == 0 && opt_.exclude.zero_dim) return false;
       BuildView(s, x, rank, wild);
       if (s->op < 0) return false;
     } else if (r < 87) {

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tensor/device.h"
 #include "tests/fuzz/check.h"
 
 namespace fusebox::fuzz {
@@ -132,6 +133,23 @@ RunSummary RunMany(uint64_t first, int64_t count, const std::vector<Mode>& modes
     }
   }
   return sum;
+}
+
+bool ParseExclusions(const std::string& list, Exclusions* out) {
+  for (const std::string& c : std::vector<std::string>(absl::StrSplit(list, ',', absl::SkipEmpty()))) {
+    bool* flag = c == "zero-size" ? &out->zero_size : c == "zero-dim" ? &out->zero_dim : c == "mixed-dtype" ? &out->mixed_dtype
+                 : c == "alias" ? &out->alias : c == "must-fail" ? &out->must_fail : c == "matmul" ? &out->matmul : nullptr;
+    if (!flag) return false;
+    *flag = true;
+  }
+  return true;
+}
+
+bool CudaAvailableInChild() {
+  bool available = false;
+  Forked([](int fd) { WriteLine(fd, cuda_available() ? "1" : "0"); },
+         [&](const std::string& line) { available = line == "1"; });
+  return available;
 }
 
 }  // namespace fusebox::fuzz

@@ -116,6 +116,8 @@ VE PowVE(VE a, VE b) {
   const double v = std::pow(a.v, b.v);
   if (std::isinf(a.e) || std::isinf(b.e)) return {v, kInf};
   if (a.e == 0 && b.e == 0) return {v, 0};
+  // A negative base: whether the rounded exponent is an integer decides NaN or not.
+  if (b.e > 0 && a.v - a.e < 0) return {v, kInf};
   double d = 0;
   for (double x : {a.v - a.e, a.v + a.e}) {
     for (double y : {b.v - b.e, b.v + b.e}) {

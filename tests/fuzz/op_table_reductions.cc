@@ -246,7 +246,9 @@ OpDef DimsReduce(const char* name, std::function<VE(const Row&)> f, bool needs_r
           [=](const Refs& a, const Step& s) {
             RequireFloat(a[0], name);
             if (needs_rows) RequireNonEmpty(a[0], s.ints, name);
-            return Reduce(a[0], s.ints, s.flag, out(a[0].dtype), f);
+            // Without dims the call is the full form (sum(x), argmax(x)), which keeps no dims.
+            const bool full_form = s.ints.empty() && (single_dim || std::string(name) == "sum" || std::string(name) == "mean");
+            return Reduce(a[0], s.ints, s.flag && !full_form, out(a[0].dtype), f);
           },
           [=](const Tensors& t, const Step& s) { return fb(t[0], s); },
           [=](const Names& n, const Ranks&, const Step& s) {

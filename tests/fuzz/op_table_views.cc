@@ -106,8 +106,16 @@ std::vector<OpDef> ViewOps() {
          return Reshape(a[0], target);
        },
        [](const Tensors& t, const Step& s) {
-         Dims target;
-         ReshapeTarget(FbShape(t[0]), s, &target);
+         // What the repro spells: an odd split asks for 2 x size/2, which fusebox must reject.
+         Dims target = FbShape(t[0]);
+         const int64_t d = s.ints[0];
+         if (d < 0 || d + (s.flag ? 0 : 1) >= t[0].dim()) return t[0].reshape({t[0].numel() + 1});
+         if (s.flag) {
+           target[d] /= 2;
+           target.insert(target.begin() + d, 2);
+         } else {
+           ReshapeTarget(FbShape(t[0]), s, &target);
+         }
          return t[0].reshape(ToShape(target));
        },
        [](const Names& n, const Ranks& r, const Step& s) {
