@@ -183,6 +183,9 @@ class Generator {
         rejected_at = a;
       }
     }
+    if (!fail && rejected_at < 0 && opt_.exclude.size1_reduction) {
+      for (int a = 0; a < kAssignments; ++a) rejected_at = RowSize(s, refs_[a][s.args[0]]) == 1 ? a : rejected_at;
+    }
     if (!fail && rejected_at < 0 && opt_.exclude.zero_size) {
       for (int a = 0; a < kAssignments; ++a) rejected_at = refs_[a].back().numel() == 0 ? a : rejected_at;
     }
@@ -195,6 +198,20 @@ class Generator {
       return false;
     }
     return true;
+  }
+  // Elements per row of a reduction or norm step (-1 for other ops).
+  static int64_t RowSize(const Step& s, const RefArray& x) {
+    const Category c = OpTable()[s.op].category;
+    if (c != Category::kReduce && c != Category::kNorm) return -1;
+    if (x.rank() == 0) return 1;
+    int64_t n = 1;
+    if (c == Category::kNorm) {
+      for (int64_t d = x.rank() - s.ints[0]; d < x.rank(); ++d) n *= x.shape[d];
+      return n;
+    }
+    if (s.ints.empty()) return x.numel();
+    for (int64_t d : s.ints) n *= x.shape[Wrap(d, x.rank())];
+    return n;
   }
   void Undo(size_t steps, size_t inputs, size_t vars, const std::array<std::vector<RefArray>, kAssignments>& refs) {
     p_.steps.resize(steps);

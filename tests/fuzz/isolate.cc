@@ -138,7 +138,8 @@ RunSummary RunMany(uint64_t first, int64_t count, const std::vector<Mode>& modes
 bool ParseExclusions(const std::string& list, Exclusions* out) {
   for (const std::string& c : std::vector<std::string>(absl::StrSplit(list, ',', absl::SkipEmpty()))) {
     bool* flag = c == "zero-size" ? &out->zero_size : c == "zero-dim" ? &out->zero_dim : c == "mixed-dtype" ? &out->mixed_dtype
-                 : c == "alias" ? &out->alias : c == "must-fail" ? &out->must_fail : c == "matmul" ? &out->matmul : nullptr;
+                 : c == "alias" ? &out->alias : c == "must-fail" ? &out->must_fail : c == "matmul" ? &out->matmul
+                 : c == "size1-reduction" ? &out->size1_reduction : nullptr;
     if (!flag) return false;
     *flag = true;
   }

@@ -12,20 +12,8 @@ namespace fusebox::fuzz {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-using Refs = std::vector<RefArray>;
-using Tensors = std::vector<Tensor>;
-using Names = std::vector<std::string>;
-using Ranks = std::vector<int64_t>;
 
-Shape ToShape(const Dims& d) { return Shape(d.begin(), d.end()); }
-std::vector<int64_t> ToVec(const Dims& d) { return std::vector<int64_t>(d.begin(), d.end()); }
 std::string Num(double x) { return absl::StrCat(x); }
-std::string List(const Dims& d) { return absl::StrCat("{", absl::StrJoin(d, ", "), "}"); }
-std::string Bool(bool b) { return b ? "true" : "false"; }
-
-void RequireFloat(const RefArray& x, const char* op) {
-  if (!IsFloating(x.dtype)) throw RefError(absl::StrCat(op, ": needs a floating tensor"));
-}
 
 // ------------------------------------------------------------- pointwise
 
@@ -188,17 +176,8 @@ VE CompareVE(int64_t k, VE a, VE b) {
   if (std::isnan(a.v) || std::isnan(b.v)) return {v, e > 0 && std::isinf(e) ? kInf : 0};
   return {v, (e > 0 && !(std::fabs(a.v - b.v) > e)) ? kInf : 0};
 }
-Tensor CompareFb(int64_t k, const Tensor& a, const Tensor& b) {
-  switch (k) {
-    case 0: return eq(a, b);
-    case 1: return ne(a, b);
-    case 2: return lt(a, b);
-    case 3: return le(a, b);
-    case 4: return gt(a, b);
-    default: return ge(a, b);
-  }
-}
-Tensor CompareFb(int64_t k, const Tensor& a, double b) {
+template <typename B>  // a Tensor or a double
+Tensor CompareFb(int64_t k, const Tensor& a, const B& b) {
   switch (k) {
     case 0: return eq(a, b);
     case 1: return ne(a, b);

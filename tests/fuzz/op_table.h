@@ -13,6 +13,11 @@
 
 namespace fusebox::fuzz {
 
+using Refs = std::vector<RefArray>;
+using Tensors = std::vector<Tensor>;
+using Names = std::vector<std::string>;
+using Ranks = std::vector<int64_t>;
+
 enum class Category { kUnary, kScalar, kBinary, kCompare, kCompareScalar, kWhere, kCast, kView, kReduce, kNorm, kMatmul };
 
 struct OpDef {

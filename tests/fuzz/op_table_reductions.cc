@@ -14,19 +14,12 @@ namespace fusebox::fuzz {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-using Refs = std::vector<RefArray>;
-using Tensors = std::vector<Tensor>;
-using Names = std::vector<std::string>;
-using Ranks = std::vector<int64_t>;
 using Row = std::vector<VE>;
 
 std::vector<int64_t> Vec(const Dims& d) { return std::vector<int64_t>(d.begin(), d.end()); }
 std::string List(const Dims& d) { return absl::StrCat("{", absl::StrJoin(d, ", "), "}"); }
 const char* Bool(bool b) { return b ? "true" : "false"; }
 
-void RequireFloat(const RefArray& x, const char* op) {
-  if (!IsFloating(x.dtype)) throw RefError(absl::StrCat(op, ": needs a floating tensor"));
-}
 double MaxErr(const Row& r) {
   double e = 0;
   for (const VE& x : r) e = std::max(e, x.e);
@@ -262,6 +255,20 @@ OpDef DimsReduce(const char* name, std::function<VE(const Row&)> f, bool needs_r
             return absl::StrCat(fn, "(", n[0], ", std::vector<int64_t>", List(s.ints), ", ", Bool(s.flag), ")");
           }};
 }
+// The normalized shape: x's trailing k sizes (padded with 1s where k > rank,
+// which the op must reject), and its spelling in a repro.
+Shape Trailing(const Tensor& x, int64_t k) {
+  Shape norm;
+  for (int64_t d = std::max<int64_t>(x.dim() - k, 0); d < x.dim(); ++d) norm.push_back(x.size(d));
+  while (static_cast<int64_t>(norm.size()) < k) norm.push_back(1);
+  return norm;
+}
+std::string TrailingSizes(const std::string& x, int64_t rank, int64_t k) {
+  std::vector<std::string> sizes;
+  for (int64_t d = rank - k; d < rank; ++d) sizes.push_back(absl::StrCat(x, ".size(", d, ")"));
+  return absl::StrCat("{", absl::StrJoin(sizes, ", "), "}");
+}
+
 DType Same(DType d) { return d; }
 DType Int64(DType) { return DType::kInt64; }
 
@@ -323,31 +330,18 @@ std::vector<OpDef> ReductionOps() {
        [](const Names& n, const Ranks&, const Step& s) { return absl::StrCat("log_softmax(", n[0], ", ", s.ints[0], ")"); }},
       // args {x, weight or -1, bias or -1}; ints[0]: trailing dims normalized; scalar: eps.
       {"layer_norm", Category::kNorm, [](const Refs& a, const Step& s) { return LayerNorm(a, s, false); },
-       [](const Tensors& t, const Step& s) {
-         const int64_t r = t[0].dim(), k = s.ints[0];
-         Shape norm;
-         for (int64_t d = std::max<int64_t>(r - k, 0); d < r; ++d) norm.push_back(t[0].size(d));
-         while (static_cast<int64_t>(norm.size()) < k) norm.push_back(1);
-         return layer_norm(t[0], norm, t[1], t[2], s.scalar);
-       },
+       [](const Tensors& t, const Step& s) { return layer_norm(t[0], Trailing(t[0], s.ints[0]), t[1], t[2], s.scalar); },
        [](const Names& n, const Ranks& r, const Step& s) {
-         std::vector<std::string> sizes;
-         for (int64_t d = r[0] - s.ints[0]; d < r[0]; ++d) sizes.push_back(absl::StrCat(n[0], ".size(", d, ")"));
-         return absl::StrCat("layer_norm(", n[0], ", {", absl::StrJoin(sizes, ", "), "}, ", n[1], ", ", n[2], ", ",
+         return absl::StrCat("layer_norm(", n[0], ", ", TrailingSizes(n[0], r[0], s.ints[0]), ", ", n[1], ", ", n[2], ", ",
                              s.scalar, ")");
        }},
       {"rms_norm", Category::kNorm, [](const Refs& a, const Step& s) { return LayerNorm(a, s, true); },
        [](const Tensors& t, const Step& s) {
-         const int64_t r = t[0].dim(), k = s.ints[0];
-         Shape norm;
-         for (int64_t d = std::max<int64_t>(r - k, 0); d < r; ++d) norm.push_back(t[0].size(d));
-         while (static_cast<int64_t>(norm.size()) < k) norm.push_back(1);
+         const Shape norm = Trailing(t[0], s.ints[0]);
          return s.scalar == 0 ? rms_norm(t[0], norm, t[1]) : rms_norm(t[0], norm, t[1], s.scalar);
        },
        [](const Names& n, const Ranks& r, const Step& s) {
-         std::vector<std::string> sizes;
-         for (int64_t d = r[0] - s.ints[0]; d < r[0]; ++d) sizes.push_back(absl::StrCat(n[0], ".size(", d, ")"));
-         return absl::StrCat("rms_norm(", n[0], ", {", absl::StrJoin(sizes, ", "), "}, ", n[1],
+         return absl::StrCat("rms_norm(", n[0], ", ", TrailingSizes(n[0], r[0], s.ints[0]), ", ", n[1],
                              s.scalar == 0 ? "" : absl::StrCat(", ", s.scalar), ")");
        }},
       {"matmul", Category::kMatmul, [](const Refs& a, const Step&) { return Matmul(a); },

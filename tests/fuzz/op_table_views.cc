@@ -10,10 +10,6 @@
 namespace fusebox::fuzz {
 namespace {
 
-using Refs = std::vector<RefArray>;
-using Tensors = std::vector<Tensor>;
-using Names = std::vector<std::string>;
-using Ranks = std::vector<int64_t>;
 
 Shape ToShape(const Dims& d) { return Shape(d.begin(), d.end()); }
 

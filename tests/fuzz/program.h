@@ -63,6 +63,7 @@ struct Exclusions {
   bool alias = false;         // no aliased replay arguments
   bool must_fail = false;     // no programs that must throw
   bool matmul = false;
+  bool size1_reduction = false;  // no reduction or norm whose rows have one element
 };
 
 struct GenOptions {

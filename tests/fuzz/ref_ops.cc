@@ -15,6 +15,10 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 double Floor(DType d) { return d == DType::kFloat16 ? 6e-8 : 1.2e-38; }
 }  // namespace
 
+void RequireFloat(const RefArray& x, const char* op) {
+  if (!IsFloating(x.dtype)) throw RefError(absl::StrCat(op, ": needs a floating tensor"));
+}
+
 void Finish(RefArray* out) {
   if (!IsFloating(out->dtype)) return;
   const double u = Roundoff(out->dtype) + 8 * kU32;

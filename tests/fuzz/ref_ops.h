@@ -18,6 +18,9 @@ struct VE {
   double v = 0, e = 0;
 };
 
+// Throws RefError unless x is floating (PyTorch rejects these ops on integers).
+void RequireFloat(const RefArray& x, const char* op);
+
 // Adds the output's rounding (dtype, plus float32 compute) to each bound;
 // values past half the dtype's range become unchecked (+inf bound).
 void Finish(RefArray* out);
