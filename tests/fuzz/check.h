@@ -49,7 +49,7 @@ RunSummary RunMany(uint64_t first, int64_t count, const std::vector<Mode>& modes
                    const GenOptions& options, bool verbose);
 
 std::string ProgramText(const Program& p);  // the steps, one per line, for logs
-// "zero-size,zero-dim,mixed-dtype,alias,must-fail,matmul,size1-reduction" into `out`; false on an unknown class.
+// "zero-size,zero-dim,mixed-dtype,alias,must-fail,matmul,size1-reduction,float-condition" into `out`; false on an unknown class.
 bool ParseExclusions(const std::string& list, Exclusions* out);
 // cuda_available(), asked in a child: a parent that initialized CUDA could not fork CUDA runs.
 bool CudaAvailableInChild();

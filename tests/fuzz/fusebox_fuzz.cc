@@ -1,6 +1,6 @@
 // fusebox_fuzz: long differential fuzz runs from the command line.
 //   fusebox_fuzz --seed 1 --count 10000 --device cuda --modes eager,compiled,cached,dynamic,auto-dynamic,replay
-//                [--minimize] [--exclude zero-size,zero-dim,mixed-dtype,alias,must-fail,matmul,size1-reduction] [--max-steps 6]
+//                [--minimize] [--exclude zero-size,zero-dim,mixed-dtype,alias,must-fail,matmul,size1-reduction,float-condition] [--max-steps 6]
 // Prints each finding (seed, mode, what failed), with --minimize a short C++
 // repro, and the clean programs per mode; exits 1 when anything was found.
 #include <cstdio>

@@ -22,6 +22,7 @@ GenOptions CiOptions() {
   o.exclude.zero_dim = true;    // 0-d views crash; 0-d tensors widen dimensioned ones
   o.exclude.alias = true;       // replay with aliased arguments
   o.exclude.size1_reduction = true;  // SIGILL: a size-1 reduction fused with a consumer of another tensor
+  o.exclude.float_condition = true;  // where() takes a float condition without an error
   return o;
 }
 
@@ -135,8 +136,12 @@ struct Regression {
 const Regression kRegressions[] = {
     {10, Mode::kEager, "", "softmax over a zero-size dim throws", false},
     {12, Mode::kEager, "", "SIGFPE: maximum of zero-size tensors", false},
-    {100, Mode::kEager, "zero-size,zero-dim,alias", "SIGILL: transpose of a 0-d tensor", false},
+    {7036, Mode::kEager, "zero-size,size1-reduction,float-condition", "SIGILL: transpose of a 0-d tensor", false},
     {217, Mode::kCompiled, "zero-size,zero-dim,alias", "SIGILL: compiled pow(0-d, sum over a size-1 dim)", false},
+    {5063, Mode::kEager, "zero-size,zero-dim,alias,size1-reduction", "where() with a float condition does not throw", false},
+    {7062, Mode::kEager, "zero-size,size1-reduction,float-condition", "a 0-d bf16 widens f16[1] to f32 in maximum", false},
+    {7162, Mode::kEager, "zero-size,size1-reduction,float-condition", "view of a 0-d tensor as [1] throws", false},
+    {7008, Mode::kReplay, "zero-size,size1-reduction,float-condition", "replay after aliased calls f(x, x) returns wrong values", false},
 };
 
 TEST(FuzzRegression, SeedsThatFoundBugs) {

@@ -271,7 +271,7 @@ class Generator {
       op("where");
       s->ints = {Int(0, 2)};
       s->scalar = Pick<double>({0, -1.5, 2});
-      s->args = {wild && Chance(0.3) ? x : cond, x};
+      s->args = {wild && !opt_.exclude.float_condition && Chance(0.3) ? x : cond, x};
       if (s->ints[0] == 0) {
         const int y = Partner(x, wild);
         if (y < 0) return false;

@@ -139,7 +139,8 @@ bool ParseExclusions(const std::string& list, Exclusions* out) {
   for (const std::string& c : std::vector<std::string>(absl::StrSplit(list, ',', absl::SkipEmpty()))) {
     bool* flag = c == "zero-size" ? &out->zero_size : c == "zero-dim" ? &out->zero_dim : c == "mixed-dtype" ? &out->mixed_dtype
                  : c == "alias" ? &out->alias : c == "must-fail" ? &out->must_fail : c == "matmul" ? &out->matmul
-                 : c == "size1-reduction" ? &out->size1_reduction : nullptr;
+                 : c == "size1-reduction" ? &out->size1_reduction
+                 : c == "float-condition" ? &out->float_condition : nullptr;
     if (!flag) return false;
     *flag = true;
   }

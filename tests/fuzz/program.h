@@ -64,6 +64,7 @@ struct Exclusions {
   bool must_fail = false;     // no programs that must throw
   bool matmul = false;
   bool size1_reduction = false;  // no reduction or norm whose rows have one element
+  bool float_condition = false;  // no where() with a float condition (must fail: PyTorch wants bool)
 };
 
 struct GenOptions {
