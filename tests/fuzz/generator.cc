@@ -12,6 +12,7 @@ namespace fusebox::fuzz {
 namespace {
 
 using Sizes = std::array<int64_t, kAssignments>;
+constexpr int64_t kMaxValueNumel = int64_t{1} << 16;
 
 class Generator {
  public:
@@ -33,6 +34,7 @@ class Generator {
     if (fail) {
       for (int attempt = 0; attempt < 60 && !p_.must_fail; ++attempt) Propose(true);
     }
+    if (p_.steps.empty()) AddInput({0}, dtype_);
     const int last = static_cast<int>(p_.steps.size()) - 1;
     p_.outputs = {last};
     if (!p_.must_fail && last > 0 && Chance(0.3)) {
@@ -91,6 +93,11 @@ class Generator {
     in.transposed = in.dims.size() >= 2 && Chance(0.2);
     const double r = std::uniform_real_distribution<double>(0, 1)(rng_);
     in.data = r < 0.6 ? 0 : r < 0.85 ? 1 : 2;
+    for (int a = 0; a < kAssignments; ++a) {
+      int64_t n = 1;
+      for (int d : in.dims) n *= d < 0 ? 1 : p_.sizes[d][a];
+      if (n > kMaxValueNumel) return -1;
+    }
     p_.inputs.push_back(in);
     Step s;
     s.op = kInputOp;
@@ -174,14 +181,23 @@ class Generator {
     p_.steps.push_back(s);
     const auto& op = OpTable()[s.op];
     int rejected_at = -1;
-    for (int a = 0; a < kAssignments && rejected_at < 0; ++a) {
+    bool too_big = false;
+    for (int a = 0; a < kAssignments && rejected_at < 0 && !too_big; ++a) {
       std::vector<RefArray> args;
       for (int v : s.args) args.push_back(v < 0 ? RefArray{} : refs_[a][v]);
       try {
         refs_[a].push_back(op.ref(args, s));
+        // Small values keep programs fast (and the reference's memory bounded).
+        too_big = refs_[a].back().numel() > kMaxValueNumel || refs_[a].back().rank() > 6;
       } catch (const RefError&) {
         rejected_at = a;
+      } catch (const TooBig&) {
+        too_big = true;
       }
+    }
+    if (too_big) {
+      Undo(steps_before, inputs_before, vars_before, before);
+      return false;
     }
     if (!fail && rejected_at < 0 && opt_.exclude.size1_reduction) {
       for (int a = 0; a < kAssignments; ++a) rejected_at = RowSize(s, refs_[a][s.args[0]]) == 1 ? a : rejected_at;

@@ -31,6 +31,8 @@ bool StillSameKind(const Program& p) {
     }
   } catch (const RefError&) {
     return false;
+  } catch (const TooBig&) {
+    return false;
   }
   try {
     Reference(p, Data(p, 0));

@@ -20,6 +20,13 @@ struct RefError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What the reference throws for a value too large to be worth fuzzing (the
+// generator drops such steps; PyTorch would not fail).
+struct TooBig : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+inline constexpr int64_t kMaxRefNumel = int64_t{1} << 20;
+
 using Dims = std::vector<int64_t>;
 
 struct RefArray {

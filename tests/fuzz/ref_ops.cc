@@ -37,6 +37,7 @@ void Finish(RefArray* out) {
 RefArray Map(const std::vector<const RefArray*>& xs, DType out, const std::function<VE(const VE*)>& f) {
   Dims shape;
   for (const RefArray* x : xs) shape = BroadcastShapes(shape, x->shape);
+  if (Numel(shape) > kMaxRefNumel) throw TooBig("broadcast result too large");
   std::vector<RefArray> ex;
   for (const RefArray* x : xs) ex.push_back(Expand(*x, shape));
   RefArray y = MakeArray(shape, out);
