@@ -1,6 +1,6 @@
 // fusebox_fuzz: long differential fuzz runs from the command line.
 //   fusebox_fuzz --seed 1 --count 10000 --device cuda --modes eager,compiled,cached,dynamic,auto-dynamic,replay
-//                [--minimize] [--exclude zero-size,zero-dim,mixed-dtype,alias,must-fail,matmul,size1-reduction,float-condition] [--max-steps 6]
+//                [--minimize] [--palette 1,2,3,5] [--exclude zero-size,zero-dim,mixed-dtype,alias,must-fail,matmul,size1-reduction,float-condition] [--max-steps 6]
 // Prints each finding (seed, mode, what failed), with --minimize a short C++
 // repro, and the clean programs per mode; exits 1 when anything was found.
 #include <cstdio>
@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
       device = std::string(v) == "cuda" ? Device::cuda() : Device::cpu(), ++i;
     } else if (a == "--max-steps") {
       options.max_steps = std::atoi(v), ++i;
+    } else if (a == "--palette") {  // the sizes dims are drawn from (fuzz_tests: 1,2,3,5)
+      options.palette.clear();
+      for (const std::string& n : std::vector<std::string>(absl::StrSplit(v, ','))) options.palette.push_back(std::stoll(n));
+      ++i;
     } else if (a == "--modes") {
       modes.clear();
       for (const std::string& m : std::vector<std::string>(absl::StrSplit(v, ','))) {

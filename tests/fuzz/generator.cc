@@ -202,6 +202,7 @@ class Generator {
     if (!fail && rejected_at < 0 && opt_.exclude.size1_reduction) {
       for (int a = 0; a < kAssignments; ++a) rejected_at = RowSize(s, refs_[a][s.args[0]]) == 1 ? a : rejected_at;
     }
+    if (!fail && rejected_at < 0 && opt_.exclude.zero_dim && MixesZeroDimDTypes(s)) rejected_at = 0;
     if (!fail && rejected_at < 0 && opt_.exclude.zero_size) {
       for (int a = 0; a < kAssignments; ++a) rejected_at = refs_[a].back().numel() == 0 ? a : rejected_at;
     }
@@ -214,6 +215,18 @@ class Generator {
       return false;
     }
     return true;
+  }
+  // A 0-d operand of another dtype than a dimensioned one (the known promotion defect).
+  bool MixesZeroDimDTypes(const Step& s) const {
+    for (int a : s.args) {
+      for (int b : s.args) {
+        if (a >= 0 && b >= 0 && refs_[0][a].rank() == 0 && refs_[0][b].rank() > 0 &&
+            refs_[0][a].dtype != refs_[0][b].dtype && IsFloating(refs_[0][a].dtype) && IsFloating(refs_[0][b].dtype)) {
+          return true;
+        }
+      }
+    }
+    return false;
   }
   // Elements per row of a reduction or norm step (-1 for other ops).
   static int64_t RowSize(const Step& s, const RefArray& x) {
@@ -239,7 +252,7 @@ class Generator {
   bool Build(Step* s, bool wild) {
     const int x = RecentFloat();
     if (x < 0) return false;
-    const RefArray& xr = refs_[0][x];
+    const RefArray xr = refs_[0][x];  // a copy: new inputs grow refs_
     const int64_t rank = xr.rank();
     const double r = std::uniform_real_distribution<double>(0, 100)(rng_);
     auto op = [&](const char* name) { s->op = OpIndex(name); };
