@@ -1,0 +1,138 @@
+// The op table's view rows: sizes that depend on the operand (a narrow's
+// length, a reshape's merged dims) are computed from it at trace time, so a
+// program stays valid when a dynamic call changes the sizes.
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tests/fuzz/op_table.h"
+
+namespace fusebox::fuzz {
+namespace {
+
+
+Shape ToShape(const Dims& d) { return Shape(d.begin(), d.end()); }
+
+// The reshape target of "merge dims d, d+1" (flag false) or "split dim d into
+// 2 x size/2" (flag true) of a tensor of `shape`, or nullopt where that fails.
+bool ReshapeTarget(const Dims& shape, const Step& s, Dims* out) {
+  const int64_t d = s.ints[0];
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  *out = shape;
+  if (!s.flag) {
+    if (d < 0 || d + 1 >= rank) return false;
+    (*out)[d] = shape[d] * shape[d + 1];
+    out->erase(out->begin() + d + 1);
+    return true;
+  }
+  if (d < 0 || d >= rank || shape[d] % 2 != 0) return false;
+  (*out)[d] = shape[d] / 2;
+  out->insert(out->begin() + d, 2);
+  return true;
+}
+
+std::string Sizes(const std::string& n, int64_t rank, const Step& s) {
+  std::vector<std::string> parts;
+  const int64_t d = s.ints[0];
+  for (int64_t i = 0; i < rank; ++i) {
+    const std::string size = absl::StrCat(n, ".size(", i, ")");
+    if (!s.flag && i == d) {
+      parts.push_back(absl::StrCat(size, " * ", n, ".size(", i + 1, ")"));
+      ++i;
+    } else if (s.flag && i == d) {
+      parts.push_back("2");
+      parts.push_back(absl::StrCat(size, " / 2"));
+    } else {
+      parts.push_back(size);
+    }
+  }
+  return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
+}
+
+Dims FbShape(const Tensor& t) { return Dims(t.shape().begin(), t.shape().end()); }
+
+}  // namespace
+
+std::vector<OpDef> ViewOps() {
+  return {
+      {"transpose", Category::kView, [](const Refs& a, const Step& s) { return Transpose(a[0], s.ints[0], s.ints[1]); },
+       [](const Tensors& t, const Step& s) { return t[0].transpose(s.ints[0], s.ints[1]); },
+       [](const Names& n, const Ranks&, const Step& s) {
+         return absl::StrCat(n[0], ".transpose(", s.ints[0], ", ", s.ints[1], ")");
+       }},
+      {"permute", Category::kView, [](const Refs& a, const Step& s) { return Permute(a[0], s.ints); },
+       [](const Tensors& t, const Step& s) { return t[0].permute(std::vector<int64_t>(s.ints.begin(), s.ints.end())); },
+       [](const Names& n, const Ranks&, const Step& s) {
+         return absl::StrCat(n[0], ".permute({", absl::StrJoin(s.ints, ", "), "})");
+       }},
+      // narrow(dim, start, size - start - trim): ints = {dim, start, trim}.
+      {"narrow", Category::kView,
+       [](const Refs& a, const Step& s) {
+         if (a[0].rank() == 0) throw RefError("narrow of a 0-d tensor");
+         const int64_t d = Wrap(s.ints[0], a[0].rank());
+         return Narrow(a[0], d, s.ints[1], a[0].shape[d] - s.ints[1] - s.ints[2]);
+       },
+       [](const Tensors& t, const Step& s) {
+         return t[0].narrow(s.ints[0], s.ints[1], t[0].size(s.ints[0]) - s.ints[1] - s.ints[2]);
+       },
+       [](const Names& n, const Ranks&, const Step& s) {
+         return absl::StrCat(n[0], ".narrow(", s.ints[0], ", ", s.ints[1], ", ", n[0], ".size(", s.ints[0], ") - ",
+                             s.ints[1] + s.ints[2], ")");
+       }},
+      // slice(dim, start, end): PyTorch clamps start and end to the size.
+      {"slice", Category::kView,
+       [](const Refs& a, const Step& s) {
+         if (a[0].rank() == 0) throw RefError("slice of a 0-d tensor");
+         const int64_t d = Wrap(s.ints[0], a[0].rank());
+         const int64_t size = a[0].shape[d];
+         int64_t start = s.ints[1] < 0 ? s.ints[1] + size : s.ints[1];
+         int64_t end = s.ints[2] < 0 ? s.ints[2] + size : s.ints[2];
+         start = std::clamp<int64_t>(start, 0, size);
+         end = std::clamp<int64_t>(end, start, size);
+         return Narrow(a[0], d, start, end - start);
+       },
+       [](const Tensors& t, const Step& s) { return t[0].slice(s.ints[0], s.ints[1], s.ints[2]); },
+       [](const Names& n, const Ranks&, const Step& s) {
+         return absl::StrCat(n[0], ".slice(", s.ints[0], ", ", s.ints[1], ", ", s.ints[2], ")");
+       }},
+      {"reshape", Category::kView,
+       [](const Refs& a, const Step& s) {
+         Dims target;
+         if (!ReshapeTarget(a[0].shape, s, &target)) throw RefError("reshape: no such merge/split");
+         return Reshape(a[0], target);
+       },
+       [](const Tensors& t, const Step& s) {
+         // What the repro spells: an odd split asks for 2 x size/2, which fusebox must reject.
+         Dims target = FbShape(t[0]);
+         const int64_t d = s.ints[0];
+         if (d < 0 || d + (s.flag ? 0 : 1) >= t[0].dim()) return t[0].reshape({t[0].numel() + 1});
+         if (s.flag) {
+           target[d] /= 2;
+           target.insert(target.begin() + d, 2);
+         } else {
+           ReshapeTarget(FbShape(t[0]), s, &target);
+         }
+         return t[0].reshape(ToShape(target));
+       },
+       [](const Names& n, const Ranks& r, const Step& s) {
+         return absl::StrCat(n[0], ".reshape(", Sizes(n[0], r[0], s), ")");
+       }},
+      {"expand", Category::kView, [](const Refs& a, const Step&) { return Expand(a[0], a[1].shape); },
+       [](const Tensors& t, const Step&) { return t[0].expand(t[1].shape()); },
+       [](const Names& n, const Ranks&, const Step&) { return absl::StrCat(n[0], ".expand(", n[1], ".shape())"); }},
+      {"unsqueeze", Category::kView, [](const Refs& a, const Step& s) { return Unsqueeze(a[0], s.ints[0]); },
+       [](const Tensors& t, const Step& s) { return t[0].unsqueeze(s.ints[0]); },
+       [](const Names& n, const Ranks&, const Step& s) { return absl::StrCat(n[0], ".unsqueeze(", s.ints[0], ")"); }},
+      {"squeeze", Category::kView, [](const Refs& a, const Step& s) { return Squeeze(a[0], s.ints[0]); },
+       [](const Tensors& t, const Step& s) { return t[0].squeeze(s.ints[0]); },
+       [](const Names& n, const Ranks&, const Step& s) { return absl::StrCat(n[0], ".squeeze(", s.ints[0], ")"); }},
+      {"flatten", Category::kView, [](const Refs& a, const Step&) { return Reshape(a[0], {a[0].numel()}); },
+       [](const Tensors& t, const Step&) { return t[0].flatten(); },
+       [](const Names& n, const Ranks&, const Step&) { return absl::StrCat(n[0], ".flatten()"); }},
+      {"contiguous", Category::kView, [](const Refs& a, const Step&) { return Contiguous(a[0]); },
+       [](const Tensors& t, const Step&) { return t[0].contiguous(); },
+       [](const Names& n, const Ranks&, const Step&) { return absl::StrCat(n[0], ".contiguous()"); }},
+  };
+}
+
+}  // namespace fusebox::fuzz
