@@ -19,6 +19,7 @@ if(FUSEBOX_SANITIZE_FLAGS)
   # -fsanitize turns off the toolchain's default --as-needed, and the binaries
   # would then need libcuda.so.1 (the driver stub is on the link line; the
   # driver itself is dlopen'ed): a machine without a GPU could not start them.
-  add_link_options(${FUSEBOX_SANITIZE_FLAGS} -Wl,--as-needed)
+  set(FUSEBOX_SANITIZE_LINK_FLAGS ${FUSEBOX_SANITIZE_FLAGS} -Wl,--as-needed)
+  add_link_options(${FUSEBOX_SANITIZE_LINK_FLAGS})
   list(JOIN FUSEBOX_SANITIZE_FLAGS " " FUSEBOX_KERNEL_SANITIZE_FLAGS)
 endif()

@@ -5,12 +5,12 @@
 // captured graph's structure finds the compiled plan in the cache.
 //
 // Threads: a compiled function may be called from several threads at once
-// (as a torch.compile'd module). Each call traces the function on its own
-// thread (the capture is thread-local) and runs its kernels there, in
-// parallel with other calls; only the bookkeeping the calls share (stats,
-// seen shapes and dynamic dims, the last call's graphs, replay entries) is
-// under a lock. kernels(), explain(), numerics() and stats() may be read
-// while other threads call: they return copies of the latest finished call.
+// (as a torch.compile'd module). Each call traces fn on its own thread (the
+// capture is thread-local) and runs its kernels there, in parallel; only the
+// bookkeeping calls share (stats, seen shapes, dynamic dims, the last graphs,
+// replay entries) is locked. kernels(), explain(), numerics(), stats() may be
+// read meanwhile: copies of the latest finished call. fn itself runs at once
+// on several threads: what it touches besides its arguments is yours to guard.
 #pragma once
 
 #include <functional>
