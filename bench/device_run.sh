@@ -25,10 +25,10 @@
 #                                        to bench.log)
 #    `remote-bench` does the same without the tests (a cheaper call when only
 #    the numbers are wanted), `remote-tests` runs the tests alone;
-#    `remote-check` runs the tests, a differential fuzz run on CUDA
-#    (fuzz.log: FUSEBOX_FUZZ_COUNT programs from FUSEBOX_FUZZ_SEED) and the
-#    GPU tests under compute-sanitizer memcheck and racecheck
-#    (sanitizer.log), all at once, no bench; FUSEBOX_BENCH_ARGS="--filter mlp --profile"
+#    `remote-check` runs the tests, differential fuzz campaigns on CUDA and
+#    on the CPU (fuzz-cuda.log, fuzz-cpu.log: disjoint seed ranges, as many
+#    programs as fit) and the GPU tests under compute-sanitizer memcheck and
+#    racecheck (sanitizer.log), no bench; FUSEBOX_BENCH_ARGS="--filter mlp --profile"
 #    before it passes flags to fusebox_bench (then compare_torch.py compares
 #    those cases only). Commit the .md and .png under bench/results/.
 #    It exits non-zero when the bench, a test binary or the comparison fails.
@@ -169,11 +169,14 @@ run_compare() {
 # A fuzz run on the GPU (fuzz.log) and the GPU tests under compute-sanitizer
 # (sanitizer.log), beside the tests: correctness only, so sharing the GPU is fine.
 run_checks() {
-  local status=0 budget=$((540 - SECONDS))
-  echo "== fusebox_fuzz on cuda: ${FUSEBOX_FUZZ_COUNT:=3000} programs from seed ${FUSEBOX_FUZZ_SEED:=1}"
-  timeout "$budget" "$dist/bin/fusebox_fuzz" --device cuda --count "$FUSEBOX_FUZZ_COUNT" --seed "$FUSEBOX_FUZZ_SEED" \
-    ${FUSEBOX_FUZZ_ARGS:-} >"$OUT/fuzz.log" 2>&1 &
-  local fuzz_pid=$!
+  local status=0
+  # Fuzz campaigns (fuzz-cuda.log, fuzz-cpu.log): FUSEBOX_FUZZ_SLOTS processes
+  # per device, each running chunks of FUSEBOX_FUZZ_CHUNK programs from its own
+  # seed range until 500 s into the call.
+  fuzz_campaign cuda "${FUSEBOX_FUZZ_SLOTS:-8}" &
+  local cuda_pid=$!
+  fuzz_campaign cpu "${FUSEBOX_FUZZ_CPU_SLOTS:-4}" &
+  local cpu_pid=$!
   local sanitizer
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   run_tests || status=1
@@ -200,15 +203,45 @@ run_checks() {
     done
   ) >"$OUT/sanitizer.log" 2>&1 &
   local san_pid=$!
-  local rc=0
-  wait "$fuzz_pid" || rc=$?
-  echo "== fuzz exit $rc"; tail -12 "$OUT/fuzz.log"
-  ((rc == 0)) || status=1
+  wait "$cuda_pid" "$cpu_pid" || true
+  local d
+  for d in cuda cpu; do
+    echo "== fuzz on $d: $(grep -c '^programs:' "$OUT/fuzz-$d.log") chunks, $(awk '/^programs:/ {n += $2} END {print n + 0}' "$OUT/fuzz-$d.log") programs, $(awk '/^findings:/ {n += $2} END {print n + 0}' "$OUT/fuzz-$d.log") findings"
+    grep -E '^  [a-z-]+ +clean' "$OUT/fuzz-$d.log" | awk '{c[$1] += $3} END {for (m in c) printf "  %s clean %d\n", m, c[m]}'
+    grep -m 20 '^FINDING' "$OUT/fuzz-$d.log" || true
+    grep -q '^FINDING' "$OUT/fuzz-$d.log" && status=1
+  done
   wait "$san_pid" || true
   echo "== compute-sanitizer (exit codes; 9: errors found)"
   grep -E '^(====|exit|========= ERROR SUMMARY)' "$OUT/sanitizer.log" | paste - - - | head -40
   grep -B3 '^exit [1-9]' "$OUT/sanitizer.log" | grep -q 'ERROR SUMMARY: [1-9]\|Target application returned an error' && status=1
   return $status
+}
+
+# $1 device, $2 processes: chunks of fusebox_fuzz over disjoint seed ranges
+# (slot i, chunk k: seeds from 1 + i * 10^6 + k * chunk) until 500 s into the call.
+fuzz_campaign() {
+  local device=$1 slots=$2 chunk=${FUSEBOX_FUZZ_CHUNK:-200} i
+  : >"$OUT/fuzz-$device.log"
+  for ((i = 0; i < slots; ++i)); do
+    (
+      local k=0 seed
+      while ((SECONDS < 440)); do
+        seed=$((1 + i * 1000000 + k * chunk + ${FUSEBOX_FUZZ_SEED:-0}))
+        timeout $((500 - SECONDS)) "$dist/bin/fusebox_fuzz" --device "$device" --seed "$seed" --count "$chunk" \
+          --minimize ${FUSEBOX_FUZZ_ARGS:-} >"/tmp/fuzz-$device-$i.log" 2>&1
+        # A chunk cut by the timeout printed no summary: whole chunks count.
+        # A clean chunk adds its summary; one with findings all it printed.
+        if grep -q '^findings: 0$' "/tmp/fuzz-$device-$i.log"; then
+          grep -E '^(programs:|  [a-z-]+ +clean|findings:)' "/tmp/fuzz-$device-$i.log" >>"$OUT/fuzz-$device.log"
+        elif grep -q '^findings:' "/tmp/fuzz-$device-$i.log"; then
+          grep -vE '^\[' "/tmp/fuzz-$device-$i.log" >>"$OUT/fuzz-$device.log"
+        fi
+        k=$((k + 1))
+      done
+    ) &
+  done
+  wait
 }
 
 summary() {

@@ -178,6 +178,7 @@ std::vector<Tensor> CompiledState::Replay(std::shared_ptr<const ReplayEntry> ent
 }
 
 void CompiledState::ResetReplays() {
+  MutexLock lock(&mu_);
   replays_.clear();
   replay_pending_.reset();
   replay_status_ = "the recorded plans were reset (reset_replays())";

@@ -18,11 +18,6 @@ GenOptions CiOptions() {
   GenOptions o;
   o.max_steps = 4;
   o.palette = {1, 2, 3, 5};  // few shapes, so most CPU kernels hit the compile cache
-  o.exclude.zero_size = true;   // SIGFPE in index unravel; softmax over a zero-size dim throws
-  o.exclude.zero_dim = true;    // 0-d views crash; 0-d tensors widen dimensioned ones
-  o.exclude.alias = true;       // replay with aliased arguments
-  o.exclude.size1_reduction = true;  // SIGILL: a size-1 reduction fused with a consumer of another tensor
-  o.exclude.float_condition = true;  // where() takes a float condition without an error
   return o;
 }
 
@@ -123,9 +118,9 @@ TEST(FuzzCuda, ProgramsAgreeWithTheReferenceInEveryMode) {
   EXPECT_TRUE(sum.findings.empty()) << Report(sum, o, Device::cuda());
 }
 
-// The seeds that found bugs, with the options that generated them. A bug's
-// entries stay off (enabled = false) until its fix lands; the lead turns them
-// on (or runs them all with FUSEBOX_FUZZ_REGRESSION_ALL=1).
+// The seeds that found bugs, with the options that generated them; each
+// passes since its fix (an entry may be turned off, enabled = false, while a
+// new bug waits for its fix; FUSEBOX_FUZZ_REGRESSION_ALL=1 runs them all).
 struct Regression {
   uint64_t seed;
   Mode mode;
@@ -134,14 +129,14 @@ struct Regression {
   bool enabled;
 };
 const Regression kRegressions[] = {
-    {10, Mode::kEager, "", "softmax over a zero-size dim throws", false},
-    {12, Mode::kEager, "", "SIGFPE: maximum of zero-size tensors", false},
-    {7036, Mode::kEager, "zero-size,size1-reduction,float-condition", "SIGILL: transpose of a 0-d tensor", false},
-    {217, Mode::kCompiled, "zero-size,zero-dim,alias", "SIGILL: compiled pow(0-d, sum over a size-1 dim)", false},
-    {5063, Mode::kEager, "zero-size,zero-dim,alias,size1-reduction", "where() with a float condition does not throw", false},
-    {7062, Mode::kEager, "zero-size,size1-reduction,float-condition", "a 0-d bf16 widens f16[1] to f32 in maximum", false},
-    {7162, Mode::kEager, "zero-size,size1-reduction,float-condition", "view of a 0-d tensor as [1] throws", false},
-    {7008, Mode::kReplay, "zero-size,size1-reduction,float-condition", "replay after aliased calls f(x, x) returns wrong values", false},
+    {10, Mode::kEager, "", "softmax over a zero-size dim throws", true},
+    {12, Mode::kEager, "", "SIGFPE: maximum of zero-size tensors", true},
+    {7036, Mode::kEager, "zero-size,size1-reduction,float-condition", "SIGILL: transpose of a 0-d tensor", true},
+    {217, Mode::kCompiled, "zero-size,zero-dim,alias", "SIGILL: compiled pow(0-d, sum over a size-1 dim)", true},
+    {5063, Mode::kEager, "zero-size,zero-dim,alias,size1-reduction", "where() with a float condition does not throw", true},
+    {7062, Mode::kEager, "zero-size,size1-reduction,float-condition", "a 0-d bf16 widens f16[1] to f32 in maximum", true},
+    {7162, Mode::kEager, "zero-size,size1-reduction,float-condition", "view of a 0-d tensor as [1] throws", true},
+    {7008, Mode::kReplay, "zero-size,size1-reduction,float-condition", "replay after aliased calls f(x, x) returns wrong values", true},
 };
 
 TEST(FuzzRegression, SeedsThatFoundBugs) {
