@@ -13,7 +13,7 @@
 #    and checks that dist/ fits in the 64 MiB the tool carries.
 # 2. Then call the device tool's `run` with exactly:
 #      command:   bash bench/device_run.sh remote
-#      carry:     ["build-device/dist"]
+#      carry:     ["build-device/dist.tar.xz"]  (dist/, packed)
 #      timeout_s: 600
 #    On the device this runs fusebox_bench alone first (clean timings), then all
 #    test binaries in parallel, then, where python3 has torch with a GPU,
@@ -56,19 +56,24 @@ build_here() {
     cp -L "$lib" "$dist/lib/"
   done
   echo "$root/tests" >"$dist/source_dir.txt"
+  # One compressed archive travels (the device tool carries 64 MiB in all);
+  # remote modes unpack it.
+  tar -C "$build" -cJf "$build/dist.tar.xz" dist
   local size_kib
-  size_kib=$(du -sk "$dist" | cut -f1)
-  echo "packed $dist: $(ls "$dist/bin" | wc -l) binaries, $(ls "$dist/lib" | wc -l) libraries, ${size_kib} KiB"
+  size_kib=$(du -sk "$build/dist.tar.xz" | cut -f1)
+  echo "packed $build/dist.tar.xz: $(ls "$dist/bin" | wc -l) binaries, $(ls "$dist/lib" | wc -l) libraries, ${size_kib} KiB"
   if ((size_kib > 60 * 1024)); then
-    echo "error: $dist is over 60 MiB; the device tool carries 64 MiB in all" >&2
+    echo "error: $build/dist.tar.xz is over 60 MiB; the device tool carries 64 MiB in all" >&2
     exit 1
   fi
-  echo 'next: device run with command "bash bench/device_run.sh remote", carry ["build-device/dist"], timeout_s 600'
+  echo 'next: device run with command "bash bench/device_run.sh remote", carry ["build-device/dist.tar.xz"], timeout_s 600'
 }
 
 # $1: "all" (bench and tests), "bench" or "tests".
 run_remote() {
   : "${OUT:?remote mode runs on the device machine, where the tool sets OUT}"
+  # The archive is what was carried: unpack it over any dist/ an earlier call left.
+  if [[ -f $build/dist.tar.xz ]]; then rm -rf "$dist" && tar -C "$build" -xJf "$build/dist.tar.xz"; fi
   export LD_LIBRARY_PATH="$root/$dist/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export FUSEBOX_CACHE_DIR=/tmp/fusebox-cache
   # The tests read golden files from the absolute source dir they were built
