@@ -47,7 +47,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     const int64_t ba = a.dim() == 3 ? a.shape()[0] : 1, bb = b.dim() == 3 ? b.shape()[0] : 1;
     FUSEBOX_ENSURE(ba == bb || ba == 1 || bb == 1, "matmul: batch sizes cannot be broadcast: ", Describe(a), " @ ",
                    Describe(b));
-    const int64_t batch = std::max(ba, bb);
+    const int64_t batch = ba == 1 ? bb : ba;  // broadcasting: 1 grows to the other's size, also to 0
     lhs = lhs.expand({batch, m, k});  // a 2-D or batch-1 side: batch stride 0
     rhs = rhs.expand({batch, k, n});
     shape = {batch, m, n};

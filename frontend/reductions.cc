@@ -145,7 +145,9 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   EnsureFloating(x, "mean");
   const std::vector<int64_t> axes = NormalizeDims(x, dims, "mean");
   // Divide before dropping the dims: the division then fuses into the sum's kernel.
-  const Tensor out = sum(x, dims, /*keepdim=*/true) / static_cast<double>(ReducedCount(x, axes));
+  const Tensor out = InFloat32(x, [&](const Tensor& xf) {
+    return sum(xf, dims, /*keepdim=*/true) / static_cast<double>(ReducedCount(x, axes));
+  });
   return keepdim ? out : DropDims(out, axes);
 }
 
@@ -153,8 +155,10 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, double correction,
   EnsureFloating(x, "var");
   const std::vector<int64_t> axes = NormalizeDims(x, dims, "var");
   const int64_t n = ReducedCount(x, axes);
-  const Tensor d = x - mean(x, dims, /*keepdim=*/true);
-  const Tensor out = sum(d * d, dims, /*keepdim=*/true) / std::max(0.0, static_cast<double>(n) - correction);
+  const Tensor out = InFloat32(x, [&](const Tensor& xf) {
+    const Tensor d = xf - mean(xf, dims, /*keepdim=*/true);
+    return sum(d * d, dims, /*keepdim=*/true) / std::max(0.0, static_cast<double>(n) - correction);
+  });
   return keepdim ? out : DropDims(out, axes);
 }
 

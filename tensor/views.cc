@@ -176,6 +176,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
+  FUSEBOX_ENSURE(dim() > 0, "slice: cannot slice a 0-d tensor");
   d = WrapDim(d, dim(), "slice");
   const int64_t size = shape()[d];
   if (start < 0) start += size;

@@ -3,7 +3,9 @@
 // guards; each failed (wrong value, crash or missing error) before its fix.
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -237,6 +239,48 @@ TEST(TypePromotion, ZeroDimTensorsWidenOnlyAcrossKinds) {
             DType::kBFloat16);
   auto f = compile([](const Tensor& x, const Tensor& y) { return x * y; });
   EXPECT_EQ(f(RandomTensor({4}, DType::kBFloat16), RandomTensor({}, DType::kFloat32)).dtype(), DType::kBFloat16);
+}
+
+// ------------------------------------------- found by the fuzzer on the H200
+
+TEST(MatmulBatchBroadcast, AZeroBatchStaysZero) {
+  EXPECT_EQ(matmul(zeros({0, 0, 0}), zeros({1, 0, 0})).shape(), Shape({0, 0, 0}));
+  EXPECT_EQ(matmul(RandomTensor({0, 2, 3}, DType::kFloat32), RandomTensor({1, 3, 4}, DType::kFloat32)).shape(),
+            Shape({0, 2, 4}));
+  EXPECT_EQ(matmul(RandomTensor({1, 2, 3}, DType::kFloat32), RandomTensor({0, 3, 4}, DType::kFloat32)).shape(),
+            Shape({0, 2, 4}));
+  ExpectError([] { matmul(zeros({2, 2, 3}), zeros({3, 3, 4})); }, {"matmul", "batch"});
+}
+
+TEST(ZeroDimTensor, SliceIsAnError) {
+  ExpectError([] { RandomTensor({}, DType::kFloat32).slice(0, 0, 1); }, {"slice", "0-d"});
+}
+
+// mean and var of 16-bit floats compute in float32 and round once, as
+// PyTorch. Values alternating between two neighbours of the 16-bit grid have
+// their mean halfway between them: rounded to the grid, x - mean doubles.
+TEST(SixteenBitStatistics, MeanAndVarRoundOnce) {
+  std::mt19937 rng(std::random_device{}());
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    const double ulp = dtype == DType::kFloat16 ? 0x1p-7 : 0x1p-4;  // the spacing in [8, 16)
+    const double base = 8 + ulp * std::uniform_int_distribution<int>(0, 8 / ulp - 2)(rng);
+    std::vector<double> v(256);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = base + (i % 2) * ulp;
+    std::shuffle(v.begin(), v.end(), rng);
+    const Tensor x = Tensor::from_vector(v, {256}, dtype);
+    double mean = 0, ss = 0;
+    for (double e : v) mean += e;
+    mean /= static_cast<double>(v.size());
+    for (double e : v) ss += (e - mean) * (e - mean);
+    const double var_want = ss / static_cast<double>(v.size() - 1);
+    for (bool compiled : {false, true}) {
+      auto stats = [](const Tensor& t) { return std::vector<Tensor>{fusebox::mean(t), var(t, {0}, 1, false)}; };
+      const std::vector<Tensor> got = compiled ? compile(stats)(x) : stats(x);
+      const std::string what = absl::StrCat(DTypeName(dtype), compiled ? " compiled" : " eager", " around ", base);
+      EXPECT_NEAR(got[0].item(), mean, ulp) << what;  // one rounding of the exact mean
+      EXPECT_NEAR(got[1].item(), var_want, 0.01 * var_want) << what;
+    }
+  }
 }
 
 // ------------------------------------------------------- where's condition (8)

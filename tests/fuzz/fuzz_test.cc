@@ -137,6 +137,11 @@ const Regression kRegressions[] = {
     {7062, Mode::kEager, "zero-size,size1-reduction,float-condition", "a 0-d bf16 widens f16[1] to f32 in maximum", true},
     {7162, Mode::kEager, "zero-size,size1-reduction,float-condition", "view of a 0-d tensor as [1] throws", true},
     {7008, Mode::kReplay, "zero-size,size1-reduction,float-condition", "replay after aliased calls f(x, x) returns wrong values", true},
+    // The first H200 campaign (default options).
+    {180, Mode::kEager, "", "matmul of a zero batch with a batch of 1 broadcast the batch to 1", true},
+    {4000148, Mode::kEager, "", "SIGILL: slice of a 0-d tensor", true},
+    {5000220, Mode::kEager, "", "var of float16 rounded every intermediate to float16", true},
+    {4000146, Mode::kDynamic, "", "(reference) a 0-d f32 operand of a bf16 op is rounded to bf16 first", true},
 };
 
 TEST(FuzzRegression, SeedsThatFoundBugs) {

@@ -42,8 +42,20 @@ RefArray Map(const std::vector<const RefArray*>& xs, DType out, const std::funct
   for (const RefArray* x : xs) ex.push_back(Expand(*x, shape));
   RefArray y = MakeArray(shape, out);
   std::vector<VE> args(xs.size());
+  // Operands of another float dtype are converted to the result's first, as
+  // PyTorch converts them to the common dtype (a 0-d f32 operand of a bf16
+  // op is rounded to bf16): the exact rounding, plus one more where the
+  // operand's own value is uncertain.
+  std::vector<bool> converts(xs.size());
+  for (size_t k = 0; k < xs.size(); ++k) converts[k] = IsFloating(out) && IsFloating(xs[k]->dtype) && xs[k]->dtype != out;
   for (int64_t i = 0; i < y.numel(); ++i) {
-    for (size_t k = 0; k < ex.size(); ++k) args[k] = {ex[k].v(i), ex[k].e(i)};
+    for (size_t k = 0; k < ex.size(); ++k) {
+      args[k] = {ex[k].v(i), ex[k].e(i)};
+      if (!converts[k] || std::isnan(args[k].v) || std::isinf(args[k].v)) continue;
+      const double rounded = RoundTo(args[k].v, out);
+      if (args[k].e > 0) args[k].e += Roundoff(out) * std::fabs(args[k].v);
+      args[k].v = rounded;
+    }
     const VE r = f(args.data());
     (*y.val)[i] = r.v;
     (*y.err)[i] = r.e;
