@@ -244,6 +244,12 @@ void BreakGraph(const std::string& reason, const std::source_location& loc) {
   if (CaptureSession* session = CaptureSession::Current()) session->Flush(reason, loc);
 }
 
+void AdoptIfRealized(const Tensor& t) {
+  if (t.defined() && t.impl().lazy && t.impl().lazy->realized) {
+    Realize(t.impl(), "a compiled call returns it", std::source_location::current());
+  }
+}
+
 void Realize(TensorImpl& impl, const char* reason, const std::source_location& loc) {
   if (!impl.lazy) return;
   LazyValue& v = *impl.lazy;

@@ -153,5 +153,10 @@ void BreakGraph(const std::string& reason, const std::source_location& loc);
 // Makes `impl` concrete: adopts its flushed value, flushing its session first
 // when needed (a graph break, `reason` says why). No-op on concrete tensors.
 void Realize(TensorImpl& impl, const char* reason, const std::source_location& loc);
+// Adopts `t`'s value if its graph already ran (a compiled call's result),
+// flushing nothing. A compiled call does it for its results on its own
+// thread, before they can reach others: two threads' first reads of a lazy
+// result would both write it (Realize).
+void AdoptIfRealized(const Tensor& t);
 
 }  // namespace fusebox::frontend

@@ -84,6 +84,8 @@ class CompiledState;
 
 // Whether a compiled function's capture is running on this thread.
 bool CapturingNow();
+// Adopts a compiled call's result value on the calling thread (capture.h).
+void AdoptIfRealized(const Tensor& t);
 
 // What one traced call captured, for its NoteReplayCandidate: that call's
 // own graphs, not whatever another thread's call left as the last ones.
@@ -223,6 +225,7 @@ class CompiledFunction {
     } else {
       auto result = std::invoke(fn_, std::forward<Args>(args)...);
       scope.Finish(std::source_location::current());
+      AdoptResults(result);
       return result;
     }
   }
@@ -252,6 +255,21 @@ class CompiledFunction {
   static Tensor TensorOrEmpty(const Tensor& t) { return t; }
   static Tensor TensorOrEmpty(const auto&) { return Tensor(); }
 
+  // Makes the returned tensors concrete on the calling thread (AdoptIfRealized),
+  // so they may be read from several threads at once; results of an outer
+  // capture (a call inside another compiled function) stay lazy.
+  template <typename R>
+  static void AdoptResults(const R& result) {
+    if (frontend::CapturingNow()) return;
+    if constexpr (std::is_same_v<R, Tensor>) {
+      frontend::AdoptIfRealized(result);
+    } else if constexpr (frontend::ReplayResult<R>::kSupported) {
+      std::vector<const Tensor*> tensors;
+      frontend::ReplayResult<R>::Collect(result, &tensors);
+      for (const Tensor* t : tensors) frontend::AdoptIfRealized(*t);
+    }
+  }
+
   template <typename Result, typename... Args>
   Result CallWithReplay(Args&&... args) {
     const Tensor* arg_tensors[] = {TensorOrNull(args)..., nullptr};
@@ -269,6 +287,7 @@ class CompiledFunction {
     std::vector<const Tensor*> results;
     frontend::ReplayResult<Result>::Collect(result, &results);
     state_->NoteReplayCandidate(std::move(guards), tensors, results, std::move(call));
+    AdoptResults(result);
     return result;
   }
 

@@ -225,6 +225,33 @@ TEST(Threads, SharedFunctionWithGraphBreak) {
 
 // Eager ops (one plan per op, shared through the process's plan cache) from
 // several threads, on shapes that repeat across threads.
+// A compiled call's results reach other threads concrete: their first reads
+// (to_vector, an op on them) no longer both adopt the value (a data race on
+// the tensor before; TSan saw it in the sanitized build).
+TEST(Threads, ResultsOfACompiledCallSharedBetweenThreads) {
+  auto f = compile(TanhAffine);
+  auto pair = compile([](const Tensor& x) { return std::pair<Tensor, Tensor>{TanhAffine(x), TanhAffine(x).transpose(0, 1)}; },
+                      CompileOptions{.replay = true});
+  for (int round = 0; round < 20; ++round) {
+    const Tensor x = randn({16, 8}, Device::cpu(), FreshSeed());
+    const Tensor y = f(x);
+    const auto [p, q] = pair(x);
+    EXPECT_FALSE(y.is_lazy());
+    EXPECT_FALSE(p.is_lazy());
+    EXPECT_FALSE(q.is_lazy());
+    Failures failures;
+    RunThreads(1, &failures, [&](int t, int) {
+      if (t % 2 == 0) {
+        CheckTanhAffine(x, y, &failures);
+        CheckTanhAffine(x.transpose(0, 1), q, &failures);
+      } else {
+        CheckTanhAffine(x, p * 1.0, &failures);  // an op reading the shared result
+      }
+    });
+    ASSERT_EQ(failures.count(), 0) << failures.first();
+  }
+}
+
 TEST(Threads, EagerOpsFromSeveralThreads) {
   const int calls = 150;
   Failures failures;
