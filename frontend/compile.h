@@ -217,6 +217,7 @@ class CompiledFunction {
       state_->NoteNotReplayable(
           "its arguments are not all tensors or numbers, or its result is not a Tensor or a vector, pair or tuple of them");
     }
+    const bool nested = frontend::CapturingNow();  // inside another compiled function's capture
     frontend::CallScope scope(state_.get());
     scope.NoteArguments(args...);
     if constexpr (std::is_void_v<std::invoke_result_t<Fn&, Args...>>) {
@@ -225,7 +226,7 @@ class CompiledFunction {
     } else {
       auto result = std::invoke(fn_, std::forward<Args>(args)...);
       scope.Finish(std::source_location::current());
-      AdoptResults(result);
+      if (!nested) AdoptResults(result);
       return result;
     }
   }
@@ -256,11 +257,10 @@ class CompiledFunction {
   static Tensor TensorOrEmpty(const auto&) { return Tensor(); }
 
   // Makes the returned tensors concrete on the calling thread (AdoptIfRealized),
-  // so they may be read from several threads at once; results of an outer
-  // capture (a call inside another compiled function) stay lazy.
+  // so they may be read from several threads at once. Not for a call inside
+  // another compiled function's capture: its results are that graph's nodes.
   template <typename R>
   static void AdoptResults(const R& result) {
-    if (frontend::CapturingNow()) return;
     if constexpr (std::is_same_v<R, Tensor>) {
       frontend::AdoptIfRealized(result);
     } else if constexpr (frontend::ReplayResult<R>::kSupported) {

@@ -38,7 +38,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // is copied first; lazy ones are stored by a kernel before the GEMM.
   auto dense = [](const Tensor& t) {
     const int64_t r = t.dim();
-    return t.is_lazy() || fusion::DenseMatrixStrides(t.shape()[r - 2], t.shape()[r - 1], t.strides()[r - 2], t.strides()[r - 1]);
+    return t.is_lazy() || fusion::GemmReadsInPlace(t.shape()[r - 2], t.shape()[r - 1], t.strides()[r - 2], t.strides()[r - 1]);
   };
   Shape shape = {m, n};
   CheckedNumel(shape, "matmul", DTypeSize(dtype));

@@ -138,6 +138,7 @@ std::vector<Tensor> RunReplay(const ReplayEntry& entry, std::span<const Tensor* 
     const Tensor& value = values[out.graph_output];
     const bool whole = out.offset == 0 && out.shape == value.shape() && out.strides == value.strides();
     results.push_back(whole ? value : ViewOf(value, out.shape, out.strides, value.storage_offset() + out.offset));
+    AdoptIfRealized(results.back());  // concrete before other threads can read it (compile.h)
   }
   return results;
 }

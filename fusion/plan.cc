@@ -22,6 +22,11 @@ bool DenseMatrixStrides(int64_t rows, int64_t cols, int64_t row_stride, int64_t 
   return (col_stride == 1 && row_stride >= cols) || (row_stride == 1 && col_stride >= rows);
 }
 
+bool GemmReadsInPlace(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if ((rows > 1 && row_stride == 0) || (cols > 1 && col_stride == 0)) return false;
+  return DenseMatrixStrides(rows, cols, row_stride, col_stride);
+}
+
 graph::NodeId MatmulOperandBase(const graph::Graph& g, graph::NodeId id) {
   const graph::Node& n = g.node(id);
   return n.op == graph::Op::kView ? n.inputs[0] : id;
@@ -35,10 +40,10 @@ bool MatmulOperandReady(const graph::Graph& g, graph::NodeId id) {
   const size_t r = n.shape.size();
   // A bound input is read through its own strides; a view's strides are into
   // its base's contiguous value, so an input base must be contiguous.
-  if (n.op == graph::Op::kInput) return DenseMatrixStrides(n.shape[r - 2], n.shape[r - 1], n.strides[r - 2], n.strides[r - 1]);
+  if (n.op == graph::Op::kInput) return GemmReadsInPlace(n.shape[r - 2], n.shape[r - 1], n.strides[r - 2], n.strides[r - 1]);
   if (base.op == graph::Op::kInput && !IsContiguous(base.shape, base.strides)) return false;
   if (n.op != graph::Op::kView) return true;
-  return DenseMatrixStrides(n.shape[r - 2], n.shape[r - 1], n.strides[r - 2], n.strides[r - 1]);
+  return GemmReadsInPlace(n.shape[r - 2], n.shape[r - 1], n.strides[r - 2], n.strides[r - 1]);
 }
 
 Shape RowShape(const KernelGroup& group) {

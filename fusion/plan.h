@@ -68,6 +68,10 @@ bool MatmulOperandReady(const graph::Graph& g, graph::NodeId id);
 graph::NodeId MatmulOperandBase(const graph::Graph& g, graph::NodeId id);
 // Row and column strides of a matrix view that BLAS can take as is.
 bool DenseMatrixStrides(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
+// What the plan hands a GEMM without a copy: a dense matrix with no broadcast
+// dim (stride 0 over several elements), which cuBLASLt cannot read even as a
+// single row or column (it needs a leading dimension); OpenBLAS would pack it.
+bool GemmReadsInPlace(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 
 // The kernel-name prefix of a kind: "poi".
 const char* KindPrefix(KernelKind kind);

@@ -252,6 +252,26 @@ TEST(MatmulBatchBroadcast, AZeroBatchStaysZero) {
   ExpectError([] { matmul(zeros({2, 2, 3}), zeros({3, 3, 4})); }, {"matmul", "batch"});
 }
 
+// A broadcast operand (stride 0 over its rows) is copied before the GEMM:
+// cuBLASLt rejected [33, 1] with strides [0, 1].
+TEST(MatmulBroadcastOperand, IsCopiedFirst) {
+  for (const Device& device : {Device::cpu(), Device::default_device()}) {
+    const Tensor v = RandomTensor({1}, DType::kFloat32, test_util::Domain::kAny, device);
+    const Tensor w = RandomTensor({1, 5}, DType::kFloat32, test_util::Domain::kAny, device);
+    for (bool compiled : {false, true}) {
+      auto mm = [](const Tensor& a, const Tensor& b) { return matmul(a.expand({33, 1}), b); };
+      const Tensor got = compiled ? compile(mm)(v, w) : mm(v, w);
+      ASSERT_EQ(got.shape(), Shape({33, 5})) << device.str();
+      std::vector<double> want;
+      const double s = v.item();
+      for (int r = 0; r < 33; ++r) {
+        for (double e : w.to_double_vector()) want.push_back(s * e);
+      }
+      ExpectValues(got, want, DType::kFloat32, absl::StrCat("matmul of an expanded column on ", device.str()));
+    }
+  }
+}
+
 TEST(ZeroDimTensor, SliceIsAnError) {
   ExpectError([] { RandomTensor({}, DType::kFloat32).slice(0, 0, 1); }, {"slice", "0-d"});
 }

@@ -142,6 +142,11 @@ const Regression kRegressions[] = {
     {4000148, Mode::kEager, "", "SIGILL: slice of a 0-d tensor", true},
     {5000220, Mode::kEager, "", "var of float16 rounded every intermediate to float16", true},
     {4000146, Mode::kDynamic, "", "(reference) a 0-d f32 operand of a bf16 op is rounded to bf16 first", true},
+    // The second H200 campaign.
+    {7002144, Mode::kEager, "", "cuBLASLt rejected a broadcast [33, 1] operand (strides 0, 1)", true},
+    {11001808, Mode::kReplay, "", "(reference) rms_norm whose float32 sum of squares overflows", true},
+    {9001932, Mode::kDynamic, "", "(reference) prod whose partial products leave float32's range", true},
+    {6000618, Mode::kEager, "", "(reference) an odd split of an empty tensor is a valid reshape", true},
 };
 
 TEST(FuzzRegression, SeedsThatFoundBugs) {

@@ -48,7 +48,14 @@ VE MeanRow(const Row& r) {
 }
 VE ProdRow(const Row& r) {
   double v = 1, e = 0;
-  for (const VE& x : r) v *= x.v;
+  // Partial products leave float32's range in another order than here (the
+  // CPU cascades, CUDA splits): past it, inf * 0 may be NaN. Unchecked then.
+  double span = 1;  // bounds |every partial product|, in any order
+  for (const VE& x : r) {
+    v *= x.v;
+    span *= std::max(1.0, std::fabs(x.v));
+  }
+  if (span > 0.5 * MaxFinite(DType::kFloat32)) return {v, kInf};
   for (size_t i = 0; i < r.size(); ++i) {
     if (r[i].e == 0) continue;
     double others = 1;
@@ -186,6 +193,9 @@ RefArray LayerNorm(const Refs& a, const Step& s, bool rms) {
       double ez = (x[j].e + (rms ? 0 : ebar)) / sigma + std::fabs(z) * zsum / (n * sigma) +
                   (4 * kU32 * (std::fabs(x[j].v) + std::fabs(m)) + n * kU32 * mabs) / sigma + (n + 8) * kU32 * std::fabs(z);
       if (std::isinf(E) || E + ebar > 0.25 * sigma || std::isnan(ez)) ez = kInf;
+      // The sum of squares is float32 in fusebox as in PyTorch: past its range
+      // it overflows (rsqrt(inf) = 0), a result the float64 row cannot bound.
+      if (ss > 0.5 * MaxFinite(DType::kFloat32)) ez = kInf;
       const VE out = Affine({z, ez}, r, j);
       (*y.val)[row * r.n + j] = out.v;
       (*y.err)[row * r.n + j] = out.e;

@@ -25,7 +25,8 @@ bool ReshapeTarget(const Dims& shape, const Step& s, Dims* out) {
     out->erase(out->begin() + d + 1);
     return true;
   }
-  if (d < 0 || d >= rank || shape[d] % 2 != 0) return false;
+  // An odd size splits only in an empty tensor, where any shape of 0 elements is a reshape (PyTorch).
+  if (d < 0 || d >= rank || (shape[d] % 2 != 0 && Numel(shape) != 0)) return false;
   (*out)[d] = shape[d] / 2;
   out->insert(out->begin() + d, 2);
   return true;
