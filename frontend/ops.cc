@@ -67,6 +67,9 @@ Tensor Apply(Op op, std::initializer_list<Operand> operands, DType cast_to = DTy
       Shape out;
       FUSEBOX_ENSURE(BroadcastShapes(shape, t.shape(), &out), name, ": shapes cannot be broadcast together: ",
                      Describe(xs), " (sizes must match or be 1, aligned from the right)");
+      // Each operand's shape was checked when it was made; only a broadcast
+      // grows one ([2^40, 1] with [1, 2^40] overflows).
+      if (out != shape && out != t.shape()) CheckedNumel(out, name);
       shape = std::move(out);
     }
     if (where && k == 0) {  // the condition does not take part in promotion
@@ -78,7 +81,6 @@ Tensor Apply(Op op, std::initializer_list<Operand> operands, DType cast_to = DTy
     category = category ? PromoteTypes(*category, t.dtype()) : t.dtype();
   }
   FUSEBOX_CHECK(!first, name, " needs at least one tensor operand");
-  CheckedNumel(shape, name);  // broadcasting [2^40, 1] with [1, 2^40] overflows
   const bool have_tensor_dtype = dims_dtype || zero_dim_dtype;
   DType common = !dims_dtype        ? zero_dim_dtype.value_or(DType::kBool)
                  : !zero_dim_dtype ? *dims_dtype
