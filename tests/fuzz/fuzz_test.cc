@@ -147,6 +147,9 @@ const Regression kRegressions[] = {
     {11001808, Mode::kReplay, "", "(reference) rms_norm whose float32 sum of squares overflows", true},
     {9001932, Mode::kDynamic, "", "(reference) prod whose partial products leave float32's range", true},
     {6000618, Mode::kEager, "", "(reference) an odd split of an empty tensor is a valid reshape", true},
+    // The third H200 campaign.
+    {7002345, Mode::kReplay, "", "(reference) pow(pow(x, x), ...) whose bound reaches past bfloat16's range", true},
+    {6001814, Mode::kDynamic, "", "(reference) pow(x, -1) where x's bound contains the pole at 0", true},
 };
 
 TEST(FuzzRegression, SeedsThatFoundBugs) {

@@ -67,8 +67,11 @@ OpDef PowScalar() {
           [](const Refs& a, const Step& s) {
             RequireFloat(a[0], "pow");
             const double p = s.scalar;
-            return Map({&a[0]}, a[0].dtype,
-                       [p](const VE* x) { return Interval([p](double v) { return std::pow(v, p); }, x[0]); });
+            return Map({&a[0]}, a[0].dtype, [p](const VE* x) {
+              // A negative power has a pole at 0, which the interval's ends do not see.
+              if (p < 0 && std::fabs(x[0].v) <= x[0].e) return VE{std::pow(x[0].v, p), kInf};
+              return Interval([p](double v) { return std::pow(v, p); }, x[0]);
+            });
           },
           [](const Tensors& t, const Step& s) { return pow(t[0], s.scalar); },
           [](const Names& n, const Ranks&, const Step& s) { return absl::StrCat("pow(", n[0], ", ", Num(s.scalar), ")"); }};
@@ -114,6 +117,8 @@ VE PowVE(VE a, VE b) {
   if (a.e == 0 && b.e == 0) return {v, 0};
   // A negative base: whether the rounded exponent is an integer decides NaN or not.
   if (b.e > 0 && a.v - a.e < 0) return {v, kInf};
+  // A power that may be negative has a pole at 0, which the ends do not see.
+  if (b.v - b.e < 0 && std::fabs(a.v) <= a.e) return {v, kInf};
   double d = 0;
   for (double x : {a.v - a.e, a.v + a.e}) {
     for (double y : {b.v - b.e, b.v + b.e}) {

@@ -26,7 +26,9 @@ void Finish(RefArray* out) {
     const double v = (*out->val)[i];
     double& e = (*out->err)[i];
     if (std::isnan(v) || std::isinf(v)) continue;
-    if (std::fabs(v) > MaxFinite(out->dtype) / 2 || std::isnan(e)) {
+    // Near the dtype's largest value the result may round or overflow to inf
+    // within its bound: the float64 row cannot bound that.
+    if (std::fabs(v) > MaxFinite(out->dtype) / 2 || std::isnan(e) || std::fabs(v) + 2 * e > MaxFinite(out->dtype)) {
       e = kInf;
     } else {
       e += u * std::fabs(v) + Floor(out->dtype);
