@@ -37,11 +37,17 @@ namespace fs = std::filesystem;
 
 const fs::path kDir = fs::path(FUSEBOX_TEST_DATA_DIR) / "snapshot" / "kernels";
 
+// The snapshot is of the default kernels, whatever FUSEBOX_TUNE_* says.
+const backend::TuningSnapshot& DefaultTuning() {
+  static const backend::TuningSnapshot defaults;
+  return defaults;
+}
+
 std::string Launch(const backend::Kernel& k) {
-  std::string s = absl::StrCat("block ", backend::CudaBlockSize(k));
-  if (k.split > 1) absl::StrAppend(&s, ", split ", k.split, " (partial block ", backend::CudaPartialBlockSize(k), ")");
+  std::string s = absl::StrCat("block ", backend::CudaBlockSize(k, DefaultTuning()));
+  if (k.split > 1) absl::StrAppend(&s, ", split ", k.split, " (partial block ", backend::CudaPartialBlockSize(k, DefaultTuning()), ")");
   if (backend::UsesCudaRowLayout(k)) {
-    const backend::CudaRowLayout l = backend::ChooseCudaRowLayout(k);
+    const backend::CudaRowLayout l = backend::ChooseCudaRowLayout(k, DefaultTuning());
     absl::StrAppend(&s, "; row layout: threads/row ", l.threads_per_row, ", block ", l.block_size, ", rows/block ",
                     l.rows_per_block, ", V ", l.vector_width, ", on chip ", l.on_chip, ", groups ", l.groups,
                     ", grid stride ", l.grid_stride, ", shared groups ", l.shared_groups, ", shared bytes ",
@@ -68,9 +74,9 @@ std::vector<Printed> PrintPlan(const bench::WorkloadFn& fn, const std::vector<Te
                          true});
       continue;
     }
-    backend::Kernel k = backend::LowerKernel(plan, group);
+    backend::Kernel k = backend::LowerKernel(plan, group, DefaultTuning());
     k.cuda_arch = 90;
-    printed.push_back({group.name, Launch(k), backend::cpu::PrintCpp(k), backend::PrintCuda(k)});
+    printed.push_back({group.name, Launch(k), backend::cpu::PrintCpp(k), backend::PrintCuda(k, DefaultTuning())});
   }
   return printed;
 }
