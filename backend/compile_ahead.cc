@@ -32,7 +32,8 @@ void RunAll(const std::vector<std::function<void()>>& jobs) {
 
 }  // namespace
 
-std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch, bool cuda_twins) {
+std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch, bool cuda_twins,
+                                         const TuningSnapshot& tuning) {
   const bool cpu = plan.graph.device().is_cpu();
   std::vector<PreparedKernel> kernels;
   std::vector<std::function<void()>> jobs;
@@ -44,11 +45,11 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
       k.ir.kind = group.kind;
       continue;
     }
-    k.ir = LowerKernel(plan, group);
+    k.ir = LowerKernel(plan, group, tuning);
     k.ir.cuda_arch = cuda_arch;
     // Long rows on sm_90+, opt-in: a thread-block cluster per row (CUDA only;
     // the C++ printer ignores it).
-    if ((!cpu || cuda_twins) && CudaClustersEnabled()) k.ir.cluster = CudaClusterLayout(k.ir, cuda_arch);
+    if ((!cpu || cuda_twins) && tuning.On(Knob::kClusters)) k.ir.cluster = CudaClusterLayout(k.ir, cuda_arch);
     const std::string& name = group.name;
     if (cpu) {
       k.source = RewriteSource(name, cpu::PrintCpp(k.ir));
@@ -56,8 +57,8 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
     }
     if (!cpu || cuda_twins) {
       std::string& source = cpu ? k.cuda_source : k.source;
-      source = RewriteSource(name, PrintCuda(k.ir));
-      jobs.push_back([&source, &name, cuda_arch] { (void)CompileCudaSource(source, name, cuda_arch); });
+      source = RewriteSource(name, PrintCuda(k.ir, tuning));
+      jobs.push_back([&source, &name, cuda_arch, &tuning] { (void)CompileCudaSource(source, name, cuda_arch, tuning); });
     }
   }
   RunAll(jobs);

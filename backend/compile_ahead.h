@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/kernel_ir.h"
+#include "backend/tuning.h"
 #include "fusion/plan.h"
 #include "tensor/device.h"
 
@@ -20,11 +21,12 @@ struct PreparedKernel {
   std::string cuda_source;  // CPU plans with CUDA twins (SetAlsoCompileCudaForCpu): the sm_90 twin
 };
 
-// Lowers and prints every kernel of `plan`; then compiles each source through
+// Lowers and prints every kernel of `plan` under `tuning`; then compiles each source through
 // the compile cache (CUDA for sm_<cuda_arch>; CPU kernels also as CUDA twins
 // for sm_<cuda_arch> when `cuda_twins`), at most one thread per core. A
 // failed compile is not cached, so the caller's compile of the same source
 // reports it.
-std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch, bool cuda_twins);
+std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch, bool cuda_twins,
+                                         const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

@@ -111,12 +111,18 @@ std::vector<Shape> InputShapes(const Kernel& kernel, const graph::Graph& g, absl
 void SetAlsoCompileCudaForCpu(bool on) { also_compile_cuda = on; }
 
 absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCudaSource(const std::string& source,
-                                                                        const std::string& name, int arch) {
-  const std::vector<std::string> options = cuda::NvrtcBaseOptions(arch);
+                                                                        const std::string& name, int arch,
+                                                                        const TuningSnapshot& tuning) {
+  // Knob::kFastMath (A/B runs only): approximate exp, division and square
+  // root, denormals flushed. Only in the options, so in the key.
+  std::vector<std::string> extra;
+  if (tuning.On(Knob::kFastMath)) extra.push_back("--use_fast_math");
+  std::vector<std::string> options = cuda::NvrtcBaseOptions(arch);
+  options.insert(options.end(), extra.begin(), extra.end());
   const std::string key = absl::StrCat("cuda\n", cuda::NvrtcVersion(), "\n", absl::StrJoin(options, " "), "\n", source);
   return CompileCache::Get().GetOrCompile(
       "cuda", key, [&](const std::string& dir, const std::string& stem) -> absl::StatusOr<CompiledBinary> {
-        absl::StatusOr<cuda::NvrtcOutput> out = cuda::CompileWithNvrtc(source, name, arch);
+        absl::StatusOr<cuda::NvrtcOutput> out = cuda::CompileWithNvrtc(source, name, arch, extra);
         if (!out.ok()) {
           // Keep the source next to the error so the user can read and retry it.
           const std::string path = absl::StrCat(dir, "/", stem, ".cu");
@@ -148,9 +154,10 @@ struct Executable::CompiledKernel {
 
 Executable::~Executable() = default;
 
-absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Plan plan) {
+absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Plan plan, const TuningSnapshot& tuning) {
   std::shared_ptr<Executable> exe(new Executable());
   exe->plan_ = std::move(plan);
+  exe->tuning_ = tuning;
   const Device device = exe->plan_.graph.device();
   int arch = kNoDeviceArch;
   if (device.is_cuda()) {
@@ -161,7 +168,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
   // Lowered, printed and compiled up front, the compiles in parallel: the loop
   // below loads them (compile-cache hits) and reports a failed compile.
   const int64_t misses_ahead = CompileCache::Get().stats().compiles;
-  std::vector<PreparedKernel> prepared = CompileAhead(exe->plan_, arch, device.is_cpu() && also_compile_cuda);
+  std::vector<PreparedKernel> prepared = CompileAhead(exe->plan_, arch, device.is_cpu() && also_compile_cuda, tuning);
   exe->compiled_kernels_ = static_cast<int>(CompileCache::Get().stats().compiles - misses_ahead);
   for (size_t k = 0; k < prepared.size(); ++k) {
     const fusion::KernelGroup& group = exe->plan_.kernels[k];
@@ -188,7 +195,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       if (also_compile_cuda) {
         const std::string& cuda_source = prepared[k].cuda_source;
         DumpKernelSource(group.name, ".cu", cuda_source);
-        auto cuda_binary = CompileCudaSource(cuda_source, group.name, arch);
+        auto cuda_binary = CompileCudaSource(cuda_source, group.name, arch, tuning);
         if (!cuda_binary.ok()) return cuda_binary.status();
         // What the kernel would look like on a GPU (sm_90): CI checks it too.
         info.ptx_summary = SummarizePtx((*cuda_binary)->ptx, (*cuda_binary)->log);
@@ -198,7 +205,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       info.source = std::move(prepared[k].source);
       if (DebugDump("cuda")) std::fprintf(stderr, "[fusebox cuda]\n%s", info.source.c_str());
       DumpKernelSource(group.name, ".cu", info.source);
-      auto binary = CompileCudaSource(info.source, group.name, arch);
+      auto binary = CompileCudaSource(info.source, group.name, arch, tuning);
       if (!binary.ok()) return binary.status();
       info.ptx = (*binary)->ptx;
       info.compile_log = (*binary)->log;
@@ -212,7 +219,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       absl::StatusOr<CUfunction> fn = driver.GetFunction(*module, group.name);
       if (!fn.ok()) return fn.status();
       compiled->cuda_fn = *fn;
-      const CudaSchedule& schedule = compiled->schedule = ChooseCudaSchedule(compiled->ir);
+      const CudaSchedule& schedule = compiled->schedule = ChooseCudaSchedule(compiled->ir, tuning);
       info.schedule = schedule.ToString();
       if (DebugDump("schedule")) std::fprintf(stderr, "[fusebox schedule] %s: %s\n", group.name.c_str(), info.schedule.c_str());
       if (schedule.blocks_per_sm > 0) {
@@ -236,25 +243,25 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
     exe->infos_.push_back(std::move(info));
     exe->kernels_.push_back(std::move(compiled));
   }
-  const int64_t max_elements = cuda::GraphLaunchMaxElements();
+  const int64_t max_elements = cuda::GraphLaunchMaxElements(tuning);
   const bool chainable = std::all_of(exe->kernels_.begin(), exe->kernels_.end(), [&](const auto& k) {
     return k->extern_node < 0 && !k->programmatic_combine && k->ir.numel <= max_elements;
   });
-  if (device.is_cuda() && chainable && !exe->kernels_.empty() && cuda::GraphLaunchesEnabled()) {
+  if (device.is_cuda() && chainable && !exe->kernels_.empty() && cuda::GraphLaunchesEnabled(tuning)) {
     exe->launch_graph_ = std::make_unique<cuda::LaunchGraph>(device.index);
   }
   return exe;
 }
 
-std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan) {
+std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan, const TuningSnapshot& tuning) {
   std::vector<std::string> sources;
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
       sources.push_back(DescribeExternKernel(plan.graph, group.outputs.at(0), group.name));
       continue;
     }
-    const Kernel ir = LowerKernel(plan, group);
-    sources.push_back(absl::StrCat(PrintCuda(ir), cpu::PrintCpp(ir)));
+    const Kernel ir = LowerKernel(plan, group, tuning);
+    sources.push_back(absl::StrCat(PrintCuda(ir, tuning), cpu::PrintCpp(ir)));
   }
   return sources;
 }

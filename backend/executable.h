@@ -11,6 +11,7 @@
 #include "absl/types/span.h"
 #include "backend/compile_cache.h"
 #include "backend/kernel_info.h"
+#include "backend/tuning.h"
 #include "fusion/plan.h"
 #include "tensor/tensor.h"
 
@@ -22,7 +23,10 @@ namespace fusebox::backend {
 
 class Executable {
  public:
-  static absl::StatusOr<std::shared_ptr<const Executable>> Compile(fusion::Plan plan);
+  // The one entry point of a compile: `tuning` is passed down to lowering,
+  // printing and the launch geometry, and kept for the launches.
+  static absl::StatusOr<std::shared_ptr<const Executable>> Compile(fusion::Plan plan,
+                                                                    const TuningSnapshot& tuning = CurrentTuning());
 
   // `inputs[k]` is bound to the input node with input_index k. Returns one
   // tensor per graph output (inputs returned as such are aliased, not copied;
@@ -35,6 +39,7 @@ class Executable {
   const fusion::Plan& plan() const { return plan_; }
   const std::vector<KernelInfo>& kernels() const { return infos_; }
   int compiled_kernels() const { return compiled_kernels_; }  // cache misses while building
+  const TuningSnapshot& tuning() const { return tuning_; }    // what it was compiled under
 
   ~Executable();
 
@@ -42,6 +47,7 @@ class Executable {
   Executable() = default;
   struct CompiledKernel;
   fusion::Plan plan_;
+  TuningSnapshot tuning_;
   std::vector<KernelInfo> infos_;
   std::vector<std::unique_ptr<CompiledKernel>> kernels_;
   int compiled_kernels_ = 0;
@@ -53,12 +59,14 @@ class Executable {
 
 // Every kernel of `plan` lowered and printed for both targets, without
 // compiling: what a dynamic plan's kernels look like at other sizes.
-std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan);
+std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan, const TuningSnapshot& tuning);
 
-// CUDA source -> PTX + cubin through the compile cache. On failure the status
+// CUDA source -> PTX + cubin through the compile cache (Knob::kFastMath's
+// option is part of the key). On failure the status
 // holds NVRTC's log and the path where the source was written.
 absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCudaSource(const std::string& source,
-                                                                              const std::string& name, int arch);
+                                                                        const std::string& name, int arch,
+                                                                        const TuningSnapshot& tuning);
 
 // CI has no GPU: with this on, every kernel compiled for the CPU is also
 // printed as CUDA and compiled by NVRTC for sm_90, so a codegen bug in the

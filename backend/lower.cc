@@ -163,11 +163,11 @@ class Lowerer {
 
 }  // namespace
 
-Kernel LowerKernel(const fusion::Plan& plan, const fusion::KernelGroup& group) {
-  if (group.kind != fusion::KernelKind::kPointwise) {
-    return RewriteOnePlusTanh(MultiplyByRowReciprocals(LowerReduction(plan, group)));
-  }
-  return RewriteOnePlusTanh(Lowerer(plan, group).Run());
+Kernel LowerKernel(const fusion::Plan& plan, const fusion::KernelGroup& group, const TuningSnapshot& tuning) {
+  Kernel kernel = group.kind != fusion::KernelKind::kPointwise
+                      ? MultiplyByRowReciprocals(LowerReduction(plan, group, tuning))
+                      : Lowerer(plan, group).Run();
+  return tuning.On(Knob::kOnePlusTanh) ? RewriteOnePlusTanh(std::move(kernel)) : kernel;
 }
 
 }  // namespace fusebox::backend

@@ -6,13 +6,14 @@
 #pragma once
 
 #include "backend/kernel_ir.h"
+#include "backend/tuning.h"
 #include "fusion/plan.h"
 
 namespace fusebox::backend {
 
-// Pure: plan and group in, kernel out. In a dynamic plan (Plan::symbols) the
+// Pure: plan, group and tuning in, kernel out. In a dynamic plan (Plan::symbols) the
 // sizes of run-time dims stay out of the kernel where the iteration space
 // allows: the iteration count becomes a kernel argument.
-Kernel LowerKernel(const fusion::Plan& plan, const fusion::KernelGroup& group);
+Kernel LowerKernel(const fusion::Plan& plan, const fusion::KernelGroup& group, const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

@@ -13,18 +13,10 @@
 #include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_printer.h"  // kCudaBlockSize: the split fills the GPU
 #include "backend/lower_util.h"
-#include "backend/tune.h"
 #include "tensor/error.h"
 
 namespace fusebox::backend {
 namespace {
-
-// Rows up to this long take a warp each (kWarpPerRow), longer ones a block.
-// FUSEBOX_TUNE_WARP_ROW_LIMIT overrides it (read once), for A/B runs.
-int64_t WarpRowLimit() {
-  static const int64_t tuned = TuneInt("FUSEBOX_TUNE_WARP_ROW_LIMIT", 0);
-  return tuned > 0 ? tuned : 1024;
-}
 
 using graph::Graph;
 using graph::Node;
@@ -36,8 +28,8 @@ enum class Ctx { kFull, kRow, kSqueezedRow, kLinear };
 
 class ReductionLowerer {
  public:
-  ReductionLowerer(const fusion::Plan& plan, const fusion::KernelGroup& group)
-      : plan_(plan), g_(plan.graph), group_(group) {}
+  ReductionLowerer(const fusion::Plan& plan, const fusion::KernelGroup& group, const TuningSnapshot& tuning)
+      : plan_(plan), g_(plan.graph), group_(group), tuning_(tuning) {}
 
   Kernel Run() {
     const Shape& shape = group_.iteration_shape;
@@ -144,7 +136,7 @@ class ReductionLowerer {
     }
     kernel_.index64 = NeedsIndex64(plan_, kernel_, max_bound_);
     if (!dynamic_rows) {
-      kernel_.column_tiles = CudaColumnTilesFit(kernel_);
+      kernel_.column_tiles = CudaColumnTilesFit(kernel_, tuning_);
       kernel_.split = ChooseSplit();
     }
     return std::move(kernel_);
@@ -160,7 +152,8 @@ class ReductionLowerer {
   RowStrategy ChooseStrategy(const Shape& shape) const {
     // A run-time row count counts as many rows.
     if (!ReducesInnermost(shape) && (kernel_.dynamic_extent || kernel_.num_rows >= 32)) return RowStrategy::kThreadPerRow;
-    if (kernel_.row_length <= WarpRowLimit()) return RowStrategy::kWarpPerRow;
+    // Rows up to Knob::kWarpRowLimit (1024) take a warp each, longer ones a block.
+    if (kernel_.row_length <= tuning_.Get(Knob::kWarpRowLimit)) return RowStrategy::kWarpPerRow;
     return RowStrategy::kBlockPerRow;
   }
 
@@ -180,15 +173,15 @@ class ReductionLowerer {
     // all (~4 per SM of an H200's 132, all resident at once). Measured on the
     // H200 with 8192 x 8192 f32 under a read flush:
     // 512 blocks 4090 GB/s, 256 or 1024 3920, 4096 3650.
-    // FUSEBOX_TUNE_COLUMN_BLOCKS sets the 512, for A/B runs.
+    // Knob::kColumnBlocks (FUSEBOX_TUNE_COLUMN_BLOCKS) is the 512.
     if (k.strategy == RowStrategy::kThreadPerRow) {
       if (k.column_tiles) return CudaColumnTileSplit(k);  // groups of 256-row tile steps
-      static const int64_t blocks = std::max<int64_t>(TuneInt("FUSEBOX_TUNE_COLUMN_BLOCKS", 512), 1);
+      const int64_t blocks = tuning_.Get(Knob::kColumnBlocks);
       const int64_t tiles = (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
       const int64_t split = std::min(blocks / tiles, k.row_length / 64);
       if (split < 2) return 0;
       // Chunks are whole unrolled steps (CudaColumnChunk): none left empty.
-      const int64_t chunk = CudaColumnChunk(k.row_length, split);
+      const int64_t chunk = CudaColumnChunk(k.row_length, split, tuning_);
       return (k.row_length + chunk - 1) / chunk;
     }
     return 0;
@@ -313,6 +306,7 @@ class ReductionLowerer {
   const fusion::Plan& plan_;
   const Graph& g_;
   const fusion::KernelGroup& group_;
+  const TuningSnapshot& tuning_;
   Kernel kernel_;
   Shape row_shape_;
   std::vector<IndexExpr> full_index_, row_index_, squeezed_index_;
@@ -329,8 +323,8 @@ class ReductionLowerer {
 
 }  // namespace
 
-Kernel LowerReduction(const fusion::Plan& plan, const fusion::KernelGroup& group) {
-  return ReductionLowerer(plan, group).Run();
+Kernel LowerReduction(const fusion::Plan& plan, const fusion::KernelGroup& group, const TuningSnapshot& tuning) {
+  return ReductionLowerer(plan, group, tuning).Run();
 }
 
 }  // namespace fusebox::backend

@@ -6,6 +6,7 @@
 
 #include "backend/index_expr.h"
 #include "backend/kernel_ir.h"
+#include "backend/tuning.h"
 #include "fusion/plan.h"
 #include "graph/graph.h"
 #include "tensor/shape.h"
@@ -97,6 +98,6 @@ inline bool NeedsIndex64(const fusion::Plan& plan, const Kernel& k, int64_t max_
 }
 
 // Reductions (lower_reduction.cc).
-Kernel LowerReduction(const fusion::Plan& plan, const fusion::KernelGroup& group);
+Kernel LowerReduction(const fusion::Plan& plan, const fusion::KernelGroup& group, const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

@@ -4,7 +4,6 @@
 #include <map>
 #include <vector>
 
-#include "backend/tune.h"
 
 namespace fusebox::backend {
 namespace {
@@ -100,8 +99,6 @@ void Rewrite(std::vector<Stmt>& block, std::map<int, int>& uses, int& num_temps)
 }  // namespace
 
 Kernel RewriteOnePlusTanh(Kernel kernel) {
-  static const bool enabled = TuneInt("FUSEBOX_TUNE_ONE_PLUS_TANH", 1) != 0;
-  if (!enabled) return kernel;
   std::map<int, int> uses = Uses(kernel);
   for (std::vector<Stmt>* block : Blocks(kernel)) Rewrite(*block, uses, kernel.num_temps);
   return kernel;

@@ -14,7 +14,7 @@ namespace fusebox::backend {
 // Pure: `kernel` with each float `add` of a constant 1 and a tanh computed in
 // the same block rewritten as `2 * sigmoid(2 * z)` (the tanh dropped where
 // nothing else reads it); the kernel itself when it has none.
-// FUSEBOX_TUNE_ONE_PLUS_TANH=0 leaves every kernel as it is, for A/B runs.
+// LowerKernel applies it unless Knob::kOnePlusTanh is off (A/B runs).
 Kernel RewriteOnePlusTanh(Kernel kernel);
 
 }  // namespace fusebox::backend

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tensor/mutex.h"
@@ -38,10 +39,20 @@ struct SymbolicEntry {
   std::vector<InputDim> keep_static;
 };
 
+// The plans compiled under one tuning snapshot.
+struct TunedPlans {
+  absl::flat_hash_map<graph::Graph, std::shared_ptr<const backend::Executable>> plans;
+  absl::flat_hash_map<SymbolicPlanKey, SymbolicEntry> symbolic;
+};
+
+// Keyed by tuning first: an Executable fixes its kernels' sources and its
+// launch-time choices (CUDA graphs, grid caps) under the snapshot it was
+// compiled with, so a compile under another tuning (a test's ScopedTuning)
+// never finds it. The process's tuning is one snapshot, so outside tests
+// this is one table.
 struct PlanCache {
   fusebox::Mutex mu;
-  absl::flat_hash_map<graph::Graph, std::shared_ptr<const backend::Executable>> plans ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<SymbolicPlanKey, SymbolicEntry> symbolic ABSL_GUARDED_BY(mu);
+  absl::node_hash_map<backend::TuningSnapshot, TunedPlans> by_tuning ABSL_GUARDED_BY(mu);
   RuntimeStats stats ABSL_GUARDED_BY(mu);
 };
 
@@ -50,12 +61,13 @@ PlanCache& Cache() {
   return *cache;
 }
 
-std::shared_ptr<const backend::Executable> CompilePlan(fusion::Plan plan, RunResult* result) {
+std::shared_ptr<const backend::Executable> CompilePlan(fusion::Plan plan, const backend::TuningSnapshot& tuning,
+                                                       RunResult* result) {
   if (plan.graph.device().is_cuda()) {
     FUSEBOX_ENSURE(cuda_available(), "cannot run on ", plan.graph.device().str(),
                    ": no usable CUDA device; use Device::cpu()");
   }
-  std::shared_ptr<const backend::Executable> exe = ValueOrThrow(backend::Executable::Compile(std::move(plan)));
+  std::shared_ptr<const backend::Executable> exe = ValueOrThrow(backend::Executable::Compile(std::move(plan), tuning));
   result->kernel_compiles = exe->compiled_kernels();
   return exe;
 }
@@ -64,8 +76,9 @@ std::shared_ptr<const backend::Executable> CompilePlan(fusion::Plan plan, RunRes
 // depend on: planning and printing the graph again with one symbol's size
 // changed gives other kernels. (Cheap next to compiling: no compiler runs.)
 std::vector<InputDim> SizesCompiledIn(const graph::Graph& graph, const fusion::DimSymbols& symbols,
-                                      absl::Span<const InputDim> dynamic, const fusion::Plan& plan) {
-  const std::vector<std::string> kernels = backend::PrintPlanKernels(plan);
+                                      absl::Span<const InputDim> dynamic, const fusion::Plan& plan,
+                                      const backend::TuningSnapshot& tuning) {
+  const std::vector<std::string> kernels = backend::PrintPlanKernels(plan, tuning);
   const std::vector<int64_t> values = symbols.Values(graph);
   std::vector<InputDim> out;
   for (int32_t k = 0; k < symbols.num_symbols(); ++k) {
@@ -73,7 +86,7 @@ std::vector<InputDim> SizesCompiledIn(const graph::Graph& graph, const fusion::D
     ++probe[k];
     bool same = false;
     try {
-      same = backend::PrintPlanKernels(fusion::BuildPlan(fusion::Resize(graph, symbols, probe), dynamic)) == kernels;
+      same = backend::PrintPlanKernels(fusion::BuildPlan(fusion::Resize(graph, symbols, probe), dynamic), tuning) == kernels;
     } catch (const Error&) {
       // The graph does not even plan at another size: the size is compiled in.
     }
@@ -104,10 +117,11 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
   profiler::HostOpRecord record;  // inert (one atomic load) without a profiler
   InitLogging();
   PlanCache& cache = Cache();
+  const backend::TuningSnapshot& tuning = backend::CurrentTuning();  // once per run
   std::shared_ptr<const backend::Executable> exe;
   RunResult result;
   std::vector<InputDim> dynamic(options.dynamic.begin(), options.dynamic.end());
-  if (options.known_plan) {
+  if (options.known_plan && options.known_plan->tuning() == tuning) {
     exe = options.known_plan;
     fusebox::MutexLock lock(&cache.mu);
     ++cache.stats.plan_cache_hits;
@@ -118,16 +132,17 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
     if (symbols.empty()) {
       {
         fusebox::MutexLock lock(&cache.mu);
-        if (auto it = cache.plans.find(graph); it != cache.plans.end()) {
+        const auto& plans = cache.by_tuning[tuning].plans;
+        if (auto it = plans.find(graph); it != plans.end()) {
           exe = it->second;
           ++cache.stats.plan_cache_hits;
           result.plan_cache_hit = true;
           break;
         }
       }
-      exe = CompilePlan(fusion::BuildPlan(graph), &result);
+      exe = CompilePlan(fusion::BuildPlan(graph), tuning, &result);
       fusebox::MutexLock lock(&cache.mu);
-      cache.plans.emplace(graph, exe);
+      cache.by_tuning[tuning].plans.emplace(graph, exe);
       ++cache.stats.plan_compiles;
       break;
     }
@@ -135,19 +150,20 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
     SymbolicEntry entry;
     {
       fusebox::MutexLock lock(&cache.mu);
-      if (auto it = cache.symbolic.find(key); it != cache.symbolic.end()) entry = it->second;
+      const auto& symbolic = cache.by_tuning[tuning].symbolic;
+      if (auto it = symbolic.find(key); it != symbolic.end()) entry = it->second;
     }
     if (!entry.exe && entry.keep_static.empty()) {
       fusion::Plan plan = fusion::BuildPlan(graph, dynamic);
-      entry.keep_static = SizesCompiledIn(graph, symbols, dynamic, plan);
+      entry.keep_static = SizesCompiledIn(graph, symbols, dynamic, plan, tuning);
       if (entry.keep_static.empty()) {
-        entry.exe = CompilePlan(std::move(plan), &result);
+        entry.exe = CompilePlan(std::move(plan), tuning, &result);
       } else {
         spdlog::debug("dynamic shapes: {} dim(s) stay compiled in (the kernels depend on their sizes)",
                       entry.keep_static.size());
       }
       fusebox::MutexLock lock(&cache.mu);
-      cache.symbolic.emplace(std::move(key), entry);
+      cache.by_tuning[tuning].symbolic.emplace(std::move(key), entry);
       if (entry.exe) ++cache.stats.plan_compiles;
     } else if (entry.exe) {
       fusebox::MutexLock lock(&cache.mu);

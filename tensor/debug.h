@@ -4,12 +4,20 @@
 // docs/debugging.md documents them.
 #pragma once
 
+#include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace fusebox {
 
 // True when `what` is in FUSEBOX_DEBUG (or FUSEBOX_DEBUG=all).
 bool DebugDump(std::string_view what);
+// The names FUSEBOX_DEBUG takes (`all` last).
+std::span<const std::string_view> DebugDumpNames();
+// The known names in the comma list `list`; each unknown one warns (spdlog),
+// listing the valid names, and is also appended to `warnings` when given.
+std::vector<std::string> ParseDebugDumps(std::string_view list, std::vector<std::string>* warnings = nullptr);
 // Configures the spdlog default logger from FUSEBOX_LOG; idempotent.
 void InitLogging();
 

@@ -3,23 +3,20 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "backend/tune.h"
 
 namespace fusebox::backend {
 
-int CudaCacheHintLevel() {
-  static const int level = static_cast<int>(std::clamp<int64_t>(TuneInt("FUSEBOX_TUNE_CACHE_HINTS", 1), 0, 2));
-  return level;
+int CudaCacheHintLevel(const TuningSnapshot& tuning) { return tuning.GetInt(Knob::kCacheHints); }
+
+CacheHint StreamEverywhere(const TuningSnapshot& tuning) {
+  return CudaCacheHintLevel(tuning) >= 2 ? CacheHint::kStream : CacheHint::kNormal;
 }
 
-CacheHint StreamEverywhere() { return CudaCacheHintLevel() >= 2 ? CacheHint::kStream : CacheHint::kNormal; }
+int CudaL1HintBits(const TuningSnapshot& tuning) { return tuning.GetInt(Knob::kL1Hints); }
 
-int CudaL1HintBits() {
-  static const int bits = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_L1_HINTS", 15, 0, 15));
-  return bits;
+CacheHint StreamReadOnlyReduction(const TuningSnapshot& tuning) {
+  return CudaCacheHintLevel(tuning) >= 1 ? CacheHint::kStream : CacheHint::kNormal;
 }
-
-CacheHint StreamReadOnlyReduction() { return CudaCacheHintLevel() >= 1 ? CacheHint::kStream : CacheHint::kNormal; }
 
 namespace {
 
@@ -43,7 +40,7 @@ std::string PolicyLoads(const std::string& name, const std::string& qualifiers, 
 
 // __ldcs / __stcs are PTX's .cs ("cache streaming": evict-first in L1 and
 // L2); evict-last needs a cache policy (createpolicy) on the load.
-std::string CacheHintPrelude() {
+std::string CacheHintPrelude(const TuningSnapshot& tuning) {
   std::string out = R"(template <typename T> FB_INLINE T fb_ld_stream(const T* p) { return __ldcs(p); }
 FB_INLINE bool fb_ld_stream(const bool* p) { return *p; }
 template <typename T> FB_INLINE void fb_st_stream(T* p, T v) { __stcs(p, v); }
@@ -54,8 +51,8 @@ FB_INLINE unsigned long long fb_keep_policy() {
   return p;
 }
 )";
-  absl::StrAppend(&out, PolicyLoads("fb_ld_keep", (CudaL1HintBits() & 1) ? ".L1::evict_last" : "", "fb_keep_policy"));
-  if (CudaL1HintBits() & 2) {
+  absl::StrAppend(&out, PolicyLoads("fb_ld_keep", (CudaL1HintBits(tuning) & 1) ? ".L1::evict_last" : "", "fb_keep_policy"));
+  if (CudaL1HintBits(tuning) & 2) {
     absl::StrAppend(&out, R"(FB_INLINE unsigned long long fb_last_policy() {
   unsigned long long p;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cache_hints.h"
-#include "backend/tune.h"
 #include "graph/op.h"
 
 namespace fusebox::backend {
@@ -23,9 +22,8 @@ int64_t Ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-bool CudaColumnTilesFit(const Kernel& k) {
-  static const bool enabled = TuneInt("FUSEBOX_TUNE_COLUMN_TILES", 1) != 0;
-  if (!enabled || k.strategy != RowStrategy::kThreadPerRow || k.kind != fusion::KernelKind::kReduction ||
+bool CudaColumnTilesFit(const Kernel& k, const TuningSnapshot& tuning) {
+  if (!tuning.On(Knob::kColumnTiles) || k.strategy != RowStrategy::kThreadPerRow || k.kind != fusion::KernelKind::kReduction ||
       k.passes.size() != 1 || !k.elementwise.empty() || k.dynamic_extent) {
     return false;
   }
@@ -57,8 +55,8 @@ namespace {
 // per column of its group (fb_r0 .. fb_r0 + 3), for every accumulator c.
 class TilePrinter {
  public:
-  explicit TilePrinter(const Kernel& k)
-      : k_(k), pass_(k.passes.at(0)), idx_(k.index64 ? "long long" : "int"), sfx_(k.index64 ? "LL" : ""),
+  TilePrinter(const Kernel& k, const TuningSnapshot& tuning)
+      : k_(k), tuning_(tuning), pass_(k.passes.at(0)), idx_(k.index64 ? "long long" : "int"), sfx_(k.index64 ? "LL" : ""),
         rows_(absl::StrCat(k.num_rows, sfx_)), steps_(CudaColumnTileStepsPerGroup(k)) {}
 
   // The kernel `<name>_partial`, which picks the aligned or scalar instance
@@ -122,7 +120,7 @@ class TilePrinter {
   // The aligned path's 16-byte loads into registers fb_l<temp>, or 4 scalar
   // loads each where a pointer is not aligned; streamed (read once).
   std::string Loads() const {
-    const CacheHint hint = StreamReadOnlyReduction();
+    const CacheHint hint = StreamReadOnlyReduction(tuning_);
     std::string out;
     for (const Stmt& s : pass_.body) {
       if (!Hoisted(s)) continue;
@@ -203,6 +201,7 @@ class TilePrinter {
   }
 
   const Kernel& k_;
+  const TuningSnapshot& tuning_;
   const Pass& pass_;
   const std::string idx_, sfx_, rows_;
   const int64_t steps_;
@@ -210,6 +209,8 @@ class TilePrinter {
 
 }  // namespace
 
-std::string PrintCudaColumnTiles(const Kernel& k, const std::string& params) { return TilePrinter(k).Print(params); }
+std::string PrintCudaColumnTiles(const Kernel& k, const std::string& params, const TuningSnapshot& tuning) {
+  return TilePrinter(k, tuning).Print(params);
+}
 
 }  // namespace fusebox::backend

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backend/kernel_ir.h"
+#include "backend/tuning.h"
 
 namespace fusebox::backend {
 
@@ -33,10 +34,9 @@ inline constexpr int64_t kCudaColumnTileMaxGroups = 64;
 // layout), at most two accumulators (16 KB of shared memory each), a static
 // extent, columns in whole groups of 4 and at least one full tile's worth
 // (64), at least two groups of 256 rows, and a 4-byte access whose 4
-// adjacent columns are adjacent in memory. FUSEBOX_TUNE_COLUMN_TILES=0 turns
-// the layout off, for A/B runs.
+// adjacent columns are adjacent in memory; and Knob::kColumnTiles is on.
 // Lowering records the answer in Kernel::column_tiles.
-bool CudaColumnTilesFit(const Kernel& kernel);
+bool CudaColumnTilesFit(const Kernel& kernel, const TuningSnapshot& tuning);
 // Split kernels printed as tiles (Kernel::column_tiles, and the split that
 // CudaColumnTileSplit chose).
 bool UsesCudaColumnTiles(const Kernel& kernel);
@@ -50,6 +50,6 @@ int64_t CudaColumnTileGridSize(const Kernel& kernel);
 
 // The partial kernel `<name>_partial(params)`, where `params` ends with the
 // partial buffers fb_part<c>; the caller prints the prelude and the combine.
-std::string PrintCudaColumnTiles(const Kernel& kernel, const std::string& params);
+std::string PrintCudaColumnTiles(const Kernel& kernel, const std::string& params, const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

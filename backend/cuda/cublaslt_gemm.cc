@@ -16,7 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "tensor/mutex.h"
 #include "backend/cuda/driver.h"
-#include "backend/tune.h"
+#include "backend/tuning.h"
 
 namespace fusebox::backend::cuda {
 namespace {
@@ -236,18 +236,17 @@ struct Choice {
 };
 
 // How many of the heuristic's candidates the first call of a problem times;
-// 1: its first choice, untimed. -1: not set yet, FUSEBOX_TUNE_GEMM_CANDIDATES
-// or 1 (on the H200 timing eight measured within the run-to-run spread of
+// 1: its first choice, untimed. -1: not set in code (SetCublasLtCandidates):
+// Knob::kGemmCandidates, 1 by default (on the H200 timing eight measured within the run-to-run spread of
 // the heuristic's first, bench/NOTES.md session 5; as PyTorch, no timing).
 std::atomic<int> gemm_candidates{-1};
 
+// Read at a problem's first run, deep in the extern-kernel path, so from
+// CurrentTuning() rather than the executable's snapshot (not plumbed through
+// RunMatmul in this step); a problem keeps its choice for the process either way.
 int GemmCandidates() {
-  int n = gemm_candidates.load(std::memory_order_relaxed);
-  if (n < 0) {
-    n = static_cast<int>(std::clamp<int64_t>(TuneInt("FUSEBOX_TUNE_GEMM_CANDIDATES", 1), 1, kMaxGemmCandidates));
-    gemm_candidates.store(n, std::memory_order_relaxed);
-  }
-  return n;
+  const int n = gemm_candidates.load(std::memory_order_relaxed);
+  return n >= 0 ? n : backend::CurrentTuning().GetInt(backend::Knob::kGemmCandidates);
 }
 
 // The pointers a problem's first call times its candidates on.

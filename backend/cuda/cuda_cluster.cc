@@ -4,7 +4,6 @@
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cuda_printer.h"
-#include "backend/tune.h"
 
 namespace fusebox::backend {
 namespace {
@@ -51,8 +50,11 @@ std::string Temp(int t) { return absl::StrCat("t", t); }
 // Block b of a row's cluster holds row elements [b * span, (b + 1) * span),
 // span = slots * threads; thread t of it elements t, t + threads, ...
 class ClusterPrinter : public CPrinter {
+ public:
+  explicit ClusterPrinter(const TuningSnapshot& tuning) : tuning_(tuning) {}
+
  protected:
-  std::string Prelude() const override { return absl::StrCat(CudaPrelude(), kClusterPrelude); }
+  std::string Prelude() const override { return absl::StrCat(CudaPrelude(tuning_), kClusterPrelude); }
   std::string Open(const Kernel&) const override { return ""; }  // reductions only
   std::string Close() const override { return ""; }
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
@@ -110,6 +112,9 @@ class ClusterPrinter : public CPrinter {
   std::string OpenRowStores(const Kernel& k) const override {
     return absl::StrCat("    if (blockIdx.x % ", k.cluster.blocks, " == 0 && threadIdx.x == 0) {\n");
   }
+
+ private:
+  const TuningSnapshot& tuning_;
 };
 
 }  // namespace
@@ -137,11 +142,8 @@ ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
   return {};
 }
 
-bool CudaClustersEnabled() {
-  static const bool on = TuneInt("FUSEBOX_TUNE_CLUSTERS", 0) == 1;
-  return on;
+std::string PrintCudaCluster(const Kernel& kernel, const TuningSnapshot& tuning) {
+  return ClusterPrinter(tuning).Print(kernel);
 }
-
-std::string PrintCudaCluster(const Kernel& kernel) { return ClusterPrinter().Print(kernel); }
 
 }  // namespace fusebox::backend

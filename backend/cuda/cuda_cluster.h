@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/kernel_ir.h"
+#include "backend/tuning.h"
 
 namespace fusebox::backend {
 
@@ -18,14 +19,13 @@ namespace fusebox::backend {
 // 32 registers per thread in 8 blocks.
 ClusterLayout CudaClusterLayout(const Kernel& kernel, int arch);
 
-// Whether compiles use CudaClusterLayout: only with FUSEBOX_TUNE_CLUSTERS=1
-// (read once). On the H200 the cluster softmax over 1024 x 65536 ran at
-// 1544 GB/s, the looped kernel that walks the grid with one block per SM at
-// 2395 (bench/NOTES.md): the looped kernel is the default.
-bool CudaClustersEnabled();
+// Compiles use CudaClusterLayout only with Knob::kClusters
+// (FUSEBOX_TUNE_CLUSTERS=1). On the H200 the cluster softmax over 1024 x
+// 65536 ran at 1544 GB/s, the looped kernel that walks the grid with one
+// block per SM at 2395 (bench/NOTES.md): the looped kernel is the default.
 
 // The kernel's CUDA source for its `cluster` layout (blocks > 1); PrintCuda
 // calls it. One launch of num_rows * blocks blocks, `threads` each.
-std::string PrintCudaCluster(const Kernel& kernel);
+std::string PrintCudaCluster(const Kernel& kernel, const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

@@ -12,7 +12,6 @@
 #include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/row_printer.h"
-#include "backend/tune.h"
 #include "tensor/error.h"
 
 namespace fusebox::backend {
@@ -52,7 +51,10 @@ FB_INLINE float fb_min(float a, float b) { float r; asm("min.NaN.f32 %0, %1, %2;
 )";
 
 class CudaPrinter : public CPrinter {
-  friend std::string fusebox::backend::CudaPrelude();
+  friend std::string fusebox::backend::CudaPrelude(const TuningSnapshot& tuning);
+
+ public:
+  explicit CudaPrinter(const TuningSnapshot& tuning) : tuning_(tuning) {}
 
  protected:
   std::string Prelude() const override {
@@ -118,7 +120,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   return v;
 }
 )",
-                        CommonPrelude(), kNanPropagatingMinMax, CacheHintPrelude());
+                        CommonPrelude(), kNanPropagatingMinMax, CacheHintPrelude(tuning_));
   }
 
   std::string Open(const Kernel& k) const override {
@@ -154,7 +156,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   // Unrolled: several rows' loads in flight per thread.
   std::string OpenRowLoop(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
-    return absl::StrCat("#pragma unroll ", CudaColumnUnroll(), "\n    for (", idx, " j = 0; j < ", k.row_length,
+    return absl::StrCat("#pragma unroll ", tuning_.GetInt(Knob::kColumnUnroll), "\n    for (", idx, " j = 0; j < ", k.row_length,
                         k.index64 ? "LL" : "", "; ++j) {\n");
   }
   std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
@@ -171,7 +173,8 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   std::string PrintRows(const Kernel& k) const {
     return PrintCudaRows(k, {.prelude = Prelude(),
                              .after_pass = [&](const Accumulator& a, const std::string& lambda) { return AfterPass(k, a, lambda); },
-                             .open_row_stores = OpenRowStores(k)});
+                             .open_row_stores = OpenRowStores(k)},
+                         tuning_);
   }
 
   // Split rows (Kernel::split): a partial kernel folds each (row, chunk) into
@@ -181,7 +184,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   //    partial (r, p) at r * split + p; then a block per row.
   //  kThreadPerRow (column reductions): 2-D tiles where Kernel::column_tiles
   //    (column_tiles.h), else a block per (256 columns, chunk), a thread
-  //    walking its column's chunk CudaColumnUnroll() rows at a time,
+  //    walking its column's chunk kColumnUnroll rows at a time,
   //    unrolled: the rows' loads are independent (only the fold is a chain),
   //    so that many are in flight per thread; either way partial (r, p) at
   //    p * num_rows + r, so neighbouring threads write and read neighbouring
@@ -200,13 +203,13 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       if (a.index_temp >= 0) absl::StrAppend(&partials, ", long long* __restrict__ fb_part_index", c);
     }
     const std::string params = ParamList(k, /*restrict_qualified=*/true) + partials;
-    const std::string chunk = absl::StrCat(CudaSplitChunk(k), sfx);
+    const std::string chunk = absl::StrCat(CudaSplitChunk(k, tuning_), sfx);
     const int64_t tiles = CudaCombineGridSize(k);
     // Each element of the partial kernel's rows is read once
     // (StreamEverywhere: streaming the column sum's partial measured 3%
     // slower on the H200, unlike a row sum's loads).
     auto streamed = [&](const Stmt& s) {
-      if (!TouchesEachElementOnce(s.index) || StreamEverywhere() == CacheHint::kNormal) return std::string();
+      if (!TouchesEachElementOnce(s.index) || StreamEverywhere(tuning_) == CacheHint::kNormal) return std::string();
       return HintedLoad(CacheHint::kStream, absl::StrCat(k.buffers[s.buffer].name, " + (", s.index.ToString(), ")"));
     };
     // One element of the chunk (at `j`) folded into the accumulators.
@@ -243,14 +246,14 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
 
     const bool tiled = UsesCudaColumnTiles(k);
     std::string out = absl::StrCat(Prelude(), "\n// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ",
-                                   k.row_length, ", each split over ", k.split, " chunks of ", CudaSplitChunk(k),
+                                   k.row_length, ", each split over ", k.split, " chunks of ", CudaSplitChunk(k, tuning_),
                                    tiled ? absl::StrCat("; tiles of ", kCudaColumnTileThreadsX, " x ", kCudaColumnTileThreadsY,
                                                         " threads, ", kCudaColumnTileWidth, " columns and ",
                                                         kCudaColumnTileSteps, " rows each (column_tiles.h)")
                                          : "",
                                    "\n");
     if (tiled) {
-      absl::StrAppend(&out, PrintCudaColumnTiles(k, params));
+      absl::StrAppend(&out, PrintCudaColumnTiles(k, params, tuning_));
     } else {
       absl::StrAppend(&out, open(k.name + "_partial"));
       if (columns) {
@@ -263,8 +266,8 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
                       " ? begin + ", chunk, " : ", length, ";\n", columns ? absl::StrCat("  if (r < ", rows, ") {\n") : "  {\n");
       for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
       if (columns) {
-        // Chunks are whole steps of CudaColumnUnroll() rows; only the last has a tail.
-        const int unroll = CudaColumnUnroll();
+        // Chunks are whole steps of kColumnUnroll rows; only the last has a tail.
+        const int unroll = tuning_.GetInt(Knob::kColumnUnroll);
         auto steps = [&](const std::string& bound, const std::string& in) {
           return absl::StrCat(in, "for (; j0 + ", unroll, " <= ", bound, "; j0 += ", unroll, ") {\n#pragma unroll\n", in,
                               "  for (int u = 0; u < ", unroll, "; ++u) {\n", in, "    const ", idx, " j = j0 + u;\n",
@@ -277,7 +280,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
         const int64_t run = kCudaColumnRunSteps * unroll;
         std::vector<const Accumulator*> runs;
         for (const Accumulator& a : pass.accumulators) {
-          if (RoundsEachFold(a) && CudaSplitChunk(k) > run) runs.push_back(&a);
+          if (RoundsEachFold(a) && CudaSplitChunk(k, tuning_) > run) runs.push_back(&a);
         }
         if (runs.empty()) {
           absl::StrAppend(&out, steps("end", "    "));
@@ -353,10 +356,10 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
           absl::StrCat("reinterpret_cast<", b.is_output ? "" : "const ", "uint4*>(", b.name, " + ", first, ")");
       if (!b.is_output) {
         // A broadcast operand is read again by other threads: never streamed.
-        const CacheHint hint = first == "base" ? StreamEverywhere() : CacheHint::kNormal;
+        const CacheHint hint = first == "base" ? StreamEverywhere(tuning_) : CacheHint::kNormal;
         absl::StrAppend(&loads, "    *reinterpret_cast<uint4*>(", b.name, "_v) = ", HintedLoad(hint, vec), ";\n");
       } else {
-        absl::StrAppend(&stores, "    ", HintedStore(StreamEverywhere(), vec, absl::StrCat("*reinterpret_cast<const uint4*>(", b.name, "_v)")), ";\n");
+        absl::StrAppend(&stores, "    ", HintedStore(StreamEverywhere(tuning_), vec, absl::StrCat("*reinterpret_cast<const uint4*>(", b.name, "_v)")), ";\n");
       }
       b.name += "_v";
     }
@@ -386,11 +389,14 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   }
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
+
+ private:
+  const TuningSnapshot& tuning_;
 };
 
 }  // namespace
 
-std::string CudaPrelude() { return CudaPrinter().Prelude(); }
+std::string CudaPrelude(const TuningSnapshot& tuning) { return CudaPrinter(tuning).Prelude(); }
 
 int CudaVectorWidth(const Kernel& k) {
   if (k.is_reduction()) return 1;
@@ -404,20 +410,21 @@ int CudaVectorWidth(const Kernel& k) {
   return VectorIndices(k, v) ? v : 1;
 }
 
-std::string PrintCuda(const Kernel& kernel) {
-  if (kernel.cluster.blocks > 1) return PrintCudaCluster(kernel);
-  if (kernel.split > 1) return CudaPrinter().PrintSplit(kernel);
-  if (const int v = CudaVectorWidth(kernel); v > 1) return CudaPrinter().PrintVectorized(kernel, v);
-  if (UsesCudaRowLayout(kernel)) return CudaPrinter().PrintRows(kernel);
-  return CudaPrinter().Print(kernel);
+std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning) {
+  if (kernel.cluster.blocks > 1) return PrintCudaCluster(kernel, tuning);
+  const CudaPrinter printer(tuning);
+  if (kernel.split > 1) return printer.PrintSplit(kernel);
+  if (const int v = CudaVectorWidth(kernel); v > 1) return printer.PrintVectorized(kernel, v);
+  if (UsesCudaRowLayout(kernel)) return printer.PrintRows(kernel);
+  return printer.Print(kernel);
 }
 
-int CudaBlockSize(const Kernel& k) {
+int CudaBlockSize(const Kernel& k, const TuningSnapshot& tuning) {
   if (k.cluster.blocks > 1) return k.cluster.threads;
-  return UsesCudaRowLayout(k) ? CudaRowBlockSize(k) : kCudaBlockSize;
+  return UsesCudaRowLayout(k) ? CudaRowBlockSize(k, tuning) : kCudaBlockSize;
 }
 
-int64_t CudaGridSize(const Kernel& k, int64_t iterations) {
+int64_t CudaGridSize(const Kernel& k, int64_t iterations, const TuningSnapshot& tuning) {
   if (const int v = CudaVectorWidth(k); v > 1) {
     const int64_t per_block = int64_t{kCudaBlockSize} * v;
     return (iterations + per_block - 1) / per_block;
@@ -426,7 +433,10 @@ int64_t CudaGridSize(const Kernel& k, int64_t iterations) {
   if (k.cluster.blocks > 1) return iterations * k.cluster.blocks;
   switch (k.strategy) {
     case RowStrategy::kBlockPerRow: return k.split > 1 ? iterations * k.split : iterations;
-    case RowStrategy::kWarpPerRow: return (iterations + CudaWarpRowsPerBlock() - 1) / CudaWarpRowsPerBlock();
+    case RowStrategy::kWarpPerRow: {
+      const int rows = tuning.GetInt(Knob::kWarpRowsPerBlock);
+      return (iterations + rows - 1) / rows;
+    }
     case RowStrategy::kThreadPerRow:
       if (UsesCudaColumnTiles(k)) return CudaColumnTileGridSize(k);
       return (iterations + kCudaBlockSize - 1) / kCudaBlockSize * std::max<int64_t>(k.split, 1);
@@ -434,25 +444,23 @@ int64_t CudaGridSize(const Kernel& k, int64_t iterations) {
   return 0;
 }
 
-int CudaPartialBlockSize(const Kernel& k) { return UsesCudaColumnTiles(k) ? kCudaColumnTileBlock : CudaBlockSize(k); }
+int CudaPartialBlockSize(const Kernel& k, const TuningSnapshot& tuning) {
+  return UsesCudaColumnTiles(k) ? kCudaColumnTileBlock : CudaBlockSize(k, tuning);
+}
 
 int64_t CudaCombineGridSize(const Kernel& k) {
   return k.strategy == RowStrategy::kThreadPerRow ? (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize : k.num_rows;
 }
 
-int CudaColumnUnroll() {
-  static const int unroll = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_COLUMN_UNROLL", 8, 1, 64, /*power_of_two=*/true));
-  return unroll;
-}
-
-int64_t CudaColumnChunk(int64_t rows, int64_t split) {
+int64_t CudaColumnChunk(int64_t rows, int64_t split, const TuningSnapshot& tuning) {
   const int64_t chunk = (rows + split - 1) / split;
-  return (chunk + CudaColumnUnroll() - 1) / CudaColumnUnroll() * CudaColumnUnroll();
+  const int64_t unroll = tuning.Get(Knob::kColumnUnroll);
+  return (chunk + unroll - 1) / unroll * unroll;
 }
 
-int64_t CudaSplitChunk(const Kernel& k) {
+int64_t CudaSplitChunk(const Kernel& k, const TuningSnapshot& tuning) {
   if (UsesCudaColumnTiles(k)) return int64_t{kCudaColumnTileRows} * CudaColumnTileStepsPerGroup(k);
-  if (k.strategy == RowStrategy::kThreadPerRow) return CudaColumnChunk(k.row_length, k.split);
+  if (k.strategy == RowStrategy::kThreadPerRow) return CudaColumnChunk(k.row_length, k.split, tuning);
   return (k.row_length + k.split - 1) / k.split;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/kernel_ir.h"
+#include "backend/tuning.h"
 
 namespace fusebox::backend {
 
@@ -15,14 +16,15 @@ inline constexpr int kCudaBlockSize = 256;
 inline constexpr int kCudaElementsPerThread = 4;
 inline constexpr int kCudaElementsPerBlock = kCudaBlockSize * kCudaElementsPerThread;
 
-// Column reductions: rows of a column each thread loads before folding (8;
-// FUSEBOX_TUNE_COLUMN_UNROLL, a power of two up to 64, for A/B runs).
-int CudaColumnUnroll();
+// Column reductions: rows of a column each thread loads before folding are
+// Knob::kColumnUnroll (8).
 // Split column chunks longer than this many unrolled steps fold their float
 // sums in runs of it (128 rows), so a thread's chain stays short.
 inline constexpr int kCudaColumnRunSteps = 16;
 
-std::string PrintCuda(const Kernel& kernel);
+// Every printing and launch-geometry function takes the compile's tuning
+// (backend/tuning.h); the kernel IR carries none of it.
+std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning);
 
 // Elements per thread of a dense pointwise kernel printed with 16-byte
 // accesses (all buffers of one 2- or 4-byte type, all read and written at
@@ -32,12 +34,12 @@ int CudaVectorWidth(const Kernel& kernel);
 // Launch geometry of a kernel printed by PrintCuda, for `iterations`
 // (Kernel::Iterations: elements, or rows for reductions): blocks, and threads
 // per block (kCudaBlockSize, or a persistent long row's 256 to 1024).
-int64_t CudaGridSize(const Kernel& kernel, int64_t iterations);
+int64_t CudaGridSize(const Kernel& kernel, int64_t iterations, const TuningSnapshot& tuning);
 // Threads per block of that launch.
-int CudaBlockSize(const Kernel& kernel);
+int CudaBlockSize(const Kernel& kernel, const TuningSnapshot& tuning);
 
 // The fb_* helpers every CUDA kernel source starts with (no headers).
-std::string CudaPrelude();
+std::string CudaPrelude(const TuningSnapshot& tuning);
 
 // Split reductions (Kernel::split > 1): CudaGridSize is the partial
 // kernel's grid; this is the final kernel's (a block per row, or a thread per
@@ -45,12 +47,12 @@ std::string CudaPrelude();
 int64_t CudaCombineGridSize(const Kernel& kernel);
 // Threads per block of the partial kernel: CudaBlockSize, or a column
 // tile's 1024 (column_tiles.h).
-int CudaPartialBlockSize(const Kernel& kernel);
+int CudaPartialBlockSize(const Kernel& kernel, const TuningSnapshot& tuning);
 
 // Split reductions: the elements of a row each partial result folds (the
-// last chunk may be shorter); column chunks are whole CudaColumnUnroll() steps.
-int64_t CudaSplitChunk(const Kernel& kernel);
-// A column of `rows` split `split` ways: chunks of whole CudaColumnUnroll() steps.
-int64_t CudaColumnChunk(int64_t rows, int64_t split);
+// last chunk may be shorter); column chunks are whole kColumnUnroll steps.
+int64_t CudaSplitChunk(const Kernel& kernel, const TuningSnapshot& tuning);
+// A column of `rows` split `split` ways: chunks of whole kColumnUnroll steps.
+int64_t CudaColumnChunk(int64_t rows, int64_t split, const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

@@ -14,9 +14,9 @@ const char* CudaScheduleKindName(CudaScheduleKind kind) {
   return names[static_cast<int>(kind)];
 }
 
-CudaSchedule ChooseCudaSchedule(const Kernel& k) {
+CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
   CudaSchedule s;
-  s.block = CudaBlockSize(k);
+  s.block = CudaBlockSize(k, tuning);
   if (const int v = CudaVectorWidth(k); v > 1) {
     s.kind = CudaScheduleKind::kPointwiseVector;
     s.vector_width = v;
@@ -28,14 +28,14 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k) {
     return s;
   }
   if (UsesCudaRowLayout(k)) {
-    s.rows = ChooseCudaRowLayout(k);
+    s.rows = ChooseCudaRowLayout(k, tuning);
     s.vector_width = s.rows->vector_width;
-    if (s.rows->grid_stride) s.blocks_per_sm = CudaLongRowBlocksPerSm();
+    if (s.rows->grid_stride) s.blocks_per_sm = tuning.GetInt(Knob::kLongRowBlocks);
     s.shared_bytes = s.rows->shared_bytes;
   }
   if (k.split > 1) {
     s.split = k.split;
-    s.partial_block = CudaPartialBlockSize(k);
+    s.partial_block = CudaPartialBlockSize(k, tuning);
     s.combine_grid = CudaCombineGridSize(k);
   }
   if (k.cluster.blocks > 1) {
@@ -51,7 +51,7 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k) {
       break;
     case RowStrategy::kWarpPerRow:
       s.kind = CudaScheduleKind::kWarpPerRow;
-      s.per_block = CudaWarpRowsPerBlock();
+      s.per_block = tuning.GetInt(Knob::kWarpRowsPerBlock);
       break;
     case RowStrategy::kThreadPerRow:
       if (UsesCudaColumnTiles(k)) {

@@ -14,6 +14,7 @@
 
 #include "backend/cuda/row_layout.h"
 #include "backend/kernel_ir.h"
+#include "backend/tuning.h"
 
 namespace fusebox::backend {
 
@@ -53,7 +54,7 @@ struct CudaSchedule {
   friend bool operator==(const CudaSchedule&, const CudaSchedule&) = default;
 };
 
-// The schedule of a lowered kernel (not an extern one).
-CudaSchedule ChooseCudaSchedule(const Kernel& kernel);
+// The schedule of a lowered kernel (not an extern one) under `tuning`.
+CudaSchedule ChooseCudaSchedule(const Kernel& kernel, const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

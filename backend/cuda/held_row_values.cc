@@ -10,7 +10,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
-#include "backend/tune.h"
 
 namespace fusebox::backend {
 namespace {
@@ -158,11 +157,6 @@ Kernel ReuseHeldRowValues(Kernel kernel) {
     }
   }
   return kernel;
-}
-
-bool HeldRowValuesEnabled() {
-  static const bool on = TuneInt("FUSEBOX_TUNE_HELD_VALUES", 1) != 0;
-  return on;
 }
 
 }  // namespace fusebox::backend

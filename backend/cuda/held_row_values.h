@@ -20,8 +20,7 @@ namespace fusebox::backend {
 // Results are bit-identical: the same expression, computed once.
 Kernel ReuseHeldRowValues(Kernel kernel);
 
-// Whether the row printer applies it (FUSEBOX_TUNE_HELD_VALUES=0 turns it
-// off, for A/B runs).
-bool HeldRowValuesEnabled();
+// The row printer applies it unless Knob::kHeldValues is off
+// (FUSEBOX_TUNE_HELD_VALUES=0, for A/B runs).
 
 }  // namespace fusebox::backend

@@ -4,7 +4,6 @@
 #include <limits>
 
 #include "absl/cleanup/cleanup.h"
-#include "backend/tune.h"
 
 namespace fusebox::cuda {
 namespace {
@@ -12,24 +11,18 @@ namespace {
 std::atomic<int64_t> graphs_built{0};
 std::atomic<int64_t> graph_launches{0};
 
-int64_t GraphLaunchMode() {
-  static const int64_t mode = backend::TuneIntInRange("FUSEBOX_TUNE_CUDA_GRAPHS", 1, 0, 2);
-  return mode;
-}
-
 }  // namespace
 
 GraphLaunchCounts GraphLaunchStats() {
   return {.built = graphs_built.load(std::memory_order_relaxed), .launched = graph_launches.load(std::memory_order_relaxed)};
 }
 
-bool GraphLaunchesEnabled() {
-  static const bool enabled = GraphLaunchMode() != 0 && Driver::Get().graphs_available();
-  return enabled;
+bool GraphLaunchesEnabled(const backend::TuningSnapshot& tuning) {
+  return tuning.Get(backend::Knob::kCudaGraphs) != 0 && Driver::Get().graphs_available();
 }
 
-int64_t GraphLaunchMaxElements() {
-  return GraphLaunchMode() == 2 ? std::numeric_limits<int64_t>::max() : kGraphLaunchMaxElements;
+int64_t GraphLaunchMaxElements(const backend::TuningSnapshot& tuning) {
+  return tuning.Get(backend::Knob::kCudaGraphs) == 2 ? std::numeric_limits<int64_t>::max() : kGraphLaunchMaxElements;
 }
 
 LaunchGraph::~LaunchGraph() {
@@ -61,7 +54,8 @@ absl::Status LaunchGraph::Rebuild(absl::Span<const KernelLaunch> launches) {
 }
 
 absl::StatusOr<bool> LaunchGraph::Launch(absl::Span<const KernelLaunch> launches) {
-  if (launches.empty() || !GraphLaunchesEnabled()) return false;
+  // The owner made this graph only where GraphLaunchesEnabled (its compile's tuning).
+  if (launches.empty()) return false;
   // Never wait: a thread that finds the graph busy launches directly.
   if (!mu_.TryLock()) return false;
   absl::Cleanup unlock = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu_.Unlock(); };

@@ -9,8 +9,9 @@
 // there the host's launch is the call's cost. Behind a kernel of tens of
 // microseconds the host's launch is hidden, so a graph gains nothing (large
 // kernels measured within run-to-run spread either way, session 12).
-// FUSEBOX_TUNE_CUDA_GRAPHS: 0 off (kernel by kernel), 1 (default) plans of
-// small kernels, 2 every plan a graph can chain; for A/B runs.
+// Knob::kCudaGraphs (FUSEBOX_TUNE_CUDA_GRAPHS): 0 off (kernel by kernel), 1
+// (default) plans of small kernels, 2 every plan a graph can chain; for A/B
+// runs. Executable::Compile decides it with its snapshot.
 #pragma once
 
 #include <cstdint>
@@ -21,15 +22,16 @@
 #include "tensor/mutex.h"
 #include "absl/types/span.h"
 #include "backend/cuda/driver.h"
+#include "backend/tuning.h"
 
 namespace fusebox::cuda {
 
-// False with FUSEBOX_TUNE_CUDA_GRAPHS=0 or a driver without the graph API.
-bool GraphLaunchesEnabled();
+// False with Knob::kCudaGraphs 0 or a driver without the graph API.
+bool GraphLaunchesEnabled(const backend::TuningSnapshot& tuning);
 // 2^21 elements: 8 MB of f32 each way, a few microseconds of HBM time.
 inline constexpr int64_t kGraphLaunchMaxElements = int64_t{1} << 21;
 // The largest kernel (in elements) of a plan launched as a graph.
-int64_t GraphLaunchMaxElements();
+int64_t GraphLaunchMaxElements(const backend::TuningSnapshot& tuning);
 
 // Process-wide counts, for tests and tools: graphs instantiated (a first
 // launch, or a rebuild) and graph launches.

@@ -6,7 +6,6 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "backend/tune.h"
 #include "tensor/mutex.h"
 
 namespace fusebox::cuda {
@@ -39,9 +38,6 @@ NvrtcCounters GetNvrtcCounters() {
 }
 
 std::vector<std::string> NvrtcBaseOptions(int arch) {
-  // FUSEBOX_TUNE_FAST_MATH=1 (read once; A/B runs only): approximate exp,
-  // division and square root, denormals flushed (docs/debugging.md).
-  static const bool fast_math = backend::TuneInt("FUSEBOX_TUNE_FAST_MATH", 0) == 1;
   std::vector<std::string> options = {
       // A real architecture: NVRTC then runs ptxas too, so one compile gives
       // both the PTX and the cubin (checked with NVRTC 13.0 for sm_90).
@@ -53,7 +49,6 @@ std::vector<std::string> NvrtcBaseOptions(int arch) {
       // launch, which generated kernels never use; ~20-35% faster compiles.
       "--minimal",
   };
-  if (fast_math) options.push_back("--use_fast_math");
   return options;
 }
 

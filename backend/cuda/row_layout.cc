@@ -4,7 +4,6 @@
 
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/cuda_printer.h"
-#include "backend/tune.h"
 #include "fusion/plan.h"
 
 namespace fusebox::backend {
@@ -18,9 +17,8 @@ size_t RowReads(const Kernel& k) { return k.passes.size() + (k.elementwise.empty
 
 // Values per thread a persistent block row aims at (kCudaRowValuesPerThread):
 // the short rows' count for rows read once (a sum).
-int TunedRowValues(const Kernel& k) {
-  static const int64_t tuned = TuneInt("FUSEBOX_TUNE_ROW_VALUES", 0);
-  if (tuned > 0) return static_cast<int>(tuned);
+int TunedRowValues(const Kernel& k, const TuningSnapshot& tuning) {
+  if (const int64_t tuned = tuning.Get(Knob::kRowValues); tuned > 0) return static_cast<int>(tuned);
   return k.row_length <= kCudaShortRowLength || RowReads(k) == 1 ? kCudaShortRowValuesPerThread : kCudaRowValuesPerThread;
 }
 
@@ -94,33 +92,33 @@ bool LoopsReadingTwice(const Kernel& k) {
          !k.dynamic_extent;
 }
 
-bool LoopsWideRows(const Kernel& k) {
-  static const bool on = TuneInt("FUSEBOX_TUNE_WIDE_ROW_LOOP", 1) != 0;
-  return on && MayLoopOneGroupPerStep(k) && k.row_length > kCudaShortRowLength &&
+bool LoopsWideRows(const Kernel& k, const TuningSnapshot& tuning) {
+  return tuning.On(Knob::kWideRowLoop) && MayLoopOneGroupPerStep(k) && k.row_length > kCudaShortRowLength &&
          k.row_length <= kCudaWideLoopRowLimit && !ReadsBroadcastOperand(k);
 }
 
-bool LoopsNormRows(const Kernel& k) {
-  static const bool on = TuneInt("FUSEBOX_TUNE_NORM_ROW_LOOP", 1) != 0;
-  return on && MayLoopOneGroupPerStep(k) && k.row_length >= kCudaNormLoopMinLength &&
+bool LoopsNormRows(const Kernel& k, const TuningSnapshot& tuning) {
+  return tuning.On(Knob::kNormRowLoop) && MayLoopOneGroupPerStep(k) && k.row_length >= kCudaNormLoopMinLength &&
          k.row_length <= kCudaShortRowLength && ReadsBroadcastOperand(k);
 }
 
-bool LoopsOneGroupPerStep(const Kernel& k) { return LoopsWideRows(k) || LoopsNormRows(k); }
+bool LoopsOneGroupPerStep(const Kernel& k, const TuningSnapshot& tuning) {
+  return LoopsWideRows(k, tuning) || LoopsNormRows(k, tuning);
+}
 
-CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
+CudaRowLayout ChooseCudaRowLayout(const Kernel& k, const TuningSnapshot& tuning) {
   CudaRowLayout layout;
   const int v = layout.vector_width = ChooseVectorWidth(k);
   const int64_t cached = static_cast<int64_t>(PreloadedSlots(k).size());
   // Values each thread holds per cached input, with `threads` per row.
   auto values = [&](int64_t threads) { return (k.row_length + threads * v - 1) / (threads * v) * v; };
-  const bool wide_loop = LoopsOneGroupPerStep(k);  // block rows only
+  const bool wide_loop = LoopsOneGroupPerStep(k, tuning);  // block rows only
   if (k.strategy == RowStrategy::kBlockPerRow) {
     int threads = 256;
-    // FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT (A/B runs): longer block rows loop.
-    static const int64_t on_chip_limit = TuneInt("FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT", 0);
+    // Knob::kOnChipRowLimit (A/B runs; 0: none): longer block rows loop.
+    const int64_t on_chip_limit = tuning.Get(Knob::kOnChipRowLimit);
     const bool may_hold = (on_chip_limit <= 0 || k.row_length <= on_chip_limit) && !LoopsReadingTwice(k) && !wide_loop;
-    while (PersistentRows(k) && threads < 1024 && values(threads) > TunedRowValues(k)) threads *= 2;
+    while (PersistentRows(k) && threads < 1024 && values(threads) > TunedRowValues(k, tuning)) threads *= 2;
     const int budget = threads >= 1024 ? kCudaRowRegisterBudget / 2 : kCudaRowRegisterBudget;
     layout.on_chip = may_hold && PersistentRows(k) && values(threads) * cached <= budget;
     const bool rereads = RowReads(k) > 1;
@@ -128,7 +126,7 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
     for (const BufferParam& b : k.buffers) row_bytes = std::max<int64_t>(row_bytes, k.row_length * DTypeSize(b.dtype));
     // Re-read rows past the register budget: registers and shared memory of
     // a 1024-thread block, or else the grid-stride walk through the L2.
-    if (may_hold && !layout.on_chip && rereads && !k.dynamic_extent && cached > 0 && CudaSharedRowsEnabled()) {
+    if (may_hold && !layout.on_chip && rereads && !k.dynamic_extent && cached > 0 && tuning.On(Knob::kSharedRows)) {
       threads = 1024;
       const int64_t groups = values(threads) / v;
       const int64_t register_groups = std::min<int64_t>(groups, kCudaRowRegisterBudget / 2 / cached / v);
@@ -144,13 +142,13 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
     }
     layout.grid_stride = !layout.on_chip && rereads && !k.dynamic_extent && k.row_length > fusion::kPersistentRowLimit &&
                          row_bytes <= kCudaL2RowBytes;
-    const int long_row_threads = 1024 / CudaLongRowBlocksPerSm();
+    const int long_row_threads = 1024 / tuning.GetInt(Knob::kLongRowBlocks);
     layout.threads_per_row = layout.block_size =
-        layout.on_chip ? threads : layout.grid_stride ? long_row_threads : wide_loop ? kCudaWideLoopThreads : CudaLoopThreads();
+        layout.on_chip ? threads : layout.grid_stride ? long_row_threads : wide_loop ? kCudaWideLoopThreads : tuning.GetInt(Knob::kLoopThreads);
     layout.rows_per_block = 1;
   } else {
     layout.on_chip = PersistentRows(k) && values(32) * cached <= kCudaRowRegisterBudget;
-    layout.rows_per_block = CudaWarpRowsPerBlock();
+    layout.rows_per_block = tuning.GetInt(Knob::kWarpRowsPerBlock);
     layout.block_size = 32 * layout.rows_per_block;
   }
   // An SM's 1024 grid-stride threads have 64 registers each: two groups
@@ -158,19 +156,14 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k) {
   layout.groups = layout.on_chip      ? values(layout.threads_per_row) / v
                   : layout.grid_stride ? (cached > 1 ? 1 : 2)
                   : wide_loop          ? 1
-                                       : CudaLoopGroups();
-  // FUSEBOX_TUNE_LOOP_MIN_BLOCKS=N (read once; A/B runs): every looped
-  // block row asks for N blocks per SM (0: none).
-  static const int64_t min_blocks = TuneInt("FUSEBOX_TUNE_LOOP_MIN_BLOCKS", -1);
+                                       : tuning.GetInt(Knob::kLoopGroups);
+  // Knob::kLoopMinBlocks=N (A/B runs): every looped block row asks for N
+  // blocks per SM (0: none); -1, the default: the rule below.
+  const int64_t min_blocks = tuning.Get(Knob::kLoopMinBlocks);
   if (k.strategy == RowStrategy::kBlockPerRow && !layout.on_chip && !layout.grid_stride) {
     layout.min_blocks = min_blocks >= 0 ? static_cast<int>(min_blocks) : wide_loop ? kCudaOneGroupLoopMinBlocks : 0;
   }
   return layout;
-}
-
-int CudaLongRowBlocksPerSm() {
-  static const int blocks = static_cast<int>(std::clamp<int64_t>(TuneInt("FUSEBOX_TUNE_LONG_ROW_BLOCKS", kCudaLongRowBlocksPerSm), 1, 4));
-  return blocks;
 }
 
 // Under each device's opt-in limit per block: sm_90 227 KB, sm_80 163 KB,
@@ -181,25 +174,5 @@ int64_t CudaRowSharedBytes(int cuda_arch) {
   return cuda_arch > 80 ? int64_t{64} << 10 : int64_t{32} << 10;
 }
 
-int CudaLoopThreads() {
-  static const int threads = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_LOOP_THREADS", 256, 32, 1024, /*power_of_two=*/true));
-  return threads;
-}
-
-int CudaLoopGroups() {
-  static const int groups = static_cast<int>(std::clamp<int64_t>(TuneInt("FUSEBOX_TUNE_LOOP_GROUPS", kCudaLoopGroups), 1, 16));
-  return groups;
-}
-
-int CudaWarpRowsPerBlock() {
-  static const int rows = static_cast<int>(TuneIntInRange("FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK", kCudaWarpRowsPerBlock, 1, 32));
-  return rows;
-}
-
-bool CudaSharedRowsEnabled() {
-  static const bool on = TuneInt("FUSEBOX_TUNE_SHARED_ROWS", 1) != 0;
-  return on;
-}
-
-int CudaRowBlockSize(const Kernel& k) { return ChooseCudaRowLayout(k).block_size; }
+int CudaRowBlockSize(const Kernel& k, const TuningSnapshot& tuning) { return ChooseCudaRowLayout(k, tuning).block_size; }
 }  // namespace fusebox::backend

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "backend/kernel_ir.h"
+#include "backend/tuning.h"
 
 namespace fusebox::backend {
 
@@ -63,7 +64,7 @@ inline constexpr int64_t kCudaL2RowBytes = int64_t{256} << 10;
 // H200: 8 at 4096 made layer_norm and rms_norm ~1.5% faster, 8 at 8192 made
 // softmax 7% slower; a row sum over 8192 ran at 4025 GB/s with 1024 threads
 // of 8 values, 3836 with 512 of 16).
-// FUSEBOX_TUNE_ROW_VALUES overrides both, read once.
+// Knob::kRowValues (FUSEBOX_TUNE_ROW_VALUES) overrides both.
 inline constexpr int kCudaShortRowValuesPerThread = 8;
 inline constexpr int64_t kCudaShortRowLength = 4096;
 inline constexpr int kCudaRowValuesPerThread = 16;
@@ -78,9 +79,8 @@ inline constexpr int kCudaLoopGroups = 4;
 // Grid-stride rows (CudaRowLayout::grid_stride): blocks per SM, sharing an
 // SM's 1024 threads (1: one 1024-thread block walks the rows; 2: two blocks of
 // 512 overlap one row's reduction with the other's loads, with twice the rows
-// in flight in the L2). FUSEBOX_TUNE_LONG_ROW_BLOCKS overrides it, read once.
+// in flight in the L2). Knob::kLongRowBlocks (the default equals it) sets it.
 inline constexpr int kCudaLongRowBlocksPerSm = 1;
-int CudaLongRowBlocksPerSm();
 
 // Block rows read twice (one pass, then the stores; rms_norm) up to this
 // long loop instead of being held on chip: 256 threads a row and many rows in
@@ -102,10 +102,10 @@ bool LoopsReadingTwice(const Kernel& kernel);
 // step, 4011 with two and 3681 with four. The on-chip kernel already fits
 // four blocks per SM (32 registers; the looped one 36, three), so occupancy
 // does not explain it.
-// FUSEBOX_TUNE_WIDE_ROW_LOOP=0 turns it off (read once), for A/B runs.
+// Knob::kWideRowLoop off (FUSEBOX_TUNE_WIDE_ROW_LOOP=0) turns it off, for A/B runs.
 inline constexpr int64_t kCudaWideLoopRowLimit = 8192;
 inline constexpr int kCudaWideLoopThreads = 512;
-bool LoopsWideRows(const Kernel& kernel);
+bool LoopsWideRows(const Kernel& kernel, const TuningSnapshot& tuning);
 
 // Re-read block rows of kCudaNormLoopMinLength to kCudaShortRowLength that
 // read an operand broadcast over the rows (layer_norm and rms_norm over 4096,
@@ -115,39 +115,34 @@ bool LoopsWideRows(const Kernel& kernel);
 // them. Measured on the H200 (bench/NOTES.md, session 10), layer_norm 16384
 // x 4096: 4035-4040 GB/s on chip, 4103 looped so; without the L1 hints the
 // same loop measured 3898, and without counted steps 2869.
-// FUSEBOX_TUNE_NORM_ROW_LOOP=0 turns it off (read once), for A/B runs.
+// Knob::kNormRowLoop off (FUSEBOX_TUNE_NORM_ROW_LOOP=0) turns it off, for A/B runs.
 inline constexpr int64_t kCudaNormLoopMinLength = 2049;
-bool LoopsNormRows(const Kernel& kernel);
+bool LoopsNormRows(const Kernel& kernel, const TuningSnapshot& tuning);
 // LoopsWideRows or LoopsNormRows: the rows loop one group per step.
-bool LoopsOneGroupPerStep(const Kernel& kernel);
+bool LoopsOneGroupPerStep(const Kernel& kernel, const TuningSnapshot& tuning);
 // Blocks per SM that one-group loops (LoopsOneGroupPerStep) ask
-// ptxas for (32 registers at 512 threads); FUSEBOX_TUNE_LOOP_MIN_BLOCKS
-// overrides it for every looped block row (0: no bound), read once.
+// ptxas for (32 registers at 512 threads); Knob::kLoopMinBlocks overrides
+// it for every looped block row (0: no bound).
 inline constexpr int kCudaOneGroupLoopMinBlocks = 4;
 
-// Whether long re-read rows may be held in registers and shared memory
-// (CudaRowLayout::shared_groups); FUSEBOX_TUNE_SHARED_ROWS=0 turns it off
-// (read once), for A/B runs against the grid-stride walk.
-bool CudaSharedRowsEnabled();
+// Long re-read rows may be held in registers and shared memory
+// (CudaRowLayout::shared_groups) unless Knob::kSharedRows is off, for A/B
+// runs against the grid-stride walk.
 // Rows per block of the warp-per-row layout (one warp each): 1, blocks of
 // 32 threads, Inductor's shape. Softmax over 32768 x 1024 on the H200
 // (bench/NOTES.md): session 12, 1 row 3997-3999 GB/s, 2 3959-3963, 4
 // 3965-3972; sessions 8 and 11, 2 rows 3968-3973, 4 3953-3968, 8 3940-3961,
-// 16 3907-3911. FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK (1 to 32) for A/B runs.
+// 16 3907-3911. Knob::kWarpRowsPerBlock (1 to 32) for A/B runs.
 inline constexpr int kCudaWarpRowsPerBlock = 1;
-int CudaWarpRowsPerBlock();
 // Looped block rows (neither on chip nor grid-stride): threads per row, 256
-// or FUSEBOX_TUNE_LOOP_THREADS (a power of two, 32 to 1024), and groups each
-// thread loads per step, kCudaLoopGroups or FUSEBOX_TUNE_LOOP_GROUPS (1 to
-// 16); for A/B runs.
-int CudaLoopThreads();
-int CudaLoopGroups();
+// (Knob::kLoopThreads), and groups each thread loads per step,
+// kCudaLoopGroups (Knob::kLoopGroups).
 
 // Whether PrintCuda prints `kernel` through PrintCudaRows.
 bool UsesCudaRowLayout(const Kernel& kernel);
-CudaRowLayout ChooseCudaRowLayout(const Kernel& kernel);
+CudaRowLayout ChooseCudaRowLayout(const Kernel& kernel, const TuningSnapshot& tuning);
 // Its block_size (launches ask for it).
-int CudaRowBlockSize(const Kernel& kernel);
+int CudaRowBlockSize(const Kernel& kernel, const TuningSnapshot& tuning);
 
 // Shared with the printer.
 // Whether `kernel`'s rows are persistent (fusion's kPersistent: a row is

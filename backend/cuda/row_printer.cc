@@ -9,7 +9,6 @@
 #include "backend/c_printer.h"
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/held_row_values.h"
-#include "backend/tune.h"
 
 namespace fusebox::backend {
 namespace {
@@ -81,11 +80,11 @@ class RowPrinter {
  public:
   // `layout`: ChooseCudaRowLayout's, of `k` as lowered (held row values
   // leave it unchanged).
-  RowPrinter(const Kernel& k, const CudaRowLayout& layout, const CudaRowHooks& hooks)
-      : k_(k), hooks_(hooks), layout_(layout), v_(layout_.vector_width),
+  RowPrinter(const Kernel& k, const CudaRowLayout& layout, const CudaRowHooks& hooks, const TuningSnapshot& tuning)
+      : k_(k), hooks_(hooks), tuning_(tuning), layout_(layout), v_(layout_.vector_width),
         idx_(k.index64 ? "long long" : "int"), n_(absl::StrCat(k.row_length, k.index64 ? "LL" : "")),
         preloaded_(layout_.on_chip ? PreloadedSlots(k) : std::set<int>{}),
-        rereads_rows_(CudaCacheHintLevel() >= 1 && RereadsRows()) {}
+        rereads_rows_(CudaCacheHintLevel(tuning) >= 1 && RereadsRows()) {}
 
   std::string Print() const {
     const bool warp = k_.strategy == RowStrategy::kWarpPerRow;
@@ -99,7 +98,7 @@ class RowPrinter {
     absl::StrAppend(&out, "; ", layout_.threads_per_row, " threads per row, groups of ", v_,
                     !PersistentRows(k_) || layout_.on_chip ? ""
                     : LoopsReadingTwice(k_)            ? ", looped (read twice, the second time from the L2)"
-                    : LoopsOneGroupPerStep(k_)         ? ", looped (one group per step, the row kept in the L2)"
+                    : LoopsOneGroupPerStep(k_, tuning_) ? ", looped (one group per step, the row kept in the L2)"
                                                        : ", looped (over the register budget)",
                     layout_.shared_groups > 0 ? absl::StrCat(", on chip: the last ", layout_.shared_groups,
                                                              " groups of each thread in shared memory")
@@ -203,17 +202,17 @@ class RowPrinter {
   // once per pass: kept while a later loop reads it again, else streamed.
   CacheHint LoadHint(int buffer, const IndexExpr& index, size_t next_loop) const {
     if (!TouchesEachElementOnce(index)) {
-      const bool kept = rereads_rows_ && BroadcastOverRows(index) && (CudaL1HintBits() & 4);
+      const bool kept = rereads_rows_ && BroadcastOverRows(index) && (CudaL1HintBits(tuning_) & 4);
       return kept ? CacheHint::kKeep : CacheHint::kNormal;
     }
-    if (!rereads_rows_) return k_.elementwise.empty() ? StreamReadOnlyReduction() : StreamEverywhere();
+    if (!rereads_rows_) return k_.elementwise.empty() ? StreamReadOnlyReduction(tuning_) : StreamEverywhere(tuning_);
     if (ReadAgain(buffer, index, next_loop)) return CacheHint::kKeep;
-    return (CudaL1HintBits() & 2) ? CacheHint::kLastRead : CacheHint::kStream;
+    return (CudaL1HintBits(tuning_) & 2) ? CacheHint::kLastRead : CacheHint::kStream;
   }
   CacheHint StoreHint(const IndexExpr& index) const {
     if (!TouchesEachElementOnce(index)) return CacheHint::kNormal;
-    if (!rereads_rows_) return StreamEverywhere();
-    return (CudaL1HintBits() & 8) ? CacheHint::kNormal : CacheHint::kStream;
+    if (!rereads_rows_) return StreamEverywhere(tuning_);
+    return (CudaL1HintBits(tuning_) & 8) ? CacheHint::kNormal : CacheHint::kStream;
   }
 
   Access CachedAccess(int slot, size_t next_loop) const {
@@ -293,9 +292,9 @@ class RowPrinter {
     // Looped rows count their steps (a constant trip count, which the
     // compiler unrolls without remainder code) and skip the group guards
     // where the steps tile the row: a looped layer_norm's PTX 609 -> 390
-    // lines, 39 -> 34 registers. FUSEBOX_TUNE_COUNTED_LOOP=0 (read once)
-    // tests `jc < n` instead, for A/B runs.
-    static const bool counted = TuneInt("FUSEBOX_TUNE_COUNTED_LOOP", 1) != 0;
+    // lines, 39 -> 34 registers. Knob::kCountedLoop off (A/B runs) tests
+    // `jc < n` instead.
+    const bool counted = tuning_.On(Knob::kCountedLoop);
     const int64_t steps = (k_.row_length + step - 1) / step;
     // Float sums and products of rows whose threads fold over
     // kCudaRowRunValues values each fold in runs of about that many into
@@ -437,6 +436,7 @@ class RowPrinter {
 
   const Kernel& k_;
   const CudaRowHooks& hooks_;
+  const TuningSnapshot& tuning_;
   const CudaRowLayout layout_;
   const int v_;
   const char* idx_;
@@ -447,10 +447,12 @@ class RowPrinter {
 
 }  // namespace
 
-std::string PrintCudaRows(const Kernel& kernel, const CudaRowHooks& hooks) {
-  const CudaRowLayout layout = ChooseCudaRowLayout(kernel);
-  if (layout.on_chip && HeldRowValuesEnabled()) return RowPrinter(ReuseHeldRowValues(kernel), layout, hooks).Print();
-  return RowPrinter(kernel, layout, hooks).Print();
+std::string PrintCudaRows(const Kernel& kernel, const CudaRowHooks& hooks, const TuningSnapshot& tuning) {
+  const CudaRowLayout layout = ChooseCudaRowLayout(kernel, tuning);
+  if (layout.on_chip && tuning.On(Knob::kHeldValues)) {
+    return RowPrinter(ReuseHeldRowValues(kernel), layout, hooks, tuning).Print();
+  }
+  return RowPrinter(kernel, layout, hooks, tuning).Print();
 }
 
 }  // namespace fusebox::backend

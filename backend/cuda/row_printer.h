@@ -20,6 +20,6 @@ struct CudaRowHooks {
   std::function<std::string(const Accumulator&, const std::string& combine_lambda)> after_pass;
   std::string open_row_stores;
 };
-std::string PrintCudaRows(const Kernel& kernel, const CudaRowHooks& hooks);
+std::string PrintCudaRows(const Kernel& kernel, const CudaRowHooks& hooks, const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

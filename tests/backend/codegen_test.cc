@@ -54,7 +54,7 @@ TEST(CodegenTest, ManualGeluCudaMatchesGoldenAndCompiles) {
   backend::Kernel kernel = LowerOnly([](auto& in) { return ManualGelu(in[0]); }, {x});
   EXPECT_EQ(kernel.name, "poi_fused_add_mul_pow_tanh_0");
   EXPECT_FALSE(kernel.index64);
-  const std::string source = backend::PrintCuda(kernel);
+  const std::string source = backend::PrintCuda(kernel, backend::CurrentTuning());
   const std::string path = std::string(FUSEBOX_TEST_DATA_DIR) + "/backend/golden/poi_fused_add_mul_pow_tanh_0.cu";
   if (std::getenv("FUSEBOX_UPDATE_GOLDEN")) std::ofstream(path) << source;
   ExpectSameText(source, ReadFile(path), path);
@@ -73,7 +73,7 @@ TEST(CodegenTest, CpuAndCudaKernelsIndexTheSameWay) {
   Tensor base = randn({12, 10});
   backend::Kernel kernel = LowerOnly([](auto& in) { return exp(in[0].transpose(0, 1)) + in[1]; },
                                      {base, randn({12})});
-  const std::string cuda = backend::PrintCuda(kernel), cpp = backend::cpu::PrintCpp(kernel);
+  const std::string cuda = backend::PrintCuda(kernel, backend::CurrentTuning()), cpp = backend::cpu::PrintCpp(kernel);
   for (const backend::Stmt& s : kernel.body) {
     if (s.kind != backend::StmtKind::kLoad) continue;
     const std::string load = kernel.buffers[s.buffer].name + "[" + s.index.ToString() + "]";
@@ -125,7 +125,7 @@ TEST(CodegenTest, BroadcastBiasIsVectorized) {
   auto bias_gelu = [](auto& in) { return gelu(in[0] + in[1], "tanh"); };
   const backend::Kernel bias = LowerOnly(bias_gelu, {randn({64, 48}), randn({48})});
   EXPECT_EQ(backend::CudaVectorWidth(bias), 4);
-  const std::string source = backend::PrintCuda(bias);
+  const std::string source = backend::PrintCuda(bias, backend::CurrentTuning());
   EXPECT_THAT(source, HasSubstr("in1_first = i % 48;"));
   auto out = cuda::CompileWithNvrtc(source, bias.name, 90);
   ASSERT_TRUE(out.ok()) << out.status();
@@ -146,7 +146,7 @@ TEST(CodegenTest, BroadcastBiasIsVectorized) {
     const int lanes = dtype == DType::kFloat32 ? 4 : 8;
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{33, 64}, {7, 48}, {5, 12}, {3, 6}, {1, 8}}) {
       const backend::Kernel k = LowerOnly(bias_gelu, {randn({rows, cols}).to(dtype), randn({cols}).to(dtype)});
-      const std::string cuda = backend::PrintCuda(k);
+      const std::string cuda = backend::PrintCuda(k, backend::CurrentTuning());
       const bool vector = cols % lanes == 0 || rows == 1;
       EXPECT_EQ(backend::CudaVectorWidth(k), vector ? lanes : 1) << DTypeName(dtype) << " " << rows << "x" << cols;
       EXPECT_EQ(cuda.find("in1_first") != std::string::npos, vector && rows > 1) << DTypeName(dtype) << " " << rows << "x" << cols;
@@ -161,7 +161,7 @@ TEST(CodegenTest, IndicesPast2To31Use64Bits) {
   Tensor one = randn({1, 1});
   backend::Kernel big = LowerOnly([](auto& in) { return exp(in[0].expand({3, int64_t{1} << 30})); }, {one});
   EXPECT_TRUE(big.index64);
-  const std::string source = backend::PrintCuda(big);
+  const std::string source = backend::PrintCuda(big, backend::CurrentTuning());
   EXPECT_THAT(source, HasSubstr("const long long base = (long long)blockIdx.x"));
   EXPECT_THAT(source, HasSubstr("3221225472LL"));
   EXPECT_TRUE(cuda::CompileWithNvrtc(source, big.name, 90).ok());
@@ -180,7 +180,7 @@ TEST(CodegenTest, FewLongRowsAreSplitAcrossBlocksOnCuda) {
   backend::Kernel k = LowerOnly([](auto& in) { return sum(in[0] * in[0]); }, {x});
   EXPECT_EQ(k.num_rows, 1);
   EXPECT_GT(k.split, 1);
-  const std::string source = backend::PrintCuda(k);
+  const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
   EXPECT_THAT(source, HasSubstr(k.name + "_partial("));
   EXPECT_THAT(source, HasSubstr("fb_part0[blockIdx.x]"));
   auto out = cuda::CompileWithNvrtc(source, k.name, 90);
@@ -189,7 +189,7 @@ TEST(CodegenTest, FewLongRowsAreSplitAcrossBlocksOnCuda) {
   // argmax splits too, carrying (value, index) pairs through the partials.
   backend::Kernel arg = LowerOnly([](auto& in) { return argmax(in[0]); }, {x});
   EXPECT_GT(arg.split, 1);
-  EXPECT_TRUE(cuda::CompileWithNvrtc(backend::PrintCuda(arg), arg.name, 90).ok());
+  EXPECT_TRUE(cuda::CompileWithNvrtc(backend::PrintCuda(arg, backend::CurrentTuning()), arg.name, 90).ok());
   // Many rows keep one block (or warp) per row.
   backend::Kernel rows = LowerOnly([](auto& in) { return sum(in[0].reshape({512, 256}), 1); }, {x});
   EXPECT_EQ(rows.split, 0);
@@ -212,15 +212,15 @@ TEST(CodegenTest, FewColumnsAreSplitIntoChunksOnCuda) {
   EXPECT_EQ(k.strategy, backend::RowStrategy::kThreadPerRow);
   EXPECT_EQ(k.num_rows, 1002);
   ASSERT_GT(k.split, 1);
-  const int64_t chunk = backend::CudaSplitChunk(k);
-  EXPECT_EQ(chunk % backend::CudaColumnUnroll(), 0);
+  const int64_t chunk = backend::CudaSplitChunk(k, backend::CurrentTuning());
+  EXPECT_EQ(chunk % backend::CurrentTuning().GetInt(backend::Knob::kColumnUnroll), 0);
   EXPECT_GE(chunk, 64);
   EXPECT_LT((k.split - 1) * chunk, k.row_length) << "no empty chunk";
   EXPECT_GE(k.split * chunk, k.row_length);
   // ~512 blocks: 4 column tiles x split chunks.
-  EXPECT_EQ(backend::CudaGridSize(k, k.num_rows), 4 * k.split);
+  EXPECT_EQ(backend::CudaGridSize(k, k.num_rows, backend::CurrentTuning()), 4 * k.split);
   EXPECT_EQ(backend::CudaCombineGridSize(k), 4);
-  const std::string source = backend::PrintCuda(k);
+  const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
   EXPECT_THAT(source, HasSubstr(k.name + "_partial("));
   EXPECT_THAT(source, HasSubstr("fb_part0[part * 1002 + r] = t"));  // chunk-major: coalesced
   EXPECT_THAT(source, HasSubstr("fb_part0[p * 1002 + r]"));
@@ -230,7 +230,7 @@ TEST(CodegenTest, FewColumnsAreSplitIntoChunksOnCuda) {
   EXPECT_THAT(out->ptx, HasSubstr(".entry " + k.name + "_partial"));
   // The unrolled step's loads are all in the PTX (one per row, plus the tail's).
   const PtxSummary summary = backend::SummarizePtx(out->ptx, out->log);
-  EXPECT_GE(summary.global_loads.at(4), backend::CudaColumnUnroll() + 1) << summary.ToString();
+  EXPECT_GE(summary.global_loads.at(4), backend::CurrentTuning().GetInt(backend::Knob::kColumnUnroll) + 1) << summary.ToString();
   EXPECT_EQ(summary.shfl_sync, 0) << "columns need no shuffles";
 }
 
@@ -242,7 +242,7 @@ TEST(CodegenTest, ColumnSplitCoversMiddleDimsArgmaxAndSeveralAccumulators) {
   // argmax carries (value, index) partials.
   backend::Kernel arg = LowerOnly([](auto& in) { return argmax(in[0], 0); }, {randn({5000, 70})});
   EXPECT_GT(arg.split, 1);
-  const std::string arg_source = backend::PrintCuda(arg);
+  const std::string arg_source = backend::PrintCuda(arg, backend::CurrentTuning());
   EXPECT_THAT(arg_source, HasSubstr("fb_part_index0[part * 70 + r] = t"));
   // Two reductions over the same columns share the split.
   backend::Kernel two = LowerOnly([](auto& in) { return sum(in[0], 0) + amax(in[0], {0}); }, {randn({3000, 100})});
@@ -250,7 +250,7 @@ TEST(CodegenTest, ColumnSplitCoversMiddleDimsArgmaxAndSeveralAccumulators) {
   EXPECT_EQ(two.passes[0].accumulators.size(), 2u);
   EXPECT_GT(two.split, 1);
   for (const backend::Kernel* k : {&mid, &arg, &two}) {
-    auto out = cuda::CompileWithNvrtc(backend::PrintCuda(*k), k->name, 90);
+    auto out = cuda::CompileWithNvrtc(backend::PrintCuda(*k, backend::CurrentTuning()), k->name, 90);
     EXPECT_TRUE(out.ok()) << k->name << ": " << out.status();
   }
 }
@@ -272,8 +272,8 @@ TEST(CodegenTest, ColumnReductionsThatStayUnsplit) {
   // Enough columns to fill the GPU on their own.
   backend::Kernel wide = LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({128, 1 << 17})});
   EXPECT_EQ(wide.split, 0);
-  const std::string source = backend::PrintCuda(wide);
-  EXPECT_THAT(source, HasSubstr(absl::StrCat("#pragma unroll ", backend::CudaColumnUnroll(), "\n    for (int j = 0; j < 128; ++j)")));
+  const std::string source = backend::PrintCuda(wide, backend::CurrentTuning());
+  EXPECT_THAT(source, HasSubstr(absl::StrCat("#pragma unroll ", backend::CurrentTuning().GetInt(backend::Knob::kColumnUnroll), "\n    for (int j = 0; j < 128; ++j)")));
   EXPECT_TRUE(cuda::CompileWithNvrtc(source, wide.name, 90).ok());
 }
 

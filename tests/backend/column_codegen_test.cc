@@ -27,7 +27,7 @@ using testing_backend::LowerOnly;
 // PrintCuda, also written to $FUSEBOX_TEST_SOURCE_DIR/<name>_<rows>x<columns>.cu
 // where that is set (to compare the printer's output across a refactor).
 std::string Print(const backend::Kernel& k) {
-  std::string source = backend::PrintCuda(k);
+  std::string source = backend::PrintCuda(k, backend::CurrentTuning());
   if (const char* dir = std::getenv("FUSEBOX_TEST_SOURCE_DIR")) {
     std::ofstream(absl::StrCat(dir, "/", k.name, "_", k.row_length, "x", k.num_rows, ".cu")) << source;
   }
@@ -41,10 +41,10 @@ TEST(ColumnCodegenTest, ColumnSumsReadTilesOfFourColumns) {
   const backend::Kernel k = LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({8192, 1000})});
   ASSERT_TRUE(backend::UsesCudaColumnTiles(k));
   EXPECT_EQ(k.split, 32) << "groups of 256 rows";
-  EXPECT_EQ(backend::CudaSplitChunk(k), 256);
-  EXPECT_EQ(backend::CudaGridSize(k, k.num_rows), 16 * 32) << "64-column strips x groups";
-  EXPECT_EQ(backend::CudaPartialBlockSize(k), 1024);
-  EXPECT_EQ(backend::CudaBlockSize(k), 256) << "the combine's, a thread per column";
+  EXPECT_EQ(backend::CudaSplitChunk(k, backend::CurrentTuning()), 256);
+  EXPECT_EQ(backend::CudaGridSize(k, k.num_rows, backend::CurrentTuning()), 16 * 32) << "64-column strips x groups";
+  EXPECT_EQ(backend::CudaPartialBlockSize(k, backend::CurrentTuning()), 1024);
+  EXPECT_EQ(backend::CudaBlockSize(k, backend::CurrentTuning()), 256) << "the combine's, a thread per column";
   EXPECT_EQ(backend::CudaCombineGridSize(k), 4);
   const std::string source = Print(k);
   EXPECT_THAT(source, HasSubstr("red_sum_0_tile<true>("));
@@ -70,7 +70,7 @@ TEST(ColumnCodegenTest, LongColumnsLoopTileStepsInAtMost64Groups) {
   ASSERT_TRUE(backend::UsesCudaColumnTiles(k));
   EXPECT_EQ(backend::CudaColumnTileStepsPerGroup(k), 2);
   EXPECT_EQ(k.split, 40);
-  EXPECT_EQ(backend::CudaSplitChunk(k), 512);
+  EXPECT_EQ(backend::CudaSplitChunk(k, backend::CurrentTuning()), 512);
   EXPECT_LE(k.split, backend::kCudaColumnTileMaxGroups);
   const std::string source = Print(k);
   EXPECT_THAT(source, HasSubstr("for (int s = 0; s < 2; ++s)"));
@@ -124,7 +124,7 @@ TEST(ColumnCodegenTest, ColumnReductionsThatKeepAThreadPerColumn) {
     SCOPED_TRACE(c.what);
     EXPECT_GT(c.kernel.split, 1);
     EXPECT_FALSE(backend::UsesCudaColumnTiles(c.kernel));
-    EXPECT_EQ(backend::CudaPartialBlockSize(c.kernel), 256);
+    EXPECT_EQ(backend::CudaPartialBlockSize(c.kernel, backend::CurrentTuning()), 256);
     const std::string source = Print(c.kernel);
     EXPECT_THAT(source, Not(HasSubstr("_tile<")));
     EXPECT_THAT(source, HasSubstr("griddepcontrol.wait")) << "every split's combine is a programmatic dependent";

@@ -45,13 +45,13 @@ TEST(CompileAheadTest, SameSourcesAsOneKernelAtATime) {
   Tensor x;
   const fusion::Plan plan = SeveralKernels(Device::cpu(), RandomScale(), &x);
   ASSERT_GE(plan.kernels.size(), 4u);
-  const std::vector<PreparedKernel> prepared = CompileAhead(plan, 90, /*cuda_twins=*/true);
+  const std::vector<PreparedKernel> prepared = CompileAhead(plan, 90, /*cuda_twins=*/true, backend::CurrentTuning());
   ASSERT_EQ(prepared.size(), plan.kernels.size());
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
-    const Kernel ir = LowerKernel(plan, plan.kernels[k]);
+    const Kernel ir = LowerKernel(plan, plan.kernels[k], backend::CurrentTuning());
     EXPECT_EQ(prepared[k].ir.name, plan.kernels[k].name);
     EXPECT_EQ(prepared[k].source, cpu::PrintCpp(ir)) << plan.kernels[k].name;
-    EXPECT_EQ(prepared[k].cuda_source, PrintCuda(ir)) << plan.kernels[k].name;
+    EXPECT_EQ(prepared[k].cuda_source, PrintCuda(ir, backend::CurrentTuning())) << plan.kernels[k].name;
   }
 }
 

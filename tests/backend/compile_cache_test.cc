@@ -168,7 +168,7 @@ namespace {
 TEST(CompileCacheTest, NvrtcFailureCarriesLogAndSourcePath) {
   const std::string source = absl::StrCat("extern \"C\" __global__ void bad_", std::random_device{}(),
                                           "(float* x) { x[0] = undeclared_name; }\n");
-  auto result = CompileCudaSource(source, "bad_kernel", 90);
+  auto result = CompileCudaSource(source, "bad_kernel", 90, backend::CurrentTuning());
   ASSERT_FALSE(result.ok());
   const std::string message(result.status().message());
   EXPECT_THAT(message, HasSubstr("undeclared_name"));  // NVRTC's log

@@ -29,7 +29,7 @@ struct Compiled {
 };
 Compiled CompileForSm90(backend::Kernel k) {
   k.cluster = backend::CudaClusterLayout(k, 90);
-  Compiled c{.kernel = k, .source = backend::PrintCuda(k)};
+  Compiled c{.kernel = k, .source = backend::PrintCuda(k, backend::CurrentTuning())};
   auto out = cuda::CompileWithNvrtc(c.source, k.name, 90);
   EXPECT_TRUE(out.ok()) << out.status() << "\n" << c.source;
   if (out.ok()) {
@@ -47,8 +47,8 @@ TEST(CudaClusterTest, SoftmaxOver65536SpreadsEachRowOverEightBlocksWithoutSpills
   EXPECT_EQ(c.kernel.cluster.blocks, 8);
   EXPECT_EQ(c.kernel.cluster.threads, 512);
   EXPECT_EQ(c.kernel.cluster.slots, 16);
-  EXPECT_EQ(backend::CudaGridSize(c.kernel, 3), 24);
-  EXPECT_EQ(backend::CudaBlockSize(c.kernel), 512);
+  EXPECT_EQ(backend::CudaGridSize(c.kernel, 3, backend::CurrentTuning()), 24);
+  EXPECT_EQ(backend::CudaBlockSize(c.kernel, backend::CurrentTuning()), 512);
   EXPECT_THAT(c.source, HasSubstr("__cluster_dims__(8, 1, 1) __launch_bounds__(512)"));
   // Two reductions (max, sum): each combines across the cluster once.
   EXPECT_THAT(c.ptx, HasSubstr("barrier.cluster.wait"));
@@ -108,10 +108,10 @@ TEST(CudaClusterTest, OtherKernelsAndOlderArchsKeepTheLoopedPath) {
   // rows three times: 1024 threads, a block per SM walking the rows).
   EXPECT_EQ(backend::CudaClusterLayout(softmax, 80).blocks, 0);
   EXPECT_EQ(softmax.cluster.blocks, 0);
-  const std::string looped = backend::PrintCuda(softmax);
+  const std::string looped = backend::PrintCuda(softmax, backend::CurrentTuning());
   EXPECT_THAT(looped, Not(HasSubstr("__cluster_dims__")));
-  EXPECT_EQ(backend::CudaBlockSize(softmax), 1024);
-  EXPECT_EQ(backend::CudaGridSize(softmax, 3), 3);  // the executable caps it at the SM count
+  EXPECT_EQ(backend::CudaBlockSize(softmax, backend::CurrentTuning()), 1024);
+  EXPECT_EQ(backend::CudaGridSize(softmax, 3, backend::CurrentTuning()), 3);  // the executable caps it at the SM count
   EXPECT_TRUE(cuda::CompileWithNvrtc(looped, softmax.name, 80).ok());
   // argmax keeps its (value, index) combine.
   EXPECT_EQ(backend::CudaClusterLayout(LowerOnly([](auto& in) { return argmax(in[0], -1); }, {randn({3, 65536})}), 90).blocks, 0);

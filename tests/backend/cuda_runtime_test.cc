@@ -275,7 +275,7 @@ TEST(DriverGpuTest, LaunchNvrtcKernel) {
 // different sequence of kernels rebuilds it.
 TEST(LaunchGraphGpuTest, ChainsLaunchesAndEachLaunchTakesItsArguments) {
   SKIP_WITHOUT_GPU();
-  if (!GraphLaunchesEnabled()) GTEST_SKIP() << "CUDA graph launches are off (FUSEBOX_TUNE_CUDA_GRAPHS=0 or no graph API)";
+  if (!GraphLaunchesEnabled(backend::CurrentTuning())) GTEST_SKIP() << "CUDA graph launches are off (FUSEBOX_TUNE_CUDA_GRAPHS=0 or no graph API)";
   Driver& driver = Driver::Get();
   absl::StatusOr<CUmodule> module = LoadAddOne();
   ASSERT_TRUE(module.ok()) << module.status();

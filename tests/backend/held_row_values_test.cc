@@ -42,7 +42,7 @@ bool StoresIntoSlot(const std::vector<Stmt>& body, int slot) {
 // The row kernel of fn(inputs), lowered: one the CUDA layout holds on chip.
 Kernel LowerRows(Tensor (*fn)(const std::vector<Tensor>&), const std::vector<Tensor>& inputs) {
   Kernel k = testing_backend::LowerAll(fn, inputs).back();
-  EXPECT_TRUE(backend::ChooseCudaRowLayout(k).on_chip);
+  EXPECT_TRUE(backend::ChooseCudaRowLayout(k, backend::CurrentTuning()).on_chip);
   return k;
 }
 
@@ -59,7 +59,7 @@ Tensor LayerNorm(const std::vector<Tensor>& in) {
 }
 
 void ExpectCompiles(const Kernel& k) {
-  auto out = cuda::CompileWithNvrtc(backend::PrintCuda(k), k.name, 90);
+  auto out = cuda::CompileWithNvrtc(backend::PrintCuda(k, backend::CurrentTuning()), k.name, 90);
   EXPECT_TRUE(out.ok()) << out.status();
 }
 
@@ -76,7 +76,7 @@ TEST(HeldRowValuesTest, SoftmaxHoldsExpAfterTheSumPass) {
     EXPECT_EQ(CountOps(held.elementwise, graph::Op::kExp), 0);
     EXPECT_EQ(CountOps(held.elementwise, graph::Op::kSub), 0);
     EXPECT_EQ(CountOps(held.passes[1].body, graph::Op::kExp), 1);  // the sum pass still computes it
-    const std::string source = backend::PrintCuda(k);
+    const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
     EXPECT_EQ(CountSubstr(source, "expf("), 1) << source;
     EXPECT_EQ(CountSubstr(source, "c0[k] = t"), 1) << source;
     ExpectCompiles(k);
@@ -109,7 +109,7 @@ TEST(HeldRowValuesTest, LayerNormHoldsTheCenteredRow) {
 TEST(HeldRowValuesTest, ARowStillReadAsItselfIsKept) {
   const Kernel k = LowerRows(SoftmaxPlusInput, {randn({16, 1024})});
   EXPECT_EQ(backend::ReuseHeldRowValues(k).ToString(), k.ToString());
-  EXPECT_EQ(CountSubstr(backend::PrintCuda(k), "expf("), 2);
+  EXPECT_EQ(CountSubstr(backend::PrintCuda(k, backend::CurrentTuning()), "expf("), 2);
 }
 
 // A row read by one pass only (a sum, rms_norm's input read by its output

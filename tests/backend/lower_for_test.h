@@ -19,7 +19,7 @@ std::vector<backend::Kernel> LowerAll(Fn fn, const std::vector<Tensor>& inputs) 
   Tensor out = fn(inputs);
   fusion::Plan plan = fusion::BuildPlan(session.Snapshot({out}));
   std::vector<backend::Kernel> kernels;
-  for (const fusion::KernelGroup& group : plan.kernels) kernels.push_back(backend::LowerKernel(plan, group));
+  for (const fusion::KernelGroup& group : plan.kernels) kernels.push_back(backend::LowerKernel(plan, group, backend::CurrentTuning()));
   return kernels;
 }
 

@@ -46,7 +46,7 @@ TEST(OnePlusTanhTest, ManualGeluComputesTwiceASigmoid) {
     EXPECT_EQ(CountOps(k.body, graph::Op::kAdd), 1) << "x + 0.044715 x^3 only";
     EXPECT_EQ(CountConstants(k.body, 1.0), 0) << "the 1 is dropped with the add";
     EXPECT_EQ(CountConstants(k.body, 2.0), 1);
-    const std::string source = backend::PrintCuda(k);
+    const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
     EXPECT_THAT(source, HasSubstr("fb_sigmoid("));
     EXPECT_THAT(source, Not(HasSubstr("tanhf(")));
   }

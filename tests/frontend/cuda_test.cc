@@ -187,7 +187,7 @@ TEST(CudaTest, KernelInspectionOnTheGpu) {
 // no two calls share an address), and the graph is built once.
 TEST(CudaTest, CompiledCallsLaunchOneGraphOnEachCallsBuffers) {
   SKIP_WITHOUT_CUDA();
-  if (!cuda::GraphLaunchesEnabled()) GTEST_SKIP() << "CUDA graph launches are off";
+  if (!cuda::GraphLaunchesEnabled(backend::CurrentTuning())) GTEST_SKIP() << "CUDA graph launches are off";
   // A graph no other test builds, so its plan (and graph) is new here.
   auto compiled = compile([](const Tensor& x) { return std::make_tuple(ManualGelu(x) * 3.0, sum(x, -1)); });
   const cuda::GraphLaunchCounts before = cuda::GraphLaunchStats();

@@ -268,7 +268,7 @@ TEST(NormalizationCudaTest, LongRowsOverThreadBlockClusters) {
         (void)f(x);
         ASSERT_EQ(f.kernels().size(), 1u);
         // Clusters are opt-in (FUSEBOX_TUNE_CLUSTERS=1): with it on, long rows take them on sm_90+.
-        if (*arch >= 90 && len > fusion::kPersistentRowLimit && backend::CudaClustersEnabled()) {
+        if (*arch >= 90 && len > fusion::kPersistentRowLimit && backend::CurrentTuning().On(backend::Knob::kClusters)) {
           EXPECT_THAT(f.kernels()[0].source, HasSubstr("__cluster_dims__(")) << "sm_" << *arch;
         }
       }

@@ -38,6 +38,12 @@ namespace fs = std::filesystem;
 
 const fs::path kDir = fs::path(FUSEBOX_TEST_DATA_DIR) / "snapshot" / "kernels";
 
+// The snapshot is of the default kernels, whatever FUSEBOX_TUNE_* says.
+const backend::TuningSnapshot& DefaultTuning() {
+  static const backend::TuningSnapshot defaults;
+  return defaults;
+}
+
 // One kernel as printed: a library call's description, or both targets' sources.
 struct Printed {
   std::string name, launch, cpp, cuda;  // extern kernels: `cpp` holds the description
@@ -61,10 +67,10 @@ std::vector<Printed> PrintPlan(const bench::WorkloadFn& fn, const std::vector<Te
                          true});
       continue;
     }
-    backend::Kernel k = backend::LowerKernel(plan, group);
+    backend::Kernel k = backend::LowerKernel(plan, group, DefaultTuning());
     k.cuda_arch = 90;
-    printed.push_back({group.name, backend::ChooseCudaSchedule(k).ToString(), backend::cpu::PrintCpp(k),
-                       backend::PrintCuda(k)});
+    printed.push_back({group.name, backend::ChooseCudaSchedule(k, DefaultTuning()).ToString(), backend::cpu::PrintCpp(k),
+                       backend::PrintCuda(k, DefaultTuning())});
   }
   return printed;
 }
@@ -203,23 +209,23 @@ TEST(CudaSchedule, AgreesWithThePrintersRules) {
     const fusion::Plan plan = PlanOf(fn, inputs);
     for (const fusion::KernelGroup& group : plan.kernels) {
       if (group.kind == fusion::KernelKind::kExtern) continue;
-      const backend::Kernel k = backend::LowerKernel(plan, group);
-      const backend::CudaSchedule s = backend::ChooseCudaSchedule(k);
+      const backend::Kernel k = backend::LowerKernel(plan, group, DefaultTuning());
+      const backend::CudaSchedule s = backend::ChooseCudaSchedule(k, DefaultTuning());
       ++kernels;
       SCOPED_TRACE(file + ": " + k.name + ": " + s.ToString());
-      EXPECT_EQ(s.block, backend::CudaBlockSize(k));
+      EXPECT_EQ(s.block, backend::CudaBlockSize(k, DefaultTuning()));
       const bool rows = backend::UsesCudaRowLayout(k);
-      const backend::CudaRowLayout layout = rows ? backend::ChooseCudaRowLayout(k) : backend::CudaRowLayout{};
+      const backend::CudaRowLayout layout = rows ? backend::ChooseCudaRowLayout(k, DefaultTuning()) : backend::CudaRowLayout{};
       EXPECT_EQ(s.shared_bytes, rows ? layout.shared_bytes : 0);
       const int sms = 132;
-      const int64_t cap = rows && layout.grid_stride ? int64_t{sms} * backend::CudaLongRowBlocksPerSm() : 0;
+      const int64_t cap = rows && layout.grid_stride ? int64_t{sms} * DefaultTuning().Get(backend::Knob::kLongRowBlocks) : 0;
       for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{100003}, k.Iterations({})}) {
         if (k.split > 1 && n != k.Iterations({})) continue;  // split kernels never run other sizes
-        const int64_t grid = backend::CudaGridSize(k, n);
+        const int64_t grid = backend::CudaGridSize(k, n, DefaultTuning());
         EXPECT_EQ(s.Grid(n, sms), cap > 0 ? std::min(grid, cap) : grid) << n << " iterations";
       }
       if (k.split > 1) {
-        EXPECT_EQ(s.partial_block, backend::CudaPartialBlockSize(k));
+        EXPECT_EQ(s.partial_block, backend::CudaPartialBlockSize(k, DefaultTuning()));
         EXPECT_EQ(s.combine_grid, backend::CudaCombineGridSize(k));
       }
     }

@@ -1,0 +1,224 @@
+#include "backend/tuning.h"
+
+#include <atomic>
+#include <climits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
+#include "tensor/debug.h"
+#include "tensor/error.h"
+#include "tensor/mutex.h"
+
+extern char** environ;
+
+namespace fusebox::backend {
+namespace {
+
+using enum KnobType;
+constexpr int64_t kBig = int64_t{1} << 30;
+
+// Defaults are the values the code had before the registry (kernels unchanged).
+constexpr KnobInfo kKnobs[] = {
+    {Knob::kWarpRowLimit, "FUSEBOX_TUNE_WARP_ROW_LIMIT", kInt, 1024, 1, kBig,
+     "reductions over the innermost dim with rows up to this long take a warp per row on CUDA, longer ones a block "
+     "(`lower_reduction.cc`)"},
+    {Knob::kWarpRowsPerBlock, "FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK", kInt, 1, 1, 32,
+     "CUDA: rows per block of the warp-per-row layout (one warp each, so blocks of 32 x that many threads)"},
+    {Knob::kRowValues, "FUSEBOX_TUNE_ROW_VALUES", kInt, 0, 0, 4096,
+     "CUDA persistent block-per-row kernels: threads per row double from 256 (to 1024) while a thread would hold more "
+     "than this many values per cached input; 0: 8 for rows up to 4096 or read once, 16 beyond "
+     "(`backend/cuda/row_layout.h`)"},
+    {Knob::kOnChipRowLimit, "FUSEBOX_TUNE_ON_CHIP_ROW_LIMIT", kInt, 0, 0, kBig,
+     "CUDA: block-per-row kernels with longer rows are never held on chip (registers or shared memory) but loop over "
+     "the row, re-reading it from the L2; 0: no limit"},
+    {Knob::kSharedRows, "FUSEBOX_TUNE_SHARED_ROWS", kBool, 1, 0, 1,
+     "CUDA: long re-read rows may be held in registers and dynamic shared memory of a 1024-thread block "
+     "(`CudaRowLayout::shared_groups`); 0: they walk the grid through the L2 as before"},
+    {Knob::kHeldValues, "FUSEBOX_TUNE_HELD_VALUES", kBool, 1, 0, 1,
+     "CUDA: rows held on chip keep a value the last pass computed (`backend/cuda/held_row_values.h`); 0: they keep "
+     "their input elements and later loops recompute (softmax then computes exp twice per element)"},
+    {Knob::kWideRowLoop, "FUSEBOX_TUNE_WIDE_ROW_LOOP", kBool, 1, 0, 1,
+     "CUDA: re-read rows of 4097-8192 without a broadcast operand (softmax over 8192) loop with 512 threads and one "
+     "group per step (`LoopsWideRows`); 0: held on chip as before"},
+    {Knob::kNormRowLoop, "FUSEBOX_TUNE_NORM_ROW_LOOP", kBool, 1, 0, 1,
+     "CUDA: re-read rows of 2049-4096 that read a broadcast operand (layer_norm with its weights) loop with 512 "
+     "threads and one group per step (`LoopsNormRows`); 0: held on chip as before"},
+    {Knob::kCountedLoop, "FUSEBOX_TUNE_COUNTED_LOOP", kBool, 1, 0, 1,
+     "CUDA: looped rows count their steps (a constant trip count) and drop the group guards where the steps tile the "
+     "row (looped layer_norm: 609 -> 390 PTX lines, 39 -> 34 registers); 0: they test `jc < n`"},
+    {Knob::kLoopThreads, "FUSEBOX_TUNE_LOOP_THREADS", kPowerOfTwo, 256, 32, 1024,
+     "CUDA: threads per row of looped block rows (neither held on chip nor walked grid-stride)"},
+    {Knob::kLoopGroups, "FUSEBOX_TUNE_LOOP_GROUPS", kInt, 4, 1, 16,
+     "CUDA: groups each thread loads per step of looped block rows"},
+    {Knob::kLoopMinBlocks, "FUSEBOX_TUNE_LOOP_MIN_BLOCKS", kInt, -1, -1, 32,
+     "CUDA: every looped block row is compiled with `__launch_bounds__(threads, N)` (0: no bound); -1: 4 for the "
+     "one-group loops (`LoopsWideRows`, `LoopsNormRows`) and none for the others"},
+    {Knob::kLongRowBlocks, "FUSEBOX_TUNE_LONG_ROW_BLOCKS", kInt, 1, 1, 4,
+     "CUDA: blocks per SM, sharing 1024 threads, of the kernels that walk long re-read rows over the grid "
+     "(`CudaRowLayout::grid_stride`); launch-time too"},
+    {Knob::kClusters, "FUSEBOX_TUNE_CLUSTERS", kBool, 0, 0, 1,
+     "CUDA, sm_90+: 1: long rows (past the persistent limit) use thread-block clusters that keep each row in "
+     "registers (`backend/cuda/cuda_cluster.h`) instead of the looped kernel; off (slower on the H200, bench/NOTES.md)"},
+    {Knob::kCacheHints, "FUSEBOX_TUNE_CACHE_HINTS", kInt, 1, 0, 2,
+     "CUDA L2 eviction hints (`backend/cuda/cache_hints.h`): 0 none; 1 in kernels that re-read long rows from the L2 "
+     "and streamed loads in row reductions that store nothing per element; 2 also streams read-once data everywhere"},
+    {Knob::kL1Hints, "FUSEBOX_TUNE_L1_HINTS", kInt, 15, 0, 15,
+     "CUDA, kernels that re-read rows from memory, as bits: 1 kept loads also evict-last in L1; 2 the last read "
+     "evict-first in L1 and the L2 instead of `.cs`; 4 operands broadcast over the rows kept; 8 row stores unhinted"},
+    {Knob::kColumnTiles, "FUSEBOX_TUNE_COLUMN_TILES", kBool, 1, 0, 1,
+     "CUDA column reductions use 2-D tiles of 4 adjacent columns in 16-byte loads (`backend/cuda/column_tiles.h`); "
+     "0: a thread per column"},
+    {Knob::kColumnBlocks, "FUSEBOX_TUNE_COLUMN_BLOCKS", kInt, 512, 1, kBig,
+     "CUDA column reductions over few columns: about how many blocks the split into chunks of rows aims at "
+     "(`lower_reduction.cc`, `ChooseSplit`)"},
+    {Knob::kColumnUnroll, "FUSEBOX_TUNE_COLUMN_UNROLL", kPowerOfTwo, 8, 1, 64,
+     "CUDA column reductions (a thread per column): rows each thread loads before folding them"},
+    {Knob::kOnePlusTanh, "FUSEBOX_TUNE_ONE_PLUS_TANH", kBool, 1, 0, 1,
+     "kernels compute `1 + tanh(z)` as `2 * sigmoid(2 * z)` (`backend/one_plus_tanh.h`); 0: as written"},
+    {Knob::kFastMath, "FUSEBOX_TUNE_FAST_MATH", kBool, 0, 0, 1,
+     "CUDA: 1: NVRTC compiles with `--use_fast_math` (approximate exp, division, square root; denormals flushed); "
+     "part of the compile-cache key; for A/B runs only"},
+    {Knob::kCudaGraphs, "FUSEBOX_TUNE_CUDA_GRAPHS", kInt, 1, 0, 2,
+     "how CUDA plans launch (`backend/cuda/launch_graph.h`): 0 kernel by kernel; 1 plans of small kernels (each at "
+     "most 2^21 elements) as one CUDA graph per run; 2 every plan a graph can chain"},
+    {Knob::kGemmCandidates, "FUSEBOX_TUNE_GEMM_CANDIDATES", kInt, 1, 1, 32,
+     "CUDA: how many of cuBLASLt's heuristic algorithms the first call of a GEMM problem times before keeping the "
+     "fastest; 1 takes the first untimed (`backend::cuda::SetCublasLtCandidates` sets it in code)"},
+};
+static_assert(std::size(kKnobs) == kNumKnobs, "one row per Knob");
+
+constexpr bool TableInOrder() {
+  for (int k = 0; k < kNumKnobs; ++k) {
+    if (static_cast<int>(kKnobs[k].id) != k) return false;
+  }
+  return true;
+}
+static_assert(TableInOrder(), "rows in Knob's order");
+
+constexpr std::string_view kPrefix = "FUSEBOX_TUNE_";
+
+std::string ValidKnobs() {
+  return absl::StrJoin(kKnobs, ", ", [](std::string* out, const KnobInfo& k) { out->append(k.name); });
+}
+
+std::string RangeText(const KnobInfo& k) {
+  if (k.type == kBool) return "0 or 1";
+  return absl::StrCat(k.type == kPowerOfTwo ? "a power of two in [" : "[", k.min, ", ", k.max, "]");
+}
+
+void Warn(std::string message, std::vector<std::string>* warnings) {
+  spdlog::warn("{}", message);
+  if (warnings != nullptr) warnings->push_back(std::move(message));
+}
+
+std::atomic<const TuningSnapshot*> override_snapshot{nullptr};
+fusebox::Mutex override_mu;
+
+}  // namespace
+
+std::span<const KnobInfo> KnobTable() { return kKnobs; }
+
+const KnobInfo& KnobInfoOf(Knob knob) { return kKnobs[static_cast<int>(knob)]; }
+
+std::string KnobValueError(const KnobInfo& k, int64_t value) {
+  const bool power_ok = k.type != kPowerOfTwo || (value > 0 && (value & (value - 1)) == 0);
+  if (value >= k.min && value <= k.max && power_ok) return "";
+  return absl::StrCat(value, " is not ", RangeText(k));
+}
+
+std::string KnobTableMarkdown() {
+  std::string out = "| knob | type | default | range | what it does |\n|---|---|---|---|---|\n";
+  for (const KnobInfo& k : kKnobs) {
+    const char* type = k.type == kBool ? "bool" : k.type == kPowerOfTwo ? "power of two" : "int";
+    const std::string range = k.type == kBool ? "0, 1" : absl::StrCat(k.min, " to ", k.max);
+    absl::StrAppend(&out, "| `", std::string(k.name), "` | ", type, " | ", k.default_value, " | ", range, " | ",
+                    std::string(k.doc), " |\n");
+  }
+  return out;
+}
+
+TuningSnapshot::TuningSnapshot() {
+  for (const KnobInfo& k : kKnobs) values_[static_cast<int>(k.id)] = k.default_value;
+}
+
+TuningSnapshot TuningSnapshot::FromEnvironment() {
+  InitLogging();  // the warnings below use fusebox's logger settings
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq != std::string_view::npos && entry.starts_with(kPrefix)) {
+      env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+    }
+  }
+  return FromEnvironment(env);
+}
+
+TuningSnapshot TuningSnapshot::FromEnvironment(const std::map<std::string, std::string>& env,
+                                               std::vector<std::string>* warnings) {
+  TuningSnapshot snapshot;
+  for (const auto& [name, text] : env) {
+    if (!name.starts_with(kPrefix)) continue;
+    const KnobInfo* knob = nullptr;
+    for (const KnobInfo& k : kKnobs) {
+      if (k.name == name) knob = &k;
+    }
+    if (knob == nullptr) {
+      Warn(absl::StrCat("unknown tuning knob ", name, " (ignored); the knobs are: ", ValidKnobs()), warnings);
+      continue;
+    }
+    int64_t value = 0;
+    std::string error;
+    if (!absl::SimpleAtoi(text, &value)) {
+      error = absl::StrCat("'", text, "' is not an integer");
+    } else {
+      error = KnobValueError(*knob, value);
+    }
+    if (!error.empty()) {
+      Warn(absl::StrCat(name, "=", text, ": ", error, "; using the default ", knob->default_value), warnings);
+      continue;
+    }
+    snapshot.values_[static_cast<int>(knob->id)] = value;
+  }
+  return snapshot;
+}
+
+TuningSnapshot& TuningSnapshot::Set(Knob knob, int64_t value) {
+  const KnobInfo& k = KnobInfoOf(knob);
+  const std::string error = KnobValueError(k, value);
+  FUSEBOX_ENSURE(error.empty(), "tuning ", std::string(k.name), ": ", error);
+  values_[static_cast<int>(knob)] = value;
+  return *this;
+}
+
+std::string TuningSnapshot::ToString() const {
+  std::vector<std::string> set;
+  for (const KnobInfo& k : kKnobs) {
+    if (Get(k.id) != k.default_value) set.push_back(absl::StrCat(std::string(k.name), "=", Get(k.id)));
+  }
+  return set.empty() ? "default tuning" : absl::StrJoin(set, " ");
+}
+
+const TuningSnapshot& CurrentTuning() {
+  if (const TuningSnapshot* scoped = override_snapshot.load(std::memory_order_acquire)) return *scoped;
+  static const TuningSnapshot* const from_env = new TuningSnapshot(TuningSnapshot::FromEnvironment());
+  return *from_env;
+}
+
+ScopedTuning::ScopedTuning(std::initializer_list<std::pair<Knob, int64_t>> knobs) {
+  fusebox::MutexLock lock(&override_mu);
+  snapshot_ = CurrentTuning();
+  for (const auto& [knob, value] : knobs) snapshot_.Set(knob, value);
+  previous_ = override_snapshot.load(std::memory_order_relaxed);
+  override_snapshot.store(&snapshot_, std::memory_order_release);
+}
+
+ScopedTuning::~ScopedTuning() {
+  fusebox::MutexLock lock(&override_mu);
+  FUSEBOX_CHECK(override_snapshot.load(std::memory_order_relaxed) == &snapshot_, "ScopedTuning ended out of order");
+  override_snapshot.store(previous_, std::memory_order_release);
+}
+
+}  // namespace fusebox::backend
