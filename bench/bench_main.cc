@@ -8,9 +8,11 @@
 // (eager vs compiled, both vs float64) and timed; the tables come last, the
 // JSON (--json) is what bench/compare_torch.py merges with PyTorch's numbers.
 // On a GPU it also measures the device-to-device copy ceiling.
-//   fusebox_bench [--quick | --full] [--json PATH] [--filter WORD,...] [--device cpu|cuda] [--profile]
+//   fusebox_bench [--quick | --full] [--json PATH] [--filter WORD,...] [--device cpu|cuda] [--profile] [--sweep]
+// --sweep runs the grid of shapes nobody tuned for (sweep.h) instead of the suite.
 // Sizes: the on a GPU; small ones (--quick) on the CPU unless --full.
 // Exit status: 0 all checks passed, 1 a check failed or an error, 2 bad flags.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +28,7 @@
 #include "bench/harness.h"
 #include "bench/report.h"
 #include "bench/suite.h"
+#include "bench/sweep.h"
 #include "frontend/fusebox.h"
 
 namespace fusebox::bench {
@@ -39,11 +42,40 @@ struct Options {
   std::string compile_child;  // hidden: "cold" or "warm", see compile_latency.h
   bool cuda_twin = true;      // hidden: --no-cuda-twin (the children's CPU kernels skip NVRTC)
   bool profile = false;
+  bool sweep = false;
 };
 
 TimingPlan PlanFor(Device device, bool quick) {
   if (quick) return {.warmup = 2, .trials = 5, .max_input_sets = 4};
   return device.is_cuda() ? TimingPlan{.warmup = 10, .trials = 50} : TimingPlan{.warmup = 2, .trials = 10};
+}
+
+// --sweep: each grid case compiled and timed (no eager side: PyTorch's
+// eager and torch.compile are compare_torch.py --sweep's), then the table.
+int RunSweep(Report* report, const std::string& filter, uint64_t seed, const std::string& json_path) {
+  const std::vector<SweepCase> grid = SweepCases(report->quick);
+  std::vector<SweepCase> cases;
+  for (const SweepCase& c : grid) {
+    if (Matches(filter, c.name())) cases.push_back(c);
+  }
+  if (cases.empty()) {
+    std::fprintf(stderr, "fusebox_bench: --filter '%s' matches no sweep case\n", filter.c_str());
+    return 2;
+  }
+  TimingPlan plan = report->plan;
+  plan.warmup = std::min(plan.warmup, 5);
+  plan.trials = std::min(plan.trials, 20);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    report->sweep.push_back(RunSweepCase(cases[i], report->device, plan, report->cache_bytes, seed + 100 * i));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("[%3zu/%zu] %-48s %6.1f s  %s\n", i + 1, cases.size(), cases[i].name().c_str(), s,
+                report->sweep.back().ok() ? "ok" : report->sweep.back().error.c_str());
+    std::fflush(stdout);
+  }
+  PrintSweepTable(*report);
+  if (!json_path.empty()) WriteJson(*report, json_path);
+  return report->ok() ? 0 : 1;
 }
 
 int Usage(const char* argv0) {
@@ -55,7 +87,9 @@ int Usage(const char* argv0) {
                "            manual_gelu add_mul_tanh manual_softmax manual_layer_norm manual_rms_norm\n"
                "            row_sum col_sum tiny_gelu gelu_sweep gemm_bias_gelu mlp compile_latency\n"
                "  --profile also print each case's kernels' device times (fusebox::Profiler) and the\n"
-               "            host time of one compiled call\n",
+               "            host time of one compiled call\n"
+               "  --sweep   instead of the suite, the grid of odd shapes per class of work (bench/sweep.h);\n"
+               "            --filter then matches its rows' names (\"softmax/dim0 [1031, 16273] bfloat16\")\n",
                argv0);
   return 2;
 }
@@ -76,6 +110,8 @@ int Main(int argc, char** argv) {
       options.device = d == "cpu" ? Device::cpu() : Device::cuda(0);
     } else if (arg == "--profile") {
       options.profile = true;
+    } else if (arg == "--sweep") {
+      options.sweep = true;
     } else if (arg == "--compile-child" && i + 1 < argc) {
       options.compile_child = argv[++i];
     } else if (arg == "--no-cuda-twin") {
@@ -113,6 +149,7 @@ int Main(int argc, char** argv) {
   if (device.is_cuda()) {
     report.copy = MeasureCopy(device, report.quick ? (size_t{64} << 20) : (size_t{1} << 30), report.plan);
   }
+  if (options.sweep) return RunSweep(&report, options.filter, seed, options.json_path);
   std::vector<Case> cases;
   for (const Case& c : SuiteCases(report.quick)) {
     if (Matches(options.filter, c.name)) cases.push_back(c);

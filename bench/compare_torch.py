@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from compare_report import merged_case_ok, plot, write_markdown
+from compare_sweep import plot_sweep, run_sweep, write_sweep_markdown
 
 REPO = Path(__file__).resolve().parent.parent
 REL_ERR_TOL = {"float32": 1e-5, "bfloat16": 1e-2}  # as bench/suite.cc
@@ -367,6 +368,8 @@ def main():
           f"copy_ {fb['torch_meta']['torch_copy']['gbps']:.0f} GB/s", flush=True)
     workloads = torch_workloads(torch)
     signal.signal(signal.SIGTERM, on_sigterm)  # `timeout` in device_run.sh: keep what was measured
+    if fb.get("sweep"):
+        return main_sweep(args, torch, fb, date, machine)
     try:
         for i, r in enumerate(fb["results"]):
             start = time.perf_counter()
@@ -397,6 +400,29 @@ def main():
         print("## Matmul" + md.split("## Matmul")[1].split("\n## ")[0] + "\n")
     if "## Compile latency" in md:
         print("## Compile latency" + md.split("## Compile latency")[1].split("![")[0])
+    print(f"result: {'OK' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
+def main_sweep(args, torch, fb, date, machine):
+    """fusebox_bench --sweep's grid beside PyTorch: <date>-<machine>-sweep.md, .png, .json."""
+    try:
+        run_sweep(torch, fb, time_trials, median)
+    except TimeLimit:
+        print("compare_torch.py: SIGTERM (the time limit): writing the cases measured so far", flush=True)
+    for case in fb["sweep"]:
+        case.setdefault("torch", {"error": "not run (time limit)"})
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{date}-{machine}-sweep" + ("-quick" if fb["quick"] else "")
+    (out_dir / f"{stem}.json").write_text(json.dumps(json_safe(fb), indent=1) + "\n")
+    png = out_dir / f"{stem}.png"
+    plotted = plot_sweep(fb, png)
+    write_sweep_markdown(fb, out_dir / f"{stem}.md", png.name if plotted else None)
+    print(f"wrote {out_dir / stem}.json, .md{', .png' if plotted else ''}")
+    print((out_dir / f"{stem}.md").read_text().split("## Every shape")[0])
+    ok = fb["ok"]
     print(f"result: {'OK' if ok else 'FAILED'}")
     return 0 if ok else 1
 

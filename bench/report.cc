@@ -167,7 +167,24 @@ bool Report::ok() const {
   for (const Result& r : results) {
     if (!r.ok()) return false;
   }
+  for (const SweepResult& r : sweep) {
+    if (!r.ok()) return false;
+  }
   return true;
+}
+
+void PrintSweepTable(const Report& report) {
+  const double ceiling = report.ceiling_gbps();
+  std::printf("\nsweep: compiled, median of %d trials; GB/s over the minimal bytes; %%ceil of %.0f GB/s\n",
+              std::min(report.plan.trials, 20), ceiling);
+  std::printf("%-20s %-24s %-9s %10s %10s %6s %7s  %s\n", "class", "shape", "dtype", "comp ms", "GB/s", "%ceil",
+              "kernels", "compiled kernels");
+  for (const SweepResult& r : report.sweep) {
+    const double ms = r.compiled.median_ms(), gbps = GBps(r.bytes, ms);
+    std::printf("%-20s %-24s %-9s %10.4f %10.1f %5.0f%% %7d  %s%s\n", r.c.cls.c_str(), ShapeToString(r.c.shape).c_str(),
+                DTypeName(r.c.dtype), ms, gbps, ceiling > 0 ? 100 * gbps / ceiling : 0.0, r.kernels,
+                absl::StrJoin(r.kernel_names, ",").c_str(), r.ok() ? "" : ("  FAILED: " + r.error).c_str());
+  }
 }
 
 double Report::ceiling_gbps() const {

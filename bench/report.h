@@ -10,6 +10,7 @@
 
 #include "bench/compile_latency.h"
 #include "bench/harness.h"
+#include "bench/sweep.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/shape.h"
@@ -82,6 +83,7 @@ struct Report {
   std::optional<LaunchFloorResult> launch_floor;  // GPU, with a call-overhead row
   std::vector<Result> results;
   std::optional<CompileLatency> compile_latency;  // unless --filter leaves it out
+  std::vector<SweepResult> sweep;                 // --sweep
   bool ok() const;
   // The ceiling GB/s figures are compared with: the copy measured in this
   // run, else DEVICE.md's (GPU) or none (0, CPU).
@@ -91,6 +93,8 @@ struct Report {
 void PrintHeader(const Report& report);
 // Per-case first-call times and checks, then the tables.
 void PrintTables(const Report& report);
+// --sweep: per class, each shape's compiled time, GB/s and share of the ceiling.
+void PrintSweepTable(const Report& report);
 // Throws fusebox::Error when the file cannot be written.
 void WriteJson(const Report& report, const std::string& path);
 

@@ -77,6 +77,18 @@ std::string JsonResult(const Result& r) {
       "}");
 }
 
+std::string JsonSweep(const SweepResult& r) {
+  const Timing& t = r.compiled;
+  return absl::StrCat("\n    {\"name\": ", JsonString(r.c.name()), ", \"class\": ", JsonString(r.c.cls),
+                      ", \"op\": ", JsonString(SweepOpName(r.c.op)), ", \"layout\": ", JsonString(SweepLayoutName(r.c.layout)),
+                      ", \"shape\": ", JsonShape(r.c.shape), ", \"dim\": ", r.c.dim, ", \"dtype\": ", JsonString(DTypeName(r.c.dtype)),
+                      ", \"bytes\": ", absl::StrFormat("%.0f", r.bytes), ",\n     \"cold_ms\": ", JsonNumber(t.cold_ms),
+                      ", \"median_ms\": ", JsonNumber(t.median_ms()), ", \"min_ms\": ", JsonNumber(t.min_ms()),
+                      ", \"gbps\": ", JsonNumber(GBps(r.bytes, t.median_ms())), ", \"kernels\": ", JsonStrings(r.kernel_names),
+                      ", \"max_diff\": ", JsonNumber(r.max_diff), ", \"ok\": ", JsonBool(r.ok()),
+                      ", \"error\": ", JsonString(r.error), "}");
+}
+
 }  // namespace
 
 void WriteJson(const Report& report, const std::string& path) {
@@ -111,6 +123,8 @@ void WriteJson(const Report& report, const std::string& path) {
   for (size_t i = 0; i < report.results.size(); ++i) {
     absl::StrAppend(&json, i ? "," : "", JsonResult(report.results[i]));
   }
+  absl::StrAppend(&json, "\n  ],\n  \"sweep\": [");
+  for (size_t i = 0; i < report.sweep.size(); ++i) absl::StrAppend(&json, i ? "," : "", JsonSweep(report.sweep[i]));
   absl::StrAppend(&json, "\n  ]\n}\n");
   std::ofstream out(path);
   out << json;
