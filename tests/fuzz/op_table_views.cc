@@ -1,6 +1,7 @@
 // The op table's view rows: sizes that depend on the operand (a narrow's
 // length, a reshape's merged dims) are computed from it at trace time, so a
 // program stays valid when a dynamic call changes the sizes.
+#include <limits>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -90,6 +91,40 @@ RefArray LastSplit(const RefArray& x, int64_t dim, int64_t size) {
   if (size < 0 || (size == 0 && total != 0)) throw RefError("split: size <= 0");
   const int64_t count = size == 0 ? 1 : std::max<int64_t>((total + size - 1) / size, 1), start = (count - 1) * size;
   return Narrow(x, d, start, total - start);
+}
+
+// x's elements where `index` (int64, an argmax's reference) says along `dim`:
+// gather (index of x's rank) or index_select (index 1-D). An index the
+// reference cannot pin down (a near tie, +inf bound) leaves its value unchecked.
+RefArray Indexed(const RefArray& x, int64_t dim, const RefArray& index, bool select) {
+  Dims shape = select ? x.shape : index.shape;
+  if (select) shape[dim] = index.numel();
+  if (Numel(shape) > kMaxRefNumel) throw TooBig("index");
+  RefArray y = MakeArray(shape, x.dtype);
+  const Dims out_strides = ContiguousStrides(shape), in_strides = ContiguousStrides(x.shape);
+  for (int64_t f = 0; f < y.numel(); ++f) {
+    int64_t rest = f, source = 0, k = f;
+    for (int64_t d = 0; d < y.rank(); ++d) {
+      int64_t at = rest / out_strides[d];
+      rest %= out_strides[d];
+      if (d == dim) {
+        if (select) k = at;
+        at = static_cast<int64_t>(index.v(k));
+      }
+      source += at * in_strides[d];
+    }
+    (*y.val)[f] = x.v(source);
+    (*y.err)[f] = index.e(k) != 0 ? std::numeric_limits<double>::infinity() : x.e(source);
+  }
+  return y;
+}
+
+RefArray ArgmaxRef(const RefArray& x, int64_t dim, bool keepdim) {
+  Step s;
+  s.op = OpIndex("argmax");
+  s.ints = {dim};
+  s.flag = keepdim;
+  return OpTable()[s.op].ref({x}, s);
 }
 
 }  // namespace
@@ -194,6 +229,29 @@ std::vector<OpDef> ViewOps() {
        [](const Tensors& t, const Step& s) { return split(t[0], s.ints[1], s.ints[0]).back(); },
        [](const Names& n, const Ranks&, const Step& s) {
          return absl::StrCat("split(", n[0], ", ", s.ints[1], ", ", s.ints[0], ").back()");
+       }},
+      // Indirect loads whose index is a stored reduction: the value at each
+      // row's argmax (gather), and x's slices at them (index_select).
+      {"gather_argmax", Category::kView,
+       [](const Refs& a, const Step& s) {
+         if (a[0].rank() == 0) throw RefError("gather of a 0-d tensor");
+         const int64_t d = Wrap(s.ints[0], a[0].rank());
+         return Indexed(a[0], d, ArgmaxRef(a[0], d, true), false);
+       },
+       [](const Tensors& t, const Step& s) { return gather(t[0], s.ints[0], argmax(t[0], s.ints[0], true)); },
+       [](const Names& n, const Ranks&, const Step& s) {
+         return absl::StrCat("gather(", n[0], ", ", s.ints[0], ", argmax(", n[0], ", ", s.ints[0], ", true))");
+       }},
+      {"index_select_argmax", Category::kView,
+       [](const Refs& a, const Step& s) {
+         if (a[0].rank() == 0) throw RefError("index_select of a 0-d tensor");
+         const int64_t d = Wrap(s.ints[0], a[0].rank());
+         const RefArray index = ArgmaxRef(a[0], d, false);
+         return Indexed(a[0], d, Reshape(index, {index.numel()}), true);
+       },
+       [](const Tensors& t, const Step& s) { return index_select(t[0], s.ints[0], argmax(t[0], s.ints[0]).flatten()); },
+       [](const Names& n, const Ranks&, const Step& s) {
+         return absl::StrCat("index_select(", n[0], ", ", s.ints[0], ", argmax(", n[0], ", ", s.ints[0], ").flatten())");
        }},
       {"contiguous", Category::kView, [](const Refs& a, const Step&) { return Contiguous(a[0]); },
        [](const Tensors& t, const Step&) { return t[0].contiguous(); },
