@@ -105,7 +105,10 @@ TEST(CatTest, FusesWithPointwiseProducersAndConsumers) {
     }
   }
   EXPECT_TRUE(AllClose(y, want, "relu(cat({a * 2, b + 1}, 1)) * 3"));
-  EXPECT_EQ(f.kernels().size(), 1u);
+  ASSERT_EQ(f.kernels().size(), 1u);
+  EXPECT_THAT(f.kernels()[0].source, HasSubstr("? in"));  // masked loads, no copy first
+  EXPECT_THAT(f.kernels()[0].source, ::testing::Not(HasSubstr("fb_err")));  // nothing to check
+  EXPECT_TRUE(f.kernels()[0].ptx_summary.has_value());  // its CUDA twin compiled for sm_90
   // A reduction over a cat loads it from the kernel that stores it.
   auto g = compile([](const Tensor& a, const Tensor& b) { return sum(cat({a, b}, 0), 0); });
   const Tensor c = RandomTensor({4, 3}, kF32);

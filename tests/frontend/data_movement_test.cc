@@ -225,7 +225,9 @@ TEST(GatherFusionTest, PointwiseProducersAndConsumersFuseIntoOneKernel) {
   const std::vector<double> bv = b.to_double_vector();
   for (size_t k = 0; k < want.values.size(); ++k) want.values[k] = std::exp(want.values[k] * 2) + bv[k];
   EXPECT_TRUE(AllClose(y, want, "exp(index_select(a * 2, 0, idx)) + b"));
-  EXPECT_EQ(f.kernels().size(), 1u);
+  ASSERT_EQ(f.kernels().size(), 1u);
+  EXPECT_THAT(f.kernels()[0].source, HasSubstr("fb_check_index("));
+  EXPECT_TRUE(f.kernels()[0].ptx_summary.has_value());  // its CUDA twin compiled for sm_90
 
   // The index itself computed by pointwise ops fuses too.
   auto g = compile([](const Tensor& a, const Tensor& i, const Tensor& one) { return gather(a, 1, i + one); });
