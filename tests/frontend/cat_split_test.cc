@@ -118,6 +118,18 @@ TEST(CatTest, FusesWithPointwiseProducersAndConsumers) {
   EXPECT_TRUE(AllClose(g(a, c), want_sum, "sum(cat({a, c}), 0)"));
 }
 
+TEST(CatTest, DynamicBatchSizesAndInPlaceStores) {
+  auto f = compile([](const Tensor& x, const Tensor& y) { return cat({x, y * 2}, -1); }, CompileOptions{.dynamic = true});
+  for (int64_t rows : {3, 5, 8}) {
+    const Tensor x = RandomTensor({rows, 2}, kF32), y = RandomTensor({rows, 3}, kF32);
+    EXPECT_TRUE(AllClose(f(x, y), CatRef({x, y * 2}, 1, kF32), absl::StrCat("dynamic rows ", rows)));
+  }
+  Tensor out = zeros({4, 3}, Device::cpu(), kF32);
+  const Tensor a = RandomTensor({1, 3}, kF32), b = RandomTensor({3, 3}, kF32);
+  out.copy_(cat({a, b}));
+  EXPECT_TRUE(AllClose(out, CatRef({a, b}, 0, kF32), "out.copy_(cat)"));
+}
+
 TEST(CatTest, ErrorsNameTheOpAndShapes) {
   const Tensor a = RandomTensor({2, 3}, kF32);
   EXPECT_THAT(ErrorOf([&] { cat({}); }), HasSubstr("cat: expected a non-empty list"));
@@ -198,6 +210,7 @@ TEST(CatGpuTest, CatAndStackOnCuda) {
   const Tensor a32 = a.to(kF32);
   EXPECT_TRUE(AllClose(f(a32.to(gpu), c.to(gpu)), CatRef({a32.unsqueeze(1), (c * 2).unsqueeze(1)}, 1, kF32),
                        "stack cuda compiled"));
+  EXPECT_THAT(ErrorOf([&] { cat({a, b.to(gpu)}, 1); }), HasSubstr("cat: expected all tensors on one device"));
 }
 
 }  // namespace

@@ -287,7 +287,9 @@ TEST(DataMovementGpuTest, IndexOpsAndBadIndicesOnCuda) {
   }
   const Tensor x = RandomTensor({5, 3}, kF32);
   const Tensor bad = Tensor::from_vector(std::vector<double>{1, 9}, {2}, kI64, gpu);
+  auto good_on = [](Device d) { return Tensor::from_vector(std::vector<double>{1, 2}, {2}, kI64, d); };
   EXPECT_THAT(ErrorOf([&] { index_select(x.to(gpu), 0, bad); }), HasSubstr("index 9 is out of range for dim 0 of size 5"));
+  EXPECT_THAT(ErrorOf([&] { index_select(x, 0, good_on(gpu)); }), HasSubstr("index_select: expected all tensors on one device"));
   // The context survives: the next op runs and is right.
   const Tensor good = RandomIndex({4}, 5, kI64);
   EXPECT_TRUE(AllClose(index_select(x.to(gpu), 0, good.to(gpu)), IndexSelectRef(x, 0, good), "after a bad index"));
