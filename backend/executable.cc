@@ -13,6 +13,7 @@
 #include "backend/cpu/cpp_printer.h"
 #include "backend/cpu/host_compiler.h"
 #include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/cuda_schedule.h"
 #include "backend/cuda/driver.h"
 #include "backend/cuda/launch_graph.h"
 #include "backend/cuda/nvrtc.h"
@@ -137,16 +138,12 @@ struct Executable::CompiledKernel {
   cpu::CpuKernelFn cpu_fn = nullptr;
   CUfunction cuda_fn = nullptr;
   CUfunction cuda_partial_fn = nullptr;  // split reductions: the first of two kernels
-  // CUDA launch geometry fixed at compile time (the row layout is not
-  // re-derived per launch): threads per block, and a cap on the grid
-  // (grid-stride rows, CudaRowLayout::grid_stride: CudaLongRowBlocksPerSm per SM; 0: none).
-  unsigned block_size = 0;
-  int64_t max_grid = 0;
-  unsigned shared_bytes = 0;  // dynamic shared memory per block (CudaRowLayout::shared_bytes)
-  // Split reductions: the partial kernel's threads per block, and whether the
-  // combine is launched as its programmatic dependent (sm_90+; it starts
-  // while the partial kernel's last blocks run, hiding most of its launch).
-  unsigned partial_block_size = 0;
+  // CUDA: the schedule, chosen once at compile time (cuda_schedule.h), the
+  // device's SM count (the grid cap of grid-stride rows), and whether a
+  // split's combine is launched as its programmatic dependent (sm_90+; it
+  // starts while the partial kernel's last blocks run, hiding most of its launch).
+  CudaSchedule schedule;
+  int sm_count = 0;
   bool programmatic_combine = false;
   graph::NodeId extern_node = -1;  // extern kernels: the value stored (a matmul, or its epilogue's end)
 };
@@ -217,26 +214,23 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       absl::StatusOr<CUfunction> fn = driver.GetFunction(*module, group.name);
       if (!fn.ok()) return fn.status();
       compiled->cuda_fn = *fn;
-      compiled->block_size = static_cast<unsigned>(CudaBlockSize(compiled->ir));
-      if (UsesCudaRowLayout(compiled->ir)) {
-        const CudaRowLayout layout = ChooseCudaRowLayout(compiled->ir);
-        if (layout.grid_stride) {
-          absl::StatusOr<int> sms = driver.MultiprocessorCount(device.index);
-          if (!sms.ok()) return sms.status();
-          compiled->max_grid = int64_t{*sms} * CudaLongRowBlocksPerSm();
-        }
-        if (layout.shared_bytes > 0) {
-          compiled->shared_bytes = static_cast<unsigned>(layout.shared_bytes);
-          if (absl::Status s = driver.SetMaxDynamicSharedBytes(*fn, static_cast<int>(layout.shared_bytes)); !s.ok()) {
-            return s;
-          }
+      const CudaSchedule& schedule = compiled->schedule = ChooseCudaSchedule(compiled->ir);
+      info.schedule = schedule.ToString();
+      if (DebugDump("schedule")) std::fprintf(stderr, "[fusebox schedule] %s: %s\n", group.name.c_str(), info.schedule.c_str());
+      if (schedule.blocks_per_sm > 0) {
+        absl::StatusOr<int> sms = driver.MultiprocessorCount(device.index);
+        if (!sms.ok()) return sms.status();
+        compiled->sm_count = *sms;
+      }
+      if (schedule.shared_bytes > 0) {
+        if (absl::Status s = driver.SetMaxDynamicSharedBytes(*fn, static_cast<int>(schedule.shared_bytes)); !s.ok()) {
+          return s;
         }
       }
-      if (compiled->ir.split > 1) {
+      if (schedule.split > 1) {
         absl::StatusOr<CUfunction> partial = driver.GetFunction(*module, group.name + "_partial");
         if (!partial.ok()) return partial.status();
         compiled->cuda_partial_fn = *partial;
-        compiled->partial_block_size = static_cast<unsigned>(CudaPartialBlockSize(compiled->ir));
         compiled->programmatic_combine = arch >= 90;
       }
     }
@@ -359,18 +353,17 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       }
       PendingLaunch launch{.args = args, .n = iterations, .pass_n = k->ir.dynamic_extent};
       cuda::LaunchDims dims;
-      int64_t grid = CudaGridSize(k->ir, iterations);
-      if (k->max_grid > 0) grid = std::min(grid, k->max_grid);
-      dims.grid_x = static_cast<unsigned>(grid);
-      dims.block_x = k->block_size;
-      dims.shared_bytes = k->shared_bytes;
-      if (k->ir.split > 1) {
+      const CudaSchedule& schedule = k->schedule;
+      dims.grid_x = static_cast<unsigned>(schedule.Grid(iterations, k->sm_count));
+      dims.block_x = static_cast<unsigned>(schedule.block);
+      dims.shared_bytes = static_cast<unsigned>(schedule.shared_bytes);
+      if (schedule.split > 1) {
         PendingLaunch partial = launch;
         partial.function = k->cuda_partial_fn;
         partial.dims = dims;
-        partial.dims.block_x = k->partial_block_size;
+        partial.dims.block_x = static_cast<unsigned>(schedule.partial_block);
         pending.push_back(std::move(partial));
-        dims.grid_x = static_cast<unsigned>(CudaCombineGridSize(k->ir));
+        dims.grid_x = static_cast<unsigned>(schedule.combine_grid);
         dims.programmatic = k->programmatic_combine;
       }
       launch.function = k->cuda_fn;

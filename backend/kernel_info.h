@@ -17,6 +17,7 @@ struct KernelInfo {
   std::string device;       // "cuda:0", "cpu"
   std::string compile_log;  // ptxas -v (registers, spills) or the host compiler's output
   int64_t numel = 0;        // elements (threads / iterations) per launch
+  std::string schedule;     // CUDA: the launch schedule (backend/cuda/cuda_schedule.h); empty on the CPU
   // Loads/stores by width, shuffles, registers, spills, shared memory: of
   // the PTX on CUDA; on the CPU, of the sm_90 PTX when CUDA cross-compiling
   // is on (backend::SetAlsoCompileCudaForCpu, as in the tests), else unset.

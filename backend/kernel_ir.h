@@ -103,6 +103,7 @@ struct ClusterLayout {
   int blocks = 0;
   int threads = 0;
   int slots = 0;
+  friend bool operator==(const ClusterLayout&, const ClusterLayout&) = default;
 };
 
 struct Kernel {

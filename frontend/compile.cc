@@ -282,6 +282,9 @@ std::string CompiledState::Explain() const {
     absl::StrAppend(&out, "  ended by: ", r.end_reason,
                     r.end_reason == kEndOfFunction ? "" : absl::StrCat(" at ", SourceLine(r.location)), "\n");
     absl::StrAppend(&out, "  kernels: ", absl::StrJoin(kernels, ", "), "\n");
+    for (const KernelInfo& k : r.executable->kernels()) {
+      if (!k.schedule.empty()) absl::StrAppend(&out, "  schedule: ", k.name, ": ", k.schedule, "\n");
+    }
     for (const KernelNumerics& n : r.numerics) {
       absl::StrAppend(&out, "  numerics: ", n.kernel, ": ", DescribeNumerics(n), "\n");
     }

@@ -1,6 +1,6 @@
 // The two debug knobs, read once from the environment:
 //   FUSEBOX_LOG=trace|debug|info|warn|error|off   spdlog level (default warn)
-//   FUSEBOX_DEBUG=graph,plan,ir,cpp,cuda,ptx,cache,recompiles   comma list of dumps to stderr
+//   FUSEBOX_DEBUG=graph,plan,ir,cpp,cuda,schedule,ptx,cache,recompiles   comma list of dumps to stderr
 // docs/debugging.md documents them.
 #pragma once
 

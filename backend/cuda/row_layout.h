@@ -44,6 +44,7 @@ struct CudaRowLayout {
   int64_t shared_bytes = 0;
   // Looped block rows: the blocks per SM in __launch_bounds__ (0: none).
   int min_blocks = 0;
+  friend bool operator==(const CudaRowLayout&, const CudaRowLayout&) = default;
 };
 
 // Dynamic shared memory a block may hold of a long row on sm_90 (of the

@@ -160,6 +160,8 @@ const Regression kRegressions[] = {
     // The third H200 campaign.
     {7002345, Mode::kReplay, "", "(reference) pow(pow(x, x), ...) whose bound reaches past bfloat16's range", true},
     {6001814, Mode::kDynamic, "", "(reference) pow(x, -1) where x's bound contains the pole at 0", true},
+    // The CPU campaign on this machine.
+    {60002709, Mode::kEager, "", "(reference) ne(bf16, f32[]) compares in bfloat16", true},
 };
 
 TEST(FuzzRegression, SeedsThatFoundBugs) {

@@ -210,7 +210,9 @@ OpDef CompareOp(bool with_scalar) {
               const double c = s.scalar;
               return Map({&a[0]}, DType::kBool, [=](const VE* x) { return CompareVE(k, x[0], {c, 0}); });
             }
-            return Map({&a[0], &a[1]}, DType::kBool, [=](const VE* x) { return CompareVE(k, x[0], x[1]); });
+            // Compared in the operands' common dtype (a 0-d f32 operand of a bf16 one is rounded to bf16).
+            return Map({&a[0], &a[1]}, DType::kBool, [=](const VE* x) { return CompareVE(k, x[0], x[1]); },
+                       ResultType({&a[0], &a[1]}));
           },
           [=](const Tensors& t, const Step& s) {
             return with_scalar ? CompareFb(s.ints[0], t[0], s.scalar) : CompareFb(s.ints[0], t[0], t[1]);

@@ -36,7 +36,9 @@ void Finish(RefArray* out) {
   }
 }
 
-RefArray Map(const std::vector<const RefArray*>& xs, DType out, const std::function<VE(const VE*)>& f) {
+RefArray Map(const std::vector<const RefArray*>& xs, DType out, const std::function<VE(const VE*)>& f,
+             std::optional<DType> compute) {
+  const DType common = compute.value_or(out);
   Dims shape;
   for (const RefArray* x : xs) shape = BroadcastShapes(shape, x->shape);
   if (Numel(shape) > kMaxRefNumel) throw TooBig("broadcast result too large");
@@ -49,13 +51,15 @@ RefArray Map(const std::vector<const RefArray*>& xs, DType out, const std::funct
   // op is rounded to bf16): the exact rounding, plus one more where the
   // operand's own value is uncertain.
   std::vector<bool> converts(xs.size());
-  for (size_t k = 0; k < xs.size(); ++k) converts[k] = IsFloating(out) && IsFloating(xs[k]->dtype) && xs[k]->dtype != out;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    converts[k] = IsFloating(common) && IsFloating(xs[k]->dtype) && xs[k]->dtype != common;
+  }
   for (int64_t i = 0; i < y.numel(); ++i) {
     for (size_t k = 0; k < ex.size(); ++k) {
       args[k] = {ex[k].v(i), ex[k].e(i)};
       if (!converts[k] || std::isnan(args[k].v) || std::isinf(args[k].v)) continue;
-      const double rounded = RoundTo(args[k].v, out);
-      if (args[k].e > 0) args[k].e += Roundoff(out) * std::fabs(args[k].v);
+      const double rounded = RoundTo(args[k].v, common);
+      if (args[k].e > 0) args[k].e += Roundoff(common) * std::fabs(args[k].v);
       args[k].v = rounded;
     }
     const VE r = f(args.data());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -26,8 +27,10 @@ void RequireFloat(const RefArray& x, const char* op);
 void Finish(RefArray* out);
 
 // Broadcasts the operands and applies f per element.
+// Floating operands of another dtype are converted to `compute` first (the
+// result's dtype when unset; a comparison's common dtype, as PyTorch's).
 RefArray Map(const std::vector<const RefArray*>& xs, DType out,
-             const std::function<VE(const VE*)>& f);
+             const std::function<VE(const VE*)>& f, std::optional<DType> compute = std::nullopt);
 // f over one value with an interval bound: monotone pieces use the
 // endpoints; `lipschitz` (> 0) bounds non-monotone functions.
 VE Interval(const std::function<double(double)>& f, VE x, double lipschitz = 0);

@@ -3,13 +3,14 @@
 // of its --sweep grid is lowered and printed for both targets, without a
 // device or a compiler, and compared with the committed text under
 // tests/snapshot/kernels/ (one file per case: each kernel's C++ and CUDA
-// source and its CUDA launch geometry). A refactoring that claims to keep
+// source and its CUDA schedule). A refactoring that claims to keep
 // behaviour proves it here; a change that means to alter kernels regenerates
 // the files and the diff shows what changed:
 //   FUSEBOX_SNAPSHOT_UPDATE=1 build/tests/snapshot_tests
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <set>
@@ -20,7 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "backend/cpu/cpp_printer.h"
 #include "backend/cuda/cuda_printer.h"
-#include "backend/cuda/row_layout.h"
+#include "backend/cuda/cuda_schedule.h"
 #include "backend/extern_kernels.h"
 #include "backend/lower.h"
 #include "bench/suite.h"
@@ -37,30 +38,22 @@ namespace fs = std::filesystem;
 
 const fs::path kDir = fs::path(FUSEBOX_TEST_DATA_DIR) / "snapshot" / "kernels";
 
-std::string Launch(const backend::Kernel& k) {
-  std::string s = absl::StrCat("block ", backend::CudaBlockSize(k));
-  if (k.split > 1) absl::StrAppend(&s, ", split ", k.split, " (partial block ", backend::CudaPartialBlockSize(k), ")");
-  if (backend::UsesCudaRowLayout(k)) {
-    const backend::CudaRowLayout l = backend::ChooseCudaRowLayout(k);
-    absl::StrAppend(&s, "; row layout: threads/row ", l.threads_per_row, ", block ", l.block_size, ", rows/block ",
-                    l.rows_per_block, ", V ", l.vector_width, ", on chip ", l.on_chip, ", groups ", l.groups,
-                    ", grid stride ", l.grid_stride, ", shared groups ", l.shared_groups, ", shared bytes ",
-                    l.shared_bytes, ", min blocks ", l.min_blocks);
-  }
-  return s;
-}
-
 // One kernel as printed: a library call's description, or both targets' sources.
 struct Printed {
   std::string name, launch, cpp, cuda;  // extern kernels: `cpp` holds the description
   bool is_extern = false;
 };
 
-// Every kernel of fn(inputs)'s plan, printed for both targets.
-std::vector<Printed> PrintPlan(const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
+// fn(inputs)'s plan, captured without running anything.
+fusion::Plan PlanOf(const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
   frontend::CaptureSession session(/*eager=*/false);
   const Tensor out = bench::Invoke(fn, inputs);
-  const fusion::Plan plan = fusion::BuildPlan(session.Snapshot({out}));
+  return fusion::BuildPlan(session.Snapshot({out}));
+}
+
+// Every kernel of fn(inputs)'s plan, printed for both targets.
+std::vector<Printed> PrintPlan(const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
+  const fusion::Plan plan = PlanOf(fn, inputs);
   std::vector<Printed> printed;
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
@@ -70,9 +63,37 @@ std::vector<Printed> PrintPlan(const bench::WorkloadFn& fn, const std::vector<Te
     }
     backend::Kernel k = backend::LowerKernel(plan, group);
     k.cuda_arch = 90;
-    printed.push_back({group.name, Launch(k), backend::cpu::PrintCpp(k), backend::PrintCuda(k)});
+    printed.push_back({group.name, backend::ChooseCudaSchedule(k).ToString(), backend::cpu::PrintCpp(k),
+                       backend::PrintCuda(k)});
   }
   return printed;
+}
+
+// The case name as a file name: letters, digits, '-', '_' and '.'.
+std::string FileName(const std::string& name) {
+  std::string s;
+  for (char c : name) s.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_');
+  return s + ".txt";
+}
+
+// Calls fn(file name, function, inputs) for every case of the corpus: the
+// suite's (full and quick sizes) and the sweep grid's.
+void ForEachCase(const std::function<void(const std::string&, const bench::WorkloadFn&, const std::vector<Tensor>&)>& fn) {
+  for (bool quick : {false, true}) {
+    for (const bench::Case& c : bench::SuiteCases(quick)) {
+      std::vector<Tensor> inputs;
+      for (const Shape& s : bench::InputShapes(*c.workload, c.shape)) inputs.push_back(Tensor::empty(s, c.dtype));
+      set_matmul_epilogue_fusion(c.epilogue_fusion);
+      fn(FileName(absl::StrCat("suite_", c.name, "_", ShapeToString(c.shape), "_", DTypeName(c.dtype),
+                               c.epilogue_fusion ? "" : "_no_epilogue")),
+         c.workload->fn, inputs);
+      set_matmul_epilogue_fusion(true);
+    }
+  }
+  for (const bench::SweepCase& c : bench::SweepCases(/*quick=*/false)) {
+    fn(FileName("sweep_" + c.name()), bench::SweepFunction(c),
+       bench::MakeSweepInputs(c, Device::cpu(), 0, /*uninitialized=*/true));
+  }
 }
 
 // The lines every source starts with (the printers' helper functions), so
@@ -92,32 +113,14 @@ std::string StripPrefix(const std::string& source, const std::string& prefix) {
   return source.starts_with(prefix) ? absl::StrCat("(the prelude)\n", source.substr(prefix.size())) : source;
 }
 
-// The case name as a file name: letters, digits, '-', '_' and '.'.
-std::string FileName(const std::string& name) {
-  std::string s;
-  for (char c : name) s.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_');
-  return s + ".txt";
-}
 
 // Case file name -> printed kernels, over the whole corpus, and the two
 // preludes (files _prelude_cpp.txt and _prelude_cuda.txt).
 std::map<std::string, std::string> Corpus() {
   std::map<std::string, std::vector<Printed>> cases;
-  for (bool quick : {false, true}) {
-    for (const bench::Case& c : bench::SuiteCases(quick)) {
-      std::vector<Tensor> inputs;
-      for (const Shape& s : bench::InputShapes(*c.workload, c.shape)) inputs.push_back(Tensor::empty(s, c.dtype));
-      set_matmul_epilogue_fusion(c.epilogue_fusion);
-      const std::string name = absl::StrCat("suite_", c.name, "_", ShapeToString(c.shape), "_", DTypeName(c.dtype),
-                                            c.epilogue_fusion ? "" : "_no_epilogue");
-      cases[FileName(name)] = PrintPlan(c.workload->fn, inputs);
-      set_matmul_epilogue_fusion(true);
-    }
-  }
-  for (const bench::SweepCase& c : bench::SweepCases(/*quick=*/false)) {
-    const std::vector<Tensor> inputs = bench::MakeSweepInputs(c, Device::cpu(), 0, /*uninitialized=*/true);
-    cases[FileName("sweep_" + c.name())] = PrintPlan(bench::SweepFunction(c), inputs);
-  }
+  ForEachCase([&](const std::string& file, const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
+    cases[file] = PrintPlan(fn, inputs);
+  });
   std::vector<const std::string*> cpp, cuda;
   for (const auto& [file, kernels] : cases) {
     for (const Printed& k : kernels) {
@@ -136,7 +139,7 @@ std::map<std::string, std::string> Corpus() {
       if (k.is_extern) {
         absl::StrAppend(&text, "=== ", k.name, "\n", k.cpp, "\n");
       } else {
-        absl::StrAppend(&text, "=== ", k.name, "\n--- cuda launch: ", k.launch, "\n--- cpp\n",
+        absl::StrAppend(&text, "=== ", k.name, "\n--- cuda schedule: ", k.launch, "\n--- cpp\n",
                         StripPrefix(k.cpp, cpp_prelude), "--- cuda\n", StripPrefix(k.cuda, cuda_prelude));
       }
     }
@@ -190,6 +193,38 @@ TEST(KernelSnapshot, EveryKernelMatchesTheCommittedText) {
                         << " cases print other kernels than their snapshot; if that is meant, regenerate with "
                            "FUSEBOX_SNAPSHOT_UPDATE=1 and commit the diff";
   EXPECT_TRUE(committed.empty()) << "snapshot files of no case: " << absl::StrJoin(committed, ", ");
+}
+
+// The schedule launches every kernel of the corpus as the printer's rules
+// say (cuda_printer.h, row_layout.h): the launch reads it, not them.
+TEST(CudaSchedule, AgreesWithThePrintersRules) {
+  int kernels = 0;
+  ForEachCase([&](const std::string& file, const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
+    const fusion::Plan plan = PlanOf(fn, inputs);
+    for (const fusion::KernelGroup& group : plan.kernels) {
+      if (group.kind == fusion::KernelKind::kExtern) continue;
+      const backend::Kernel k = backend::LowerKernel(plan, group);
+      const backend::CudaSchedule s = backend::ChooseCudaSchedule(k);
+      ++kernels;
+      SCOPED_TRACE(file + ": " + k.name + ": " + s.ToString());
+      EXPECT_EQ(s.block, backend::CudaBlockSize(k));
+      const bool rows = backend::UsesCudaRowLayout(k);
+      const backend::CudaRowLayout layout = rows ? backend::ChooseCudaRowLayout(k) : backend::CudaRowLayout{};
+      EXPECT_EQ(s.shared_bytes, rows ? layout.shared_bytes : 0);
+      const int sms = 132;
+      const int64_t cap = rows && layout.grid_stride ? int64_t{sms} * backend::CudaLongRowBlocksPerSm() : 0;
+      for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{100003}, k.Iterations({})}) {
+        if (k.split > 1 && n != k.Iterations({})) continue;  // split kernels never run other sizes
+        const int64_t grid = backend::CudaGridSize(k, n);
+        EXPECT_EQ(s.Grid(n, sms), cap > 0 ? std::min(grid, cap) : grid) << n << " iterations";
+      }
+      if (k.split > 1) {
+        EXPECT_EQ(s.partial_block, backend::CudaPartialBlockSize(k));
+        EXPECT_EQ(s.combine_grid, backend::CudaCombineGridSize(k));
+      }
+    }
+  });
+  EXPECT_GT(kernels, 200);
 }
 
 // The snapshot can fail: a kernel printed differently is caught.

@@ -1,0 +1,101 @@
+#include "backend/cuda/cuda_schedule.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/column_tiles.h"
+#include "backend/cuda/cuda_printer.h"
+
+namespace fusebox::backend {
+
+const char* CudaScheduleKindName(CudaScheduleKind kind) {
+  const char* names[] = {"pointwise", "pointwise-vector", "block-per-row", "warp-per-row",
+                         "thread-per-row", "column-tiles", "cluster"};
+  return names[static_cast<int>(kind)];
+}
+
+CudaSchedule ChooseCudaSchedule(const Kernel& k) {
+  CudaSchedule s;
+  s.block = CudaBlockSize(k);
+  if (const int v = CudaVectorWidth(k); v > 1) {
+    s.kind = CudaScheduleKind::kPointwiseVector;
+    s.vector_width = v;
+    s.per_block = int64_t{kCudaBlockSize} * v;
+    return s;
+  }
+  if (!k.is_reduction()) {
+    s.per_block = kCudaElementsPerBlock;
+    return s;
+  }
+  if (UsesCudaRowLayout(k)) {
+    s.rows = ChooseCudaRowLayout(k);
+    s.vector_width = s.rows->vector_width;
+    if (s.rows->grid_stride) s.blocks_per_sm = CudaLongRowBlocksPerSm();
+    s.shared_bytes = s.rows->shared_bytes;
+  }
+  if (k.split > 1) {
+    s.split = k.split;
+    s.partial_block = CudaPartialBlockSize(k);
+    s.combine_grid = CudaCombineGridSize(k);
+  }
+  if (k.cluster.blocks > 1) {
+    s.kind = CudaScheduleKind::kCluster;
+    s.cluster = k.cluster;
+    s.blocks_each = k.cluster.blocks;
+    return s;
+  }
+  switch (k.strategy) {
+    case RowStrategy::kBlockPerRow:
+      s.kind = CudaScheduleKind::kBlockPerRow;
+      s.blocks_each = std::max<int64_t>(k.split, 1);
+      break;
+    case RowStrategy::kWarpPerRow:
+      s.kind = CudaScheduleKind::kWarpPerRow;
+      s.per_block = CudaWarpRowsPerBlock();
+      break;
+    case RowStrategy::kThreadPerRow:
+      if (UsesCudaColumnTiles(k)) {
+        s.kind = CudaScheduleKind::kColumnTiles;
+        s.fixed_grid = CudaColumnTileGridSize(k);
+      } else {
+        s.kind = CudaScheduleKind::kThreadPerRow;
+        s.per_block = kCudaBlockSize;
+        s.blocks_each = std::max<int64_t>(k.split, 1);
+      }
+      break;
+  }
+  return s;
+}
+
+int64_t CudaSchedule::Grid(int64_t iterations, int sm_count) const {
+  int64_t grid = fixed_grid > 0 ? fixed_grid : (iterations + per_block - 1) / per_block * blocks_each;
+  if (blocks_per_sm > 0) grid = std::min<int64_t>(grid, int64_t{blocks_per_sm} * sm_count);
+  return grid;
+}
+
+std::string CudaSchedule::ToString() const {
+  std::string s = absl::StrCat(CudaScheduleKindName(kind), ", block ", block);
+  if (vector_width > 1) absl::StrAppend(&s, ", vector ", vector_width);
+  if (fixed_grid > 0) {
+    absl::StrAppend(&s, ", grid ", fixed_grid);
+  } else {
+    absl::StrAppend(&s, ", ", per_block, " per block");
+    if (blocks_each > 1) absl::StrAppend(&s, " x ", blocks_each, " blocks");
+  }
+  if (blocks_per_sm > 0) absl::StrAppend(&s, ", at most ", blocks_per_sm, " blocks per SM (grid-stride)");
+  if (shared_bytes > 0) absl::StrAppend(&s, ", shared ", shared_bytes, " B");
+  if (split > 1) absl::StrAppend(&s, ", split ", split, " (partial block ", partial_block, ", combine grid ", combine_grid, ")");
+  if (rows) {
+    const CudaRowLayout& l = *rows;
+    absl::StrAppend(&s, ", rows: ", l.threads_per_row, " threads/row, ", l.rows_per_block, " rows/block, ",
+                    l.on_chip ? "on chip" : "looped", ", groups ", l.groups);
+    if (l.shared_groups > 0) absl::StrAppend(&s, ", shared groups ", l.shared_groups);
+    if (l.min_blocks > 0) absl::StrAppend(&s, ", min blocks ", l.min_blocks);
+  }
+  if (cluster.blocks > 1) {
+    absl::StrAppend(&s, ", cluster ", cluster.blocks, " x ", cluster.threads, " threads, ", cluster.slots, " slots");
+  }
+  return s;
+}
+
+}  // namespace fusebox::backend

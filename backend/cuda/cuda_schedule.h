@@ -1,0 +1,59 @@
+// A CUDA kernel's schedule as one value: every launch decision (kind, threads
+// per block, how many iterations a block takes, the split and its partial
+// kernel, the row layout, the grid cap, dynamic shared memory), chosen once
+// per kernel by ChooseCudaSchedule and read by the launch, KernelInfo,
+// explain() and FUSEBOX_DEBUG=schedule. The printers still derive the same
+// decisions from the kernel through the same rules (row_layout.h,
+// column_tiles.h, CudaVectorWidth), which the schedule is built from; moving
+// the printers onto this value is the next step (docs/architecture.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "backend/cuda/row_layout.h"
+#include "backend/kernel_ir.h"
+
+namespace fusebox::backend {
+
+enum class CudaScheduleKind {
+  kPointwise,        // 256 threads of 4 elements, a block-width apart
+  kPointwiseVector,  // 256 threads of 16 bytes of consecutive elements per buffer
+  kBlockPerRow,      // a block (or its split chunks) per contiguous row
+  kWarpPerRow,       // a warp per contiguous row
+  kThreadPerRow,     // a thread per row across the reduced (outer) dims
+  kColumnTiles,      // thread per row, read as 2-D tiles (column_tiles.h), split
+  kCluster,          // a thread-block cluster per row (cuda_cluster.h)
+};
+const char* CudaScheduleKindName(CudaScheduleKind kind);
+
+struct CudaSchedule {
+  CudaScheduleKind kind = CudaScheduleKind::kPointwise;
+  int block = 0;         // threads per block (the final kernel's, when split)
+  int vector_width = 1;  // elements each access moves (kPointwiseVector, rows)
+  // Grid: ceil(iterations / per_block) * blocks_each blocks, or fixed_grid
+  // when set; capped at blocks_per_sm per SM when blocks_per_sm > 0 (rows
+  // walked grid-stride). Iterations: elements, or rows for reductions.
+  int64_t per_block = 1;
+  int64_t blocks_each = 1;
+  int64_t fixed_grid = 0;
+  int blocks_per_sm = 0;
+  int64_t shared_bytes = 0;  // dynamic shared memory per block
+  // Split reductions: a partial kernel (<name>_partial, grid as above, its own
+  // block size), then a combine of combine_grid blocks of `block` threads.
+  int64_t split = 0;
+  int partial_block = 0;
+  int64_t combine_grid = 0;
+  std::optional<CudaRowLayout> rows;  // reductions along contiguous rows
+  ClusterLayout cluster;
+
+  int64_t Grid(int64_t iterations, int sm_count) const;
+  std::string ToString() const;
+  friend bool operator==(const CudaSchedule&, const CudaSchedule&) = default;
+};
+
+// The schedule of a lowered kernel (not an extern one).
+CudaSchedule ChooseCudaSchedule(const Kernel& kernel);
+
+}  // namespace fusebox::backend
