@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/substitute.h"
+#include "backend/index_check.h"
 
 namespace fusebox::backend {
 namespace {
@@ -108,7 +109,19 @@ std::string CPrinter::ParamList(const Kernel& kernel, bool restrict_qualified) {
     absl::StrAppend(&params, params.empty() ? "" : ", ", b.is_output ? "" : "const ", StorageCType(b.dtype),
                     restrict_qualified ? "* __restrict__ " : "* ", b.name);
   }
+  if (kernel.checks_indices) absl::StrAppend(&params, ", long long* fb_err");
   return params;
+}
+
+std::string CPrinter::IndexCheckHelpers(const char* record_first) {
+  return absl::StrCat(R"(// An index out of [0, n): the first one seen is recorded in err (set, index,
+// n, code), read and reported by the host after the launch; 0 is read instead.
+FB_INLINE long long fb_check_index(long long v, long long n, long long* err, long long code) {
+  if (v >= 0 && v < n) return v;
+  if ()", record_first, R"() { err[1] = v; err[2] = n; err[3] = code; }
+  return 0;
+}
+)");
 }
 
 std::string CPrinter::IdentityLiteral(const Accumulator& acc) {
@@ -164,7 +177,21 @@ std::string CPrinter::Statements(const Kernel& kernel, const std::vector<Stmt>& 
         } else {
           value = LoadExpression(kernel, s.buffer, s.index);
         }
+        if (s.mask >= 0) value = absl::StrCat(Temp(s.mask), " ? ", value, " : (", type, ")0");
         absl::StrAppend(&out, indent, type, " ", Temp(s.result), " = ", value, ";\n");
+        break;
+      }
+      case StmtKind::kIndexCheck: {
+        std::string value = absl::StrCat("fb_check_index((long long)", Temp(s.args[0]), ", ", s.hi, "LL, fb_err, ",
+                                         IndexCheckCode(s.op, s.dim), "LL)");
+        if (s.mask >= 0) value = absl::StrCat(Temp(s.mask), " ? ", value, " : 0LL");
+        absl::StrAppend(&out, indent, "const long long ", Temp(s.result), " = ", value, ";\n");
+        break;
+      }
+      case StmtKind::kInRange: {
+        const std::string index = s.index.ToString();
+        absl::StrAppend(&out, indent, "const bool ", Temp(s.result), " = ", s.args.empty() ? "" : Temp(s.args[0]) + " && ",
+                        "(", s.lo, " <= ", index, " && ", index, " < ", s.hi, ");\n");
         break;
       }
       case StmtKind::kConstant:
@@ -211,6 +238,7 @@ std::string CPrinter::PrintPass(const Kernel& kernel, const Pass& pass) const {
 std::string CPrinter::Print(const Kernel& kernel) const {
   auto op_template = [this](graph::Op op) { return OpTemplate(op); };
   std::string out = Prelude();
+  if (kernel.checks_indices) absl::StrAppend(&out, IndexCheckPrelude());
   if (!kernel.is_reduction()) {
     absl::StrAppend(&out, "\n// ", kernel.name, ": ",
                     kernel.dynamic_extent ? "fb_n (run-time)" : absl::StrCat(kernel.numel), " elements");

@@ -25,6 +25,8 @@ class CPrinter {
   virtual std::string Open(const Kernel& kernel) const = 0;
   virtual std::string Close() const = 0;
   virtual const char* OpTemplate(graph::Op op) const = 0;
+  // Kernels with index checks: defines fb_check_index (IndexCheckHelpers).
+  virtual std::string IndexCheckPrelude() const { return ""; }
 
   // Reduction kernels: the per-row scope, the loop over a row, what follows a
   // pass (the CUDA printer combines the block's partial results there), and
@@ -68,6 +70,9 @@ class CPrinter {
   // Helpers both targets define the same way, written with FB_INLINE.
   static const char* CommonPrelude();
   static std::string ParamList(const Kernel& kernel, bool restrict_qualified);
+  // fb_check_index over `record_first`, the target's expression that claims
+  // err[0] (0 -> 1) atomically and is true for the one thread that did.
+  static std::string IndexCheckHelpers(const char* record_first);
 };
 
 // How generated code spells a dtype's compute type ("float").

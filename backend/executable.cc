@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <thread>
 
 #include "absl/container/inlined_vector.h"
@@ -18,6 +19,7 @@
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/row_printer.h"
 #include "backend/extern_kernels.h"
+#include "backend/index_check.h"
 #include "backend/lower.h"
 #include "profiler/recorder.h"
 #include "backend/ptx_summary.h"
@@ -288,6 +290,21 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
   // A split reduction's partial results live in scratch tensors until its
   // combine is queued (to the end of the run: launches may be batched).
   std::vector<Tensor> scratch;
+  // Kernels that check indices share one error flag (index_check.h), zeroed
+  // here and read after the last launch.
+  Tensor index_flag;
+  const bool checks = std::any_of(kernels_.begin(), kernels_.end(), [](const auto& k) { return k->ir.checks_indices; });
+  if (checks) {
+    index_flag = Tensor::empty({kIndexCheckWords}, DType::kInt64, device);
+    const int64_t zeros[kIndexCheckWords] = {};
+    if (device.is_cpu()) {
+      std::memcpy(index_flag.data_ptr(), zeros, sizeof(zeros));
+    } else if (absl::Status s = cuda::Driver::Get().CopyHostToDevice(
+                   device.index, reinterpret_cast<CUdeviceptr>(index_flag.data_ptr()), zeros, sizeof(zeros));
+               !s.ok()) {
+      return s;
+    }
+  }
   for (const auto& k : kernels_) {
     if (k->extern_node >= 0) {
       if (g.StoreTarget(k->extern_node) >= 0) {
@@ -321,6 +338,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
         args.push_back(it->second.data_ptr());
       }
     }
+    if (k->ir.checks_indices) args.push_back(index_flag.data_ptr());
     // A reduction over an empty dim still stores its identity in every row.
     const int64_t iterations = k->ir.Iterations(sizes);
     if (iterations == 0) continue;
@@ -370,6 +388,19 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
   }
   if (!pending.empty()) {  // batched: one graph launch
     if (absl::Status s = IssueLaunches(device.index, absl::MakeSpan(pending), launch_graph_.get()); !s.ok()) return s;
+  }
+  if (checks) {
+    // On CUDA the copy waits for the launches: a plan with index checks
+    // synchronizes once per run (the context stays usable after a bad index).
+    int64_t flag[kIndexCheckWords];
+    if (device.is_cpu()) {
+      std::memcpy(flag, index_flag.data_ptr(), sizeof(flag));
+    } else if (absl::Status s = cuda::Driver::Get().CopyDeviceToHost(
+                   device.index, flag, reinterpret_cast<CUdeviceptr>(index_flag.data_ptr()), sizeof(flag));
+               !s.ok()) {
+      return s;
+    }
+    if (flag[0] != 0) return absl::InvalidArgumentError(IndexCheckMessage(flag));
   }
   std::vector<Tensor> outputs;
   for (graph::NodeId out : g.outputs()) {

@@ -44,6 +44,10 @@ IndexExpr IndexExpr::Const(int64_t value) {
   return IndexExpr(std::move(rep));
 }
 
+IndexExpr IndexExpr::Temp(int temp, int64_t bound) {
+  return IndexExpr(std::make_shared<const Rep>(Rep{Kind::kTemp, temp, bound, {}, {}}));
+}
+
 bool IndexExpr::is_const() const { return rep_->kind == Kind::kConst; }
 int64_t IndexExpr::const_value() const { return rep_->value; }
 int64_t IndexExpr::bound() const { return rep_->bound; }
@@ -94,6 +98,7 @@ std::string IndexExpr::ToString() const {
     case Kind::kMul: return absl::StrCat(Operand(rep_->a), " * ", literal(rep_->value));
     case Kind::kDiv: return absl::StrCat(Operand(rep_->a), " / ", literal(rep_->value));
     case Kind::kMod: return absl::StrCat(Operand(rep_->a), " % ", literal(rep_->value));
+    case Kind::kTemp: return absl::StrCat("t", rep_->value);
   }
   return "?";
 }
@@ -101,11 +106,25 @@ std::string IndexExpr::ToString() const {
 bool IndexExpr::DependsOn(const char* var) const {
   switch (rep_->kind) {
     case Kind::kVar: return std::strcmp(rep_->name, var) == 0;
-    case Kind::kConst: return false;
+    case Kind::kConst:
+    case Kind::kTemp: return false;
     case Kind::kAdd: return rep_->a.DependsOn(var) || rep_->b.DependsOn(var);
     case Kind::kMul:
     case Kind::kDiv:
     case Kind::kMod: return rep_->a.DependsOn(var);
+  }
+  return true;
+}
+
+bool IndexExpr::HasTemp() const {
+  switch (rep_->kind) {
+    case Kind::kTemp: return true;
+    case Kind::kVar:
+    case Kind::kConst: return false;
+    case Kind::kAdd: return rep_->a.HasTemp() || rep_->b.HasTemp();
+    case Kind::kMul:
+    case Kind::kDiv:
+    case Kind::kMod: return rep_->a.HasTemp();
   }
   return true;
 }
@@ -163,6 +182,7 @@ bool IndexExpr::IsAlignedRunOf(const char* var, int64_t v) const {
     const Rep& r = *e.rep_;
     switch (r.kind) {
       case Kind::kConst: return {true, false};
+      case Kind::kTemp: return {false, false};  // varies with the loaded index
       case Kind::kVar: return {!is_var(e), is_var(e)};
       case Kind::kAdd: {
         const Props a = self(self, r.a), b = self(self, r.b);

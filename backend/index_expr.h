@@ -17,6 +17,9 @@ class IndexExpr {
   // A named loop index (`r` for a reduction's row, `j` along the row).
   static IndexExpr Var(const char* name, int64_t bound);
   static IndexExpr Const(int64_t value);
+  // The value of integer temporary t<temp> of the kernel body, 0 <= it <
+  // bound (an index read from a tensor and checked: StmtKind::kIndexCheck).
+  static IndexExpr Temp(int temp, int64_t bound);
   // Bound of a loop index whose extent is only known at run time (dynamic
   // shapes): large enough that no fold depends on it. Bounds saturate here.
   static constexpr int64_t kUnbounded = int64_t{1} << 61;
@@ -32,6 +35,8 @@ class IndexExpr {
   std::string ToString() const; // C syntax, e.g. "((i / 64) % 8) * 3 + 5"
   // Whether the loop index `var` occurs in the expression.
   bool DependsOn(const char* var) const;
+  // Whether a temporary occurs in it (an indirect access).
+  bool HasTemp() const;
   // Whether the expression is `var + rest`, `rest` free of `var` and a
   // multiple of m for every value of the other indices (proved from the
   // terms: constants and products by multiples of m). The CUDA row printer
@@ -46,7 +51,7 @@ class IndexExpr {
   bool IsAlignedRunOf(const char* var, int64_t v) const;
 
  private:
-  enum class Kind { kVar, kConst, kAdd, kMul, kDiv, kMod };
+  enum class Kind { kVar, kConst, kAdd, kMul, kDiv, kMod, kTemp };
   struct Rep;
   explicit IndexExpr(std::shared_ptr<const Rep> rep) : rep_(std::move(rep)) {}
   static std::string Operand(const IndexExpr& e);

@@ -25,7 +25,16 @@ std::string Kernel::ToString() const {
     for (const Stmt& s : block) {
       switch (s.kind) {
         case StmtKind::kLoad:
-          absl::StrAppend(&out, indent, "t", s.result, " = load ", buffers[s.buffer].name, "[", s.index.ToString(), "]\n");
+          absl::StrAppend(&out, indent, "t", s.result, " = load ", buffers[s.buffer].name, "[", s.index.ToString(), "]",
+                          s.mask >= 0 ? absl::StrCat(" if t", s.mask) : "", "\n");
+          break;
+        case StmtKind::kIndexCheck:
+          absl::StrAppend(&out, indent, "t", s.result, " = check_index(t", s.args[0], " < ", s.hi, ", ",
+                          graph::OpName(s.op), " dim ", s.dim, ")", s.mask >= 0 ? absl::StrCat(" if t", s.mask) : "", "\n");
+          break;
+        case StmtKind::kInRange:
+          absl::StrAppend(&out, indent, "t", s.result, " = ", s.lo, " <= ", s.index.ToString(), " < ", s.hi,
+                          s.args.empty() ? "" : absl::StrCat(" && t", s.args[0]), "\n");
           break;
         case StmtKind::kConstant:
           absl::StrAppend(&out, indent, "t", s.result, absl::StrFormat(" = %.9g\n", s.constant));

@@ -21,7 +21,10 @@ struct BufferParam {
   graph::NodeId node = -1;  // the graph node bound to it (input or stored value)
 };
 
-enum class StmtKind { kLoad, kConstant, kCompute, kStore };
+// kIndexCheck and kInRange are the data-movement ops' (gather, cat): an index
+// read from a tensor is checked and clamped before it addresses a load, and a
+// load under a mask reads only where the mask holds.
+enum class StmtKind { kLoad, kConstant, kCompute, kStore, kIndexCheck, kInRange };
 
 struct Stmt {
   StmtKind kind;
@@ -33,8 +36,23 @@ struct Stmt {
   IndexExpr index;         // kLoad / kStore: element index into the buffer
   double constant = 0;     // kConstant
   int cache_slot = -1;     // rows held on chip: the load reads this register slot
+  // kLoad, kIndexCheck: the bool temporary guarding it (-1: none); a masked
+  // load reads nothing where the mask is false and gives 0.
+  int mask = -1;
+  // kIndexCheck: int64 t = args[0] (an integer temporary) when 0 <= it < hi;
+  // otherwise the kernel records it (with hi, `op` and `dim`) in the error
+  // flag `fb_err` and t = 0, so no load reads out of bounds.
+  // kInRange: bool t = lo <= index < hi (&& args[0], an outer mask, if any).
+  int64_t lo = 0, hi = 0;
+  int64_t dim = 0;         // kIndexCheck: the dim the op indexes, for the error
 
   bool is_access() const { return kind == StmtKind::kLoad || kind == StmtKind::kStore; }
+  // Whether the statement is a data-movement one: a check, a range, a
+  // masked load or a load at an index read from a tensor.
+  bool is_data_dependent() const {
+    return kind == StmtKind::kIndexCheck || kind == StmtKind::kInRange || mask >= 0 ||
+           (is_access() && index.HasTemp());
+  }
 };
 
 // Persistent reductions: a value loaded once per row element into registers
@@ -129,6 +147,9 @@ struct Kernel {
   std::vector<Stmt> elementwise;
   std::vector<Stmt> row_body;
   int num_temps = 0;
+  // Some kIndexCheck: the kernel takes the error flag `fb_err` after its
+  // buffers (int64[4]: set, bad index, size, op << 8 | dim; FirstBadIndex).
+  bool checks_indices = false;
 
   bool is_reduction() const { return kind != fusion::KernelKind::kPointwise; }
   // Reductions: the loops over a row in order, each pass's body and then

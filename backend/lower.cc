@@ -1,5 +1,6 @@
 #include "backend/lower.h"
 
+#include "backend/lower_move.h"
 #include "backend/lower_util.h"
 #include "backend/one_plus_tanh.h"
 #include "backend/row_reciprocals.h"
@@ -69,11 +70,13 @@ class Lowerer {
       stack.pop_back();
       if (!seen.emplace(id, true).second) continue;
       const Node& n = g_.node(id);
-      if (n.op == Op::kInput || n.op == Op::kView || IsBuffer(id)) {
+      // A data-movement node is evaluated at its contiguous position.
+      const bool move = graph::Info(n.op).kind == OpKind::kMove && !IsBuffer(id);
+      if (n.op == Op::kInput || n.op == Op::kView || IsBuffer(id) || move) {
         FUSEBOX_CHECK(n.shape == group_.iteration_shape, "operand %", id, " shape ", ShapeToString(n.shape),
                       " differs from the kernel's ", ShapeToString(group_.iteration_shape));
         root_operand_[id] = static_cast<int>(operands.size());
-        operands.push_back(OperandStrides(n, IsBuffer(id)));
+        operands.push_back(move ? ContiguousStrides(n.shape) : OperandStrides(n, IsBuffer(id)));
       } else if (graph::Info(n.op).kind == OpKind::kPointwise) {
         for (NodeId in : n.inputs) stack.push_back(in);
       }
@@ -97,6 +100,7 @@ class Lowerer {
 
   int Emit(Stmt s) {
     if (s.kind != StmtKind::kStore) s.result = kernel_.num_temps++;
+    if (s.kind == StmtKind::kLoad || s.kind == StmtKind::kIndexCheck) s.mask = mask_;
     if (s.is_access()) max_bound_ = std::max(max_bound_, s.index.bound());
     kernel_.body.push_back(std::move(s));
     return kernel_.body.back().result;
@@ -113,7 +117,8 @@ class Lowerer {
   // Evaluates node `id` at the kernel's root index (nullopt) or at contiguous
   // position `linear` of the node's own shape; returns the temporary.
   int Eval(NodeId id, const std::optional<IndexExpr>& linear) {
-    const std::string key = absl::StrCat(id, "@", linear ? linear->ToString() : "root");
+    const std::string key =
+        absl::StrCat(id, "@", linear ? linear->ToString() : "root", mask_ >= 0 ? absl::StrCat("?t", mask_) : "");
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     const Node& n = g_.node(id);
     int result = -1;
@@ -132,6 +137,17 @@ class Lowerer {
                                   : RootIndex(root_strides_[root_operand_[id]], n.offset);
         max_bound_ = std::max(max_bound_, source.bound());
         result = Eval(n.inputs[0], source);
+        break;
+      }
+      case Op::kIndexSelect:
+      case Op::kEmbedding:
+      case Op::kGather:
+      case Op::kCat: {
+        const IndexExpr pos = linear ? *linear : RootIndex(root_strides_[root_operand_[id]]);
+        result = LowerMove(g_, id, pos,
+                           {.eval = [this](NodeId in, const IndexExpr& at) { return Eval(in, at); },
+                            .emit = [this](Stmt st) { return Emit(std::move(st)); }, .mask = &mask_,
+                            .kernel = &kernel_});
         break;
       }
       default: {
@@ -159,6 +175,7 @@ class Lowerer {
   absl::flat_hash_map<NodeId, int> input_buffer_;
   absl::flat_hash_map<std::string, int> memo_;
   int64_t max_bound_ = 0;
+  int mask_ = -1;  // the mask loads are emitted under (cat's operands: lower_move.h)
 };
 
 }  // namespace

@@ -44,7 +44,8 @@ std::vector<std::string> EagerOps(const WorkloadFn& fn, const std::vector<Tensor
   std::vector<std::string> ops;
   for (const graph::Node& n : g.nodes()) {
     const graph::OpKind kind = graph::Info(n.op).kind;
-    if (kind == graph::OpKind::kPointwise || kind == graph::OpKind::kReduction || kind == graph::OpKind::kExtern) {
+    if (kind == graph::OpKind::kPointwise || kind == graph::OpKind::kReduction || kind == graph::OpKind::kExtern ||
+        kind == graph::OpKind::kMove) {
       ops.push_back(graph::OpName(n.op));
     }
   }

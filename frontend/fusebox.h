@@ -7,6 +7,7 @@
 
 #include "backend/kernel_info.h"  // IWYU pragma: export
 #include "frontend/compile.h"     // IWYU pragma: export
+#include "frontend/data_movement.h"  // IWYU pragma: export
 #include "frontend/matmul.h"      // IWYU pragma: export
 #include "frontend/nn.h"          // IWYU pragma: export
 #include "frontend/opaque_ops.h"  // IWYU pragma: export

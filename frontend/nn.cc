@@ -24,6 +24,12 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias, Device 
   if (has_bias) bias = Uniform({out_features}, bound, device, dtype, seed + 1);
 }
 
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, Device device, DType dtype, uint64_t seed) {
+  FUSEBOX_ENSURE(num_embeddings >= 0 && dim >= 0, "nn::Embedding: sizes must be >= 0, got num_embeddings ",
+                 num_embeddings, ", dim ", dim);
+  weight = randn({num_embeddings, dim}, Device::cpu(), seed).to(dtype).to(device);
+}
+
 MLP::MLP(int64_t dim, int64_t num_layers, Device device, DType dtype, uint64_t seed, std::string approximate)
     : approximate(std::move(approximate)) {
   FUSEBOX_ENSURE(num_layers >= 0, "nn::MLP: num_layers must be >= 0, got ", num_layers);

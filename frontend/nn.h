@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/data_movement.h"
 #include "frontend/matmul.h"
 #include "tensor/tensor.h"
 
@@ -20,6 +21,16 @@ struct Linear {
   Tensor operator()(const Tensor& x) const { return linear(x, weight, bias); }
 
   Tensor weight, bias;  // bias undefined without one
+};
+
+// torch.nn.Embedding: weight [num_embeddings, dim], initialized from N(0, 1)
+// as PyTorch does, from `seed`; forward looks up rows (embedding()).
+struct Embedding {
+  Embedding(int64_t num_embeddings, int64_t dim, Device device = Device::cpu(), DType dtype = DType::kFloat32,
+            uint64_t seed = 0);
+  Tensor operator()(const Tensor& indices) const { return embedding(indices, weight); }
+
+  Tensor weight;
 };
 
 // The seed's MLP: num_layers Linear(dim, dim), each followed by gelu

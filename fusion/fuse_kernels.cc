@@ -21,6 +21,9 @@ bool IsExtern(const Node& n) { return graph::Info(n.op).kind == OpKind::kExtern;
 // Values a kernel never computes inline: its own reductions aside, they are
 // stored by the kernel that computes them and loaded by the others.
 bool IsStoredOp(const Node& n) { return IsReduction(n) || IsExtern(n); }
+// Data movement (gather, cat) fuses into pointwise kernels only: a reduction
+// reading one loads it, stored by a pointwise kernel before it (StoreMoves).
+bool IsMove(const Node& n) { return graph::Info(n.op).kind == OpKind::kMove; }
 
 // Where, inside a reduction kernel, a value is evaluated: at one element of
 // the reduced shape (kFull), once per row (kRow), or at an arbitrary position
@@ -56,7 +59,10 @@ class Fuser {
     // Matmuls (extern kernels) take their place in the same order, after
     // the kernels that store their operands.
     for (NodeId id = 0; id < g_.size(); ++id) {
-      if (IsReduction(g_.node(id))) AssignReduction(id);
+      if (IsReduction(g_.node(id))) {
+        StoreMoves(g_.node(id).inputs[0]);
+        AssignReduction(id);
+      }
       if (IsExtern(g_.node(id))) AssignExtern(id);
     }
     std::vector<NodeId> pointwise_roots;
@@ -64,7 +70,7 @@ class Fuser {
     for (NodeId out : g_.outputs()) {
       const Node& n = g_.node(out);
       if (n.op == Op::kInput || !stored.insert(out).second || IsExtern(n) || operand_stored_.contains(out) ||
-          epilogue_values_.contains(out)) {
+          epilogue_values_.contains(out) || move_stored_.contains(out)) {
         continue;
       }
       if (IsReduction(n)) {
@@ -170,7 +176,10 @@ class Fuser {
   // Can `id` be evaluated in context `ctx` inside group `gi`'s kernel?
   bool Legal(NodeId id, Ctx ctx, int gi) {
     const Node& n = g_.node(id);
-    if (IsExtern(n) || epilogue_values_.contains(id)) return true;  // stored by its own kernel, loaded
+    if (IsExtern(n) || epilogue_values_.contains(id) || move_stored_.contains(id)) {
+      return true;  // stored by its own kernel, loaded
+    }
+    if (IsMove(n)) return false;  // (pointwise kernels only)
     if (IsReduction(n)) {
       if (group_of_[id] != gi) return true;  // stored by an earlier kernel, loaded
       const bool row_is_full = groups_[gi].shape == n.shape;
@@ -229,6 +238,30 @@ class Fuser {
     groups_[candidate].reductions.push_back(id);
     for (NodeId d : deps) {
       if (group_of_[d] != candidate) materialized_.insert(d);
+    }
+  }
+
+  // The data-movement nodes a reduction's input reads (not past values other
+  // kernels store), each stored by a pointwise kernel of its own, which
+  // also computes its producers; the reduction's kernel loads it.
+  void StoreMoves(NodeId input) {
+    std::vector<NodeId> stack = {input};
+    absl::flat_hash_set<NodeId> seen;
+    while (!stack.empty()) {
+      const NodeId x = stack.back();
+      stack.pop_back();
+      if (!seen.insert(x).second || Stored(x)) continue;
+      if (!IsMove(g_.node(x))) {
+        for (NodeId in : g_.node(x).inputs) stack.push_back(in);
+        continue;
+      }
+      absl::flat_hash_set<NodeId> deps;
+      ReductionDeps(x, &deps);
+      for (NodeId d : deps) materialized_.insert(d);
+      move_stored_.insert(x);
+      group_of_[x] = static_cast<int>(groups_.size());
+      groups_.push_back(Group{.shape = g_.node(x).shape, .outputs = {x}, .kind = KernelKind::kPointwise});
+      Note(x, "is data movement (gather, cat) read by a reduction, so a pointwise kernel stores it first");
     }
   }
 
@@ -373,8 +406,11 @@ class Fuser {
   absl::flat_hash_set<NodeId> materialized_;
   absl::flat_hash_set<NodeId> operand_stored_;  // stored by a kernel before a matmul
   absl::flat_hash_set<NodeId> epilogue_values_;  // stored by a matmul's kernel (its epilogue's end)
+  absl::flat_hash_set<NodeId> move_stored_;      // stored before a reduction that reads them (StoreMoves)
 
-  bool Stored(NodeId id) const { return IsStoredOp(g_.node(id)) || epilogue_values_.contains(id); }
+  bool Stored(NodeId id) const {
+    return IsStoredOp(g_.node(id)) || epilogue_values_.contains(id) || move_stored_.contains(id);
+  }
 };
 
 }  // namespace

@@ -18,7 +18,10 @@ Plan NameKernels(Plan plan) {
     std::set<std::string> ops;
     for (graph::NodeId id : k.nodes) {
       const graph::OpInfo& info = graph::Info(plan.graph.node(id).op);
-      if (info.kind == graph::OpKind::kPointwise || info.kind == graph::OpKind::kReduction) ops.insert(info.name);
+      if (info.kind == graph::OpKind::kPointwise || info.kind == graph::OpKind::kReduction ||
+          info.kind == graph::OpKind::kMove) {
+        ops.insert(info.name);
+      }
     }
     if (ops.empty()) ops.insert("copy");  // a stored view: a strided copy
     k.name = absl::StrCat(KindPrefix(k.kind), ops.size() > 1 ? "_fused_" : "_",

@@ -13,7 +13,7 @@ using graph::OpKind;
 
 bool IsOp(const Node& n) {
   const OpKind kind = graph::Info(n.op).kind;
-  return kind == OpKind::kPointwise || kind == OpKind::kReduction || kind == OpKind::kExtern;
+  return kind == OpKind::kPointwise || kind == OpKind::kReduction || kind == OpKind::kExtern || kind == OpKind::kMove;
 }
 
 // `root`'s kernel: the root, the views between it and the values it reads,

@@ -11,7 +11,8 @@ namespace fusebox::graph {
 
 NodeId GraphBuilder::Add(Node node) {
   const OpInfo& info = Info(node.op);
-  FUSEBOX_CHECK(static_cast<int>(node.inputs.size()) == info.arity, "op ", info.name, " takes ",
+  // arity -1: any number of inputs, at least one (cat).
+  FUSEBOX_CHECK(info.arity < 0 ? !node.inputs.empty() : static_cast<int>(node.inputs.size()) == info.arity, "op ", info.name, " takes ",
                 info.arity, " inputs, got ", node.inputs.size());
   for (NodeId in : node.inputs) FUSEBOX_CHECK(in >= 0 && in < size(), "dangling input %", in);
   if (following_) {
@@ -139,6 +140,8 @@ std::string Graph::ToString() const {
       args.push_back(absl::StrCat("axes=", ShapeToString(n.axes)));
     } else if (n.op == Op::kView) {
       args.push_back(absl::StrCat("strides=", ShapeToString(n.strides), ", offset=", n.offset));
+    } else if (Info(n.op).kind == OpKind::kMove) {
+      args.push_back(absl::StrCat("dim=", n.dim));
     }
     absl::StrAppend(&out, "  %", id, " = ", OpName(n.op), "(", absl::StrJoin(args, ", "), ") : ",
                     DTypeName(n.dtype), ShapeToString(n.shape), "\n");

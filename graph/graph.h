@@ -37,16 +37,20 @@ struct Node {
   double scalar = 0;         // kConstant: the value; kMatmul: 1 when its epilogue may take ops after it
   std::vector<int64_t> axes; // reductions: the reduced dims (sorted); the
                              // result keeps them with size 1
+  int64_t dim = 0;           // data movement (index_select, gather, cat): the
+                             // dim the op indexes or joins along (>= 0); cat's
+                             // operands are `inputs`, as many as it joins
 
   friend bool operator==(const Node& a, const Node& b) {
     return a.op == b.op && a.dtype == b.dtype && a.shape == b.shape && a.inputs == b.inputs &&
            a.input_index == b.input_index && a.strides == b.strides && a.offset == b.offset &&
-           std::bit_cast<uint64_t>(a.scalar) == std::bit_cast<uint64_t>(b.scalar) && a.axes == b.axes;
+           std::bit_cast<uint64_t>(a.scalar) == std::bit_cast<uint64_t>(b.scalar) && a.axes == b.axes &&
+           a.dim == b.dim;
   }
   template <typename H>
   friend H AbslHashValue(H h, const Node& n) {
     return H::combine(std::move(h), n.op, n.dtype, n.shape, n.inputs, n.input_index, n.strides,
-                      n.offset, std::bit_cast<uint64_t>(n.scalar), n.axes);
+                      n.offset, std::bit_cast<uint64_t>(n.scalar), n.axes, n.dim);
   }
 };
 

@@ -9,7 +9,11 @@
 
 namespace fusebox::graph {
 
-enum class OpKind { kSource, kView, kPointwise, kReduction, kExtern };
+// kMove: data movement whose positions come from values or ranges (gather
+// reads its first input where an index tensor says, cat picks the input
+// whose range holds the position); lowered by the backends as indirect or
+// masked loads, never printed from a template.
+enum class OpKind { kSource, kView, kPointwise, kReduction, kExtern, kMove };
 
 // How an op's result dtype follows from its inputs, which the frontend has
 // already promoted to one common dtype (where's condition is bool).

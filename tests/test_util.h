@@ -312,6 +312,17 @@ inline double Tolerance(DType dtype) {
   }
 }
 
+// The message of the fusebox::Error `call` throws ("" when it throws none).
+template <typename F>
+std::string ErrorOf(F call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 inline std::string MultiIndex(int64_t flat, const Shape& shape) {
   std::vector<int64_t> index(shape.size());
   for (size_t d = shape.size(); d-- > 0;) {

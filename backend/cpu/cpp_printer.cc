@@ -35,6 +35,7 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
       const std::string type = absl::StrCat(p.is_output ? "" : "const ", StorageCType(p.dtype), "*");
       absl::StrAppend(&out, "  ", type, " __restrict__ ", p.name, " = (", type, ")args[", b, "];\n");
     }
+    if (k.checks_indices) absl::StrAppend(&out, "  long long* fb_err = (long long*)args[", k.buffers.size(), "];\n");
     absl::StrAppend(&out, "  for (long long i = begin; i < end; ++i) {\n");
     return out;
   }
@@ -59,6 +60,9 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
   }
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cpp_expr; }
+  std::string IndexCheckPrelude() const override {
+    return CPrinter::IndexCheckHelpers("__atomic_exchange_n(&err[0], 1LL, __ATOMIC_RELAXED) == 0");
+  }
 };
 
 }  // namespace

@@ -30,6 +30,7 @@ constexpr char kWaitForPriorGrid[] =
 std::optional<std::vector<std::string>> VectorIndices(const Kernel& k, int v) {
   std::vector<std::string> index_of(k.buffers.size());
   for (const Stmt& s : k.body) {
+    if (s.is_data_dependent()) return std::nullopt;  // indices differ per lane
     if (s.kind != StmtKind::kLoad && s.kind != StmtKind::kStore) continue;
     const std::string index = s.index.ToString();
     if (s.kind == StmtKind::kStore ? index != "i" : !s.index.IsAlignedRunOf("i", v)) return std::nullopt;
@@ -389,6 +390,9 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   }
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
+  std::string IndexCheckPrelude() const override {
+    return CPrinter::IndexCheckHelpers("atomicExch((unsigned long long*)&err[0], 1ull) == 0ull");
+  }
 
  private:
   const TuningSnapshot& tuning_;

@@ -255,16 +255,7 @@ TEST(OpaqueOpsCompileTest, NonzeroHasADataDependentShapeAndBreaksTheGraph) {
   EXPECT_THAT(compiled.explain(), HasSubstr(absl::StrCat("ended by: op 'nonzero' has no codegen at ", At(line))));
 }
 
-// The message of the fusebox::Error `call` throws ("" when it throws none).
-template <typename F>
-std::string ErrorOf(F call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_util::ErrorOf;
 
 TEST(OpaqueOpsCompileTest, FullgraphTurnsTheBreakIntoAnErrorWithReasonAndLine) {
   int line = 0;

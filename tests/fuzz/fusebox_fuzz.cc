@@ -1,6 +1,7 @@
 // fusebox_fuzz: long differential fuzz runs from the command line.
 //   fusebox_fuzz --seed 1 --count 10000 --device cuda --modes eager,compiled,cached,dynamic,auto-dynamic,replay
 //                [--minimize] [--palette 1,2,3,5] [--exclude zero-size,zero-dim,mixed-dtype,alias,must-fail,matmul,size1-reduction,float-condition] [--max-steps 6]
+//                [--data-movement] (also cat, stack, chunk, split, gather, index_select: GenOptions::data_movement)
 // Prints each finding (seed, mode, what failed), with --minimize a short C++
 // repro, and the clean programs per mode; exits 1 when anything was found.
 #include <cstdio>
@@ -54,10 +55,12 @@ int main(int argc, char** argv) {
         return 2;
       }
       ++i;
+    } else if (a == "--data-movement") {
+      options.data_movement = true;
     } else if (a == "--minimize") {
       minimize = true;
     } else {
-      std::fprintf(stderr, "usage: %s --seed N --count N --device cpu|cuda --modes a,b --exclude a,b --minimize\n", argv[0]);
+      std::fprintf(stderr, "usage: %s --seed N --count N --device cpu|cuda --modes a,b --exclude a,b --data-movement --minimize\n", argv[0]);
       return 2;
     }
   }

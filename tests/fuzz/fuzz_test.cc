@@ -109,6 +109,16 @@ TEST(FuzzCpu, ProgramsAgreeWithTheReferenceInEveryMode) {
   for (Mode m : modes) EXPECT_GT(sum.clean[static_cast<int>(m)], count * 9 / 10) << ModeName(m);
 }
 
+TEST(FuzzCpu, DataMovementProgramsAgreeWithTheReference) {
+  GenOptions o = CiOptions();
+  o.data_movement = true;
+  const int64_t count = EnvInt("FUSEBOX_FUZZ_COUNT", 60);
+  const std::vector<Mode> modes = {Mode::kEager, Mode::kCompiled, Mode::kDynamic};
+  const RunSummary sum = RunMany(EnvInt("FUSEBOX_FUZZ_SEED", 1), count, modes, Device::cpu(), o, /*verbose=*/false);
+  EXPECT_TRUE(sum.findings.empty()) << Report(sum, o, Device::cpu());
+  for (Mode m : modes) EXPECT_GT(sum.clean[static_cast<int>(m)], count * 8 / 10) << ModeName(m);
+}
+
 TEST(FuzzCuda, ProgramsAgreeWithTheReferenceInEveryMode) {
   if (!CudaAvailableInChild()) GTEST_SKIP() << "no usable CUDA device";
   const GenOptions o = CiOptions();

@@ -346,6 +346,14 @@ class Generator {
   void BuildView(Step* s, int x, int64_t rank, bool wild) {
     const double r = std::uniform_real_distribution<double>(0, 10)(rng_);
     auto op = [&](const char* name) { s->op = OpIndex(name); };
+    if (opt_.data_movement && Chance(0.4)) {
+      op(Pick<const char*>({"cat_self", "stack_self", "chunk_first", "split_last", "gather_argmax", "index_select_argmax"}));
+      const std::string name = OpTable()[s->op].name;
+      s->ints = {name == "stack_self" ? (wild ? rank + 2 : Int(-static_cast<int>(rank) - 1, static_cast<int>(rank)))
+                                      : Dim(rank, wild)};
+      if (name == "chunk_first" || name == "split_last") s->ints.push_back(wild ? 0 : Int(1, 3));
+      return;
+    }
     if (r < 2) {
       op("transpose");
       s->ints = {Dim(rank, wild), Dim(rank, wild)};

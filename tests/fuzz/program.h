@@ -73,6 +73,10 @@ struct GenOptions {
   // Sizes drawn from this palette (few sizes: CPU kernels hit the compile cache).
   std::vector<int64_t> palette = {0, 1, 2, 3, 5, 8, 17, 33};
   bool allow_16bit = true;
+  // Also draw cat, stack, chunk, split, gather and index_select (at argmax)
+  // among the views (off by default, so the recorded seeds keep generating
+  // the programs they found).
+  bool data_movement = false;
   Exclusions exclude;
 };
 

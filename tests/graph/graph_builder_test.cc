@@ -160,3 +160,27 @@ TEST(GraphBuilderTest, RandomEditsBuildWhatAFreshBuilderBuilds) {
 
 }  // namespace
 }  // namespace fusebox::graph
+
+namespace fusebox::graph {
+namespace {
+
+// The typed attribute `dim` is part of a node's identity: cat along dim 0
+// and along dim 1 of the same operands are two nodes, and a cat of any
+// number of inputs is one node; the dump names the dim.
+TEST(GraphBuilderTest, TypedDimAndVariableInputsAreNodeIdentity) {
+  GraphBuilder b;
+  const NodeId x = b.Add(Input(0, {2, 2})), y = b.Add(Input(1, {2, 2}));
+  const NodeId along0 = b.Add(Node{.op = Op::kCat, .shape = {6, 2}, .inputs = {x, y, x}, .dim = 0});
+  const NodeId along1 = b.Add(Node{.op = Op::kCat, .shape = {2, 6}, .inputs = {x, y, x}, .dim = 1});
+  const NodeId twin = b.Add(Node{.op = Op::kCat, .shape = {6, 2}, .inputs = {x, y, x}, .dim = 0});
+  EXPECT_NE(along0, along1);
+  EXPECT_EQ(twin, along0);
+  Node a{.op = Op::kGather, .shape = {2, 2}, .inputs = {x, y}, .dim = 0}, c = a;
+  c.dim = 1;
+  EXPECT_FALSE(a == c);
+  EXPECT_NE(absl::HashOf(a), absl::HashOf(c));
+  EXPECT_NE(std::move(b).Build({along1}).ToString().find("cat(%0, %1, %0, dim=1)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusebox::graph

@@ -1,0 +1,300 @@
+// index_select, gather, embedding, cat, stack, split and chunk through the
+// public API, eager and compiled, against references computed here from the
+// inputs' values (exact: the ops move values): dims (negative too), dtypes,
+// int32/int64 indices, sizes 0/1/odd, non-contiguous inputs and indices;
+// bad indices (a fusebox::Error naming the op, the index and the size, and
+// the next call works); fusion with pointwise producers and consumers
+// (kernel counts). Every CUDA twin is NVRTC-compiled (tests/test_main.cc);
+// GPU variants skip without a device.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "frontend/fusebox.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+#include "tests/workloads.h"
+
+namespace fusebox {
+namespace {
+
+using test_util::AllClose;
+using test_util::ErrorOf;
+using test_util::Expected;
+using test_util::RandomTensor;
+using ::testing::HasSubstr;
+
+constexpr DType kF32 = DType::kFloat32, kF16 = DType::kFloat16, kBF16 = DType::kBFloat16, kI32 = DType::kInt32,
+                kI64 = DType::kInt64;
+
+// Row-major multi-index of `flat` over `shape`, and back.
+std::vector<int64_t> Unflatten(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> at(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    at[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return at;
+}
+int64_t Flatten(const std::vector<int64_t>& at, const Shape& shape) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + at[d];
+  return flat;
+}
+
+// Random indices in [0, size) of `shape`.
+Tensor RandomIndex(const Shape& shape, int64_t size, DType dtype, Device device = Device::cpu()) {
+  std::vector<double> v(Numel(shape));
+  for (double& x : v) x = static_cast<double>(test_util::Rng()() % static_cast<uint64_t>(size));
+  return Tensor::from_vector(v, shape, dtype, device);
+}
+
+// A non-contiguous copy of `t` (2-D and up): the same values read through a transpose.
+Tensor Strided(const Tensor& t) {
+  return t.transpose(0, 1).contiguous().transpose(0, 1);
+}
+
+Expected IndexSelectRef(const Tensor& x, int64_t dim, const Tensor& index) {
+  const std::vector<double> xv = x.to_double_vector(), iv = index.to_double_vector();
+  Expected e{.shape = x.shape(), .dtype = x.dtype()};
+  e.shape[dim] = index.numel();
+  for (int64_t f = 0; f < Numel(e.shape); ++f) {
+    std::vector<int64_t> at = Unflatten(f, e.shape);
+    at[dim] = static_cast<int64_t>(iv[at[dim]]);
+    e.values.push_back(xv[Flatten(at, x.shape())]);
+  }
+  return e;
+}
+
+Expected GatherRef(const Tensor& x, int64_t dim, const Tensor& index) {
+  const std::vector<double> xv = x.to_double_vector(), iv = index.to_double_vector();
+  Expected e{.shape = index.shape(), .dtype = x.dtype()};
+  for (int64_t f = 0; f < Numel(e.shape); ++f) {
+    std::vector<int64_t> at = Unflatten(f, e.shape);
+    at[dim] = static_cast<int64_t>(iv[f]);
+    e.values.push_back(xv[Flatten(at, x.shape())]);
+  }
+  return e;
+}
+
+Expected CatRef(const std::vector<Tensor>& xs, int64_t dim, DType dtype) {
+  Expected e{.shape = xs[0].shape(), .dtype = dtype};
+  e.shape[dim] = 0;
+  for (const Tensor& x : xs) e.shape[dim] += x.shape()[dim];
+  std::vector<std::vector<double>> values;
+  for (const Tensor& x : xs) values.push_back(x.to_double_vector());
+  for (int64_t f = 0; f < Numel(e.shape); ++f) {
+    std::vector<int64_t> at = Unflatten(f, e.shape);
+    size_t k = 0;
+    while (at[dim] >= xs[k].shape()[dim]) at[dim] -= xs[k++].shape()[dim];
+    e.values.push_back(values[k][Flatten(at, xs[k].shape())]);
+  }
+  return e;
+}
+
+struct Case {
+  DType dtype;
+  DType index_dtype;
+};
+
+class IndexOpsTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(IndexOpsTest, IndexSelectEagerAndCompiledOverDims) {
+  const auto [dtype, index_dtype] = GetParam();
+  const Tensor x = RandomTensor({5, 7, 3}, dtype);
+  for (int64_t dim : {0, 1, -1, -3}) {
+    const int64_t d = dim < 0 ? dim + 3 : dim;
+    const Tensor index = RandomIndex({9}, x.shape()[d], index_dtype);
+    const Expected want = IndexSelectRef(x, d, index);
+    const std::string what = absl::StrCat("index_select dim ", dim);
+    EXPECT_TRUE(AllClose(index_select(x, dim, index), want, what));
+    auto f = compile([dim](const Tensor& a, const Tensor& i) { return index_select(a, dim, i); });
+    EXPECT_TRUE(AllClose(f(x, index), want, what + " compiled"));
+  }
+}
+
+TEST_P(IndexOpsTest, GatherEagerAndCompiledOverDims) {
+  const auto [dtype, index_dtype] = GetParam();
+  const Tensor x = RandomTensor({4, 6, 5}, dtype);
+  for (int64_t dim : {0, 2, -2}) {
+    const int64_t d = dim < 0 ? dim + 3 : dim;
+    Shape shape = {3, 5, 4};
+    shape[d] = 7;  // the indexed dim may be longer than x's
+    const Tensor index = RandomIndex(shape, x.shape()[d], index_dtype);
+    const Expected want = GatherRef(x, d, index);
+    const std::string what = absl::StrCat("gather dim ", dim);
+    EXPECT_TRUE(AllClose(gather(x, dim, index), want, what));
+    auto f = compile([dim](const Tensor& a, const Tensor& i) { return gather(a, dim, i); });
+    EXPECT_TRUE(AllClose(f(x, index), want, what + " compiled"));
+  }
+}
+
+TEST_P(IndexOpsTest, EmbeddingOfAnyIndexRank) {
+  const auto [dtype, index_dtype] = GetParam();
+  const Tensor weight = RandomTensor({11, 6}, dtype);
+  for (const Shape& shape : {Shape{}, Shape{1}, Shape{5}, Shape{3, 4}}) {
+    const Tensor indices = RandomIndex(shape, 11, index_dtype);
+    Expected want = IndexSelectRef(weight, 0, indices.reshape({indices.numel()}));
+    want.shape = shape;
+    want.shape.push_back(6);
+    const std::string what = absl::StrCat("embedding ", ShapeToString(shape));
+    EXPECT_TRUE(AllClose(embedding(indices, weight), want, what));
+    auto f = compile([](const Tensor& i, const Tensor& w) { return embedding(i, w); });
+    EXPECT_TRUE(AllClose(f(indices, weight), want, what + " compiled"));
+  }
+}
+
+TEST_P(IndexOpsTest, NonContiguousInputsAndIndices) {
+  const auto [dtype, index_dtype] = GetParam();
+  const Tensor x = RandomTensor({6, 9}, dtype).transpose(0, 1);  // [9, 6], strides [1, 9]
+  const Tensor index2 = Strided(RandomIndex({7, 6}, 9, index_dtype));
+  ASSERT_FALSE(x.is_contiguous());
+  ASSERT_FALSE(index2.is_contiguous());
+  EXPECT_TRUE(AllClose(gather(x, 0, index2), GatherRef(x, 0, index2), "gather, transposed x and index"));
+  const Tensor index1 = index2.narrow(1, 2, 1).reshape({7});  // every 7th element of the storage
+  EXPECT_TRUE(AllClose(index_select(x, 0, index1), IndexSelectRef(x, 0, index1), "index_select, strided index"));
+  auto f = compile([](const Tensor& a, const Tensor& i) { return index_select(a, 1, i); });
+  const Tensor cols = RandomIndex({4}, 6, index_dtype);
+  EXPECT_TRUE(AllClose(f(x, cols), IndexSelectRef(x, 1, cols), "index_select dim 1 of a transpose, compiled"));
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, IndexOpsTest,
+                         ::testing::Values(Case{kF32, kI64}, Case{kBF16, kI32}, Case{kF16, kI64}, Case{kI64, kI32},
+                                           Case{kF32, kI32}),
+                         [](const auto& info) {
+                           return absl::StrCat(DTypeName(info.param.dtype), "_", DTypeName(info.param.index_dtype));
+                         });
+
+TEST(IndexOpsTest, SizesZeroAndOne) {
+  const Tensor x = RandomTensor({1, 3}, kF32);
+  const Tensor none = Tensor::from_vector(std::vector<double>{}, {0}, kI64, Device::cpu());
+  EXPECT_EQ(index_select(x, 1, none).shape(), (Shape{1, 0}));
+  EXPECT_EQ(index_select(RandomTensor({0, 3}, kF32), 1, RandomIndex({2}, 3, kI64)).shape(), (Shape{0, 2}));
+  const Tensor one = RandomIndex({1}, 1, kI64);
+  EXPECT_TRUE(AllClose(index_select(x, 0, one), IndexSelectRef(x, 0, one), "index_select of a size-1 dim"));
+  EXPECT_EQ(embedding(none, RandomTensor({4, 5}, kF32)).shape(), (Shape{0, 5}));
+  EXPECT_THROW(index_select(RandomTensor({0, 3}, kF32), 0, one), Error);  // no index is in range of 0
+}
+
+TEST(IndexOpsTest, UsageErrorsNameTheOp) {
+  const Tensor x = RandomTensor({4, 5}, kF32);
+  EXPECT_THAT(ErrorOf([&] { index_select(x, 0, RandomTensor({2}, kF32)); }), HasSubstr("index_select: index must be int64 or int32"));
+  EXPECT_THAT(ErrorOf([&] { index_select(x, 2, RandomIndex({2}, 4, kI64)); }), HasSubstr("index_select: dimension 2 is out of range"));
+  EXPECT_THAT(ErrorOf([&] { gather(x, 0, RandomIndex({2}, 4, kI64)); }), HasSubstr("gather: index must have x's rank"));
+  EXPECT_THAT(ErrorOf([&] { gather(x, 0, RandomIndex({2, 6}, 4, kI64)); }), HasSubstr("larger than x"));
+  EXPECT_THAT(ErrorOf([&] { embedding(RandomIndex({2}, 4, kI64), RandomTensor({4}, kF32)); }), HasSubstr("embedding: weight must be 2-D"));
+}
+
+// ------------------------------------------------------------ bad indices
+
+TEST(BadIndexTest, EagerAndCompiledReportTheIndexAndTheNextCallWorks) {
+  const Tensor x = RandomTensor({5, 3}, kF32);
+  for (DType index_dtype : {kI64, kI32}) {
+    for (double bad : {5.0, 7.0, -1.0}) {
+      const Tensor index = Tensor::from_vector(std::vector<double>{0, bad, 4, 2}, {4}, index_dtype, Device::cpu());
+      const std::string eager = ErrorOf([&] { index_select(x, 0, index); });
+      EXPECT_THAT(eager, HasSubstr("index_select: index " + absl::StrCat(static_cast<int64_t>(bad)) +
+                                   " is out of range for dim 0 of size 5"));
+      auto f = compile([](const Tensor& a, const Tensor& i) { return exp(index_select(a * 2, 0, i)); });
+      EXPECT_THAT(ErrorOf([&] { f(x, index).to_double_vector(); }), HasSubstr("index_select: index"));
+      // The next calls, eager and compiled, work (the flag starts clean).
+      const Tensor good = RandomIndex({4}, 5, index_dtype);
+      EXPECT_TRUE(AllClose(index_select(x, 0, good), IndexSelectRef(x, 0, good), "after a bad index"));
+      const Tensor y = f(x, good);
+      Expected want = IndexSelectRef(x, 0, good);
+      for (double& v : want.values) v = std::exp(static_cast<double>(static_cast<float>(v * 2)));
+      EXPECT_TRUE(AllClose(y, want, "compiled, after a bad index"));
+    }
+  }
+  EXPECT_THAT(ErrorOf([&] { embedding(Tensor::from_vector(std::vector<double>{3, 10}, {2}, kI64, Device::cpu()), x); }),
+              HasSubstr("embedding: index 10 is out of range for dim 0 of size 5"));
+  EXPECT_THAT(ErrorOf([&] { gather(x, 1, Tensor::from_vector(std::vector<double>{0, 3}, {1, 2}, kI64, Device::cpu())); }),
+              HasSubstr("gather: index 3 is out of range for dim 1 of size 3"));
+}
+
+// ------------------------------------------------------------ fusion
+
+TEST(GatherFusionTest, PointwiseProducersAndConsumersFuseIntoOneKernel) {
+  const Tensor a = RandomTensor({6, 5}, kF32), b = RandomTensor({4, 5}, kF32);
+  const Tensor idx = RandomIndex({4}, 6, kI64);
+  auto f = compile([](const Tensor& a, const Tensor& i, const Tensor& b) { return exp(index_select(a * 2, 0, i)) + b; });
+  const Tensor y = f(a, idx, b);
+  Expected want = IndexSelectRef(a, 0, idx);
+  const std::vector<double> bv = b.to_double_vector();
+  for (size_t k = 0; k < want.values.size(); ++k) want.values[k] = std::exp(want.values[k] * 2) + bv[k];
+  EXPECT_TRUE(AllClose(y, want, "exp(index_select(a * 2, 0, idx)) + b"));
+  ASSERT_EQ(f.kernels().size(), 1u);
+  EXPECT_THAT(f.kernels()[0].source, HasSubstr("fb_check_index("));
+  EXPECT_TRUE(f.kernels()[0].ptx_summary.has_value());  // its CUDA twin compiled for sm_90
+
+  // The index itself computed by pointwise ops fuses too.
+  auto g = compile([](const Tensor& a, const Tensor& i, const Tensor& one) { return gather(a, 1, i + one); });
+  const Tensor i2 = RandomIndex({6, 3}, 4, kI32), one = Tensor::from_vector(std::vector<double>{1}, {1}, kI32);
+  std::vector<double> plus_one = i2.to_double_vector();
+  for (double& v : plus_one) v += 1;
+  const Tensor shifted = Tensor::from_vector(plus_one, {6, 3}, kI64, Device::cpu());
+  EXPECT_TRUE(AllClose(g(a, i2, one), GatherRef(a, 1, shifted), "gather(a, 1, idx + one)"));
+  EXPECT_EQ(g.kernels().size(), 1u);
+}
+
+TEST(GatherFusionTest, AReductionOverAGatherLoadsItFromAKernelBefore) {
+  const Tensor w = RandomTensor({10, 33}, kF32);
+  const Tensor idx = RandomIndex({7}, 10, kI64);
+  auto f = compile([](const Tensor& i, const Tensor& w) { return sum(embedding(i, w) * 3, -1); });
+  const Tensor y = f(idx, w);
+  const Expected rows = IndexSelectRef(w, 0, idx);
+  Expected want{.shape = {7}, .dtype = kF32};
+  for (int64_t r = 0; r < 7; ++r) {
+    double s = 0;
+    for (int64_t c = 0; c < 33; ++c) s += static_cast<float>(rows.values[r * 33 + c] * 3);
+    want.values.push_back(s);
+  }
+  EXPECT_TRUE(AllClose(y, want, "sum(embedding(idx, w) * 3, -1)"));
+  EXPECT_EQ(f.kernels().size(), 2u);
+}
+
+// ------------------------------------------------------------ nn::Embedding
+
+TEST(EmbeddingModuleTest, WeightIsStandardNormalAndForwardLooksUpRows) {
+  nn::Embedding emb(64, 48, Device::cpu(), kF32, /*seed=*/3);
+  ASSERT_EQ(emb.weight.shape(), (Shape{64, 48}));
+  const std::vector<double> w = emb.weight.to_double_vector();
+  double mean = 0, sq = 0;
+  for (double v : w) mean += v / w.size(), sq += v * v / w.size();
+  EXPECT_NEAR(mean, 0, 0.1);
+  EXPECT_NEAR(sq - mean * mean, 1, 0.15);
+  const Tensor idx = RandomIndex({2, 3}, 64, kI64);
+  Expected want = IndexSelectRef(emb.weight, 0, idx.reshape({6}));
+  want.shape = {2, 3, 48};
+  EXPECT_TRUE(AllClose(emb(idx), want, "nn::Embedding forward"));
+  EXPECT_EQ(nn::Embedding(8, 4, Device::cpu(), kBF16).weight.dtype(), kBF16);
+}
+
+// ------------------------------------------------------------ GPU
+
+TEST(DataMovementGpuTest, IndexOpsAndBadIndicesOnCuda) {
+  SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda();
+  for (DType dtype : {kF32, kBF16, kI64}) {
+    const Tensor x = RandomTensor({37, 65}, dtype);
+    const Tensor idx = RandomIndex({19}, 37, kI32);
+    EXPECT_TRUE(AllClose(index_select(x.to(gpu), 0, idx.to(gpu)), IndexSelectRef(x, 0, idx), "index_select cuda"));
+    const Tensor gi = RandomIndex({37, 9}, 65, kI64);
+    auto f = compile([](const Tensor& a, const Tensor& i) { return gather(a, -1, i); });
+    EXPECT_TRUE(AllClose(f(x.to(gpu), gi.to(gpu)), GatherRef(x, 1, gi), "gather cuda compiled"));
+  }
+  const Tensor x = RandomTensor({5, 3}, kF32);
+  const Tensor bad = Tensor::from_vector(std::vector<double>{1, 9}, {2}, kI64, gpu);
+  auto good_on = [](Device d) { return Tensor::from_vector(std::vector<double>{1, 2}, {2}, kI64, d); };
+  EXPECT_THAT(ErrorOf([&] { index_select(x.to(gpu), 0, bad); }), HasSubstr("index 9 is out of range for dim 0 of size 5"));
+  EXPECT_THAT(ErrorOf([&] { index_select(x, 0, good_on(gpu)); }), HasSubstr("index_select: expected all tensors on one device"));
+  // The context survives: the next op runs and is right.
+  const Tensor good = RandomIndex({4}, 5, kI64);
+  EXPECT_TRUE(AllClose(index_select(x.to(gpu), 0, good.to(gpu)), IndexSelectRef(x, 0, good), "after a bad index"));
+  EXPECT_TRUE(AllClose((x.to(gpu) + 1).to(Device::cpu()) - 1, Expected{x.shape(), kF32, x.to_double_vector()}, "x + 1 - 1"));
+}
+
+}  // namespace
+}  // namespace fusebox
