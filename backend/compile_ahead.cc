@@ -33,7 +33,7 @@ void RunAll(const std::vector<std::function<void()>>& jobs) {
 }  // namespace
 
 std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch, bool cuda_twins,
-                                         const TuningSnapshot& tuning) {
+                                         const TuningSnapshot& tuning, int cuda_sm_count) {
   const bool cpu = plan.graph.device().is_cpu();
   std::vector<PreparedKernel> kernels;
   std::vector<std::function<void()>> jobs;
@@ -47,6 +47,7 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
     }
     k.ir = LowerKernel(plan, group, tuning);
     k.ir.cuda_arch = cuda_arch;
+    k.ir.cuda_sm_count = cuda_sm_count;
     // Long rows on sm_90+, opt-in: a thread-block cluster per row (CUDA only;
     // the C++ printer ignores it).
     if ((!cpu || cuda_twins) && tuning.On(Knob::kClusters)) k.ir.cluster = CudaClusterLayout(k.ir, cuda_arch);

@@ -26,7 +26,9 @@ struct PreparedKernel {
 // for sm_<cuda_arch> when `cuda_twins`), at most one thread per core. A
 // failed compile is not cached, so the caller's compile of the same source
 // reports it.
+// `cuda_sm_count`: the device's SM count (0 without one: the reference
+// device's, as in Kernel::cuda_sm_count).
 std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch, bool cuda_twins,
-                                         const TuningSnapshot& tuning);
+                                         const TuningSnapshot& tuning, int cuda_sm_count = 0);
 
 }  // namespace fusebox::backend

@@ -161,16 +161,19 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
   exe->plan_ = std::move(plan);
   exe->tuning_ = tuning;
   const Device device = exe->plan_.graph.device();
-  int arch = kNoDeviceArch;
+  int arch = kNoDeviceArch, sm_count = 0;
   if (device.is_cuda()) {
     absl::StatusOr<int> capability = cuda::Driver::Get().ComputeCapability(device.index);
     if (!capability.ok()) return capability.status();
     arch = *capability;
+    absl::StatusOr<int> sms = cuda::Driver::Get().MultiprocessorCount(device.index);
+    if (!sms.ok()) return sms.status();
+    sm_count = *sms;
   }
   // Lowered, printed and compiled up front, the compiles in parallel: the loop
   // below loads them (compile-cache hits) and reports a failed compile.
   const int64_t misses_ahead = CompileCache::Get().stats().compiles;
-  std::vector<PreparedKernel> prepared = CompileAhead(exe->plan_, arch, device.is_cpu() && also_compile_cuda, tuning);
+  std::vector<PreparedKernel> prepared = CompileAhead(exe->plan_, arch, device.is_cpu() && also_compile_cuda, tuning, sm_count);
   exe->compiled_kernels_ = static_cast<int>(CompileCache::Get().stats().compiles - misses_ahead);
   for (size_t k = 0; k < prepared.size(); ++k) {
     const fusion::KernelGroup& group = exe->plan_.kernels[k];

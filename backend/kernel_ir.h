@@ -126,6 +126,9 @@ struct Kernel {
   // kernel is compiled for a device; 0 (lowered alone, as in tests): sm_90.
   // Layouts that depend on the device's limits (shared memory) read it.
   int cuda_arch = 0;
+  // CUDA: the device's SM count, where compiled for one; 0: the reference
+  // device's (cuda/outer_reduction.h). Layouts that fill the device read it.
+  int cuda_sm_count = 0;
   // CUDA, too few rows (or columns) to fill the GPU: each row is split into
   // `split` chunks whose partial results a first kernel (<name>_partial)
   // writes to scratch, then a second (<name>) combines each row's partials

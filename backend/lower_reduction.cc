@@ -54,8 +54,11 @@ class ReductionLowerer {
     kernel_.strategy = ChooseStrategy(shape);
     // Looped rows that end in the innermost dim record their cached loads
     // too: on CUDA a thread-block cluster may hold them (cuda_cluster.h).
+    // Column kernels record them too: a CUDA block may hold its share of
+    // each column (cuda/outer_reduction.h).
     caches_row_ = kernel_.kind == fusion::KernelKind::kPersistent ||
-                  (kernel_.kind == fusion::KernelKind::kReduction && ReducesInnermost(shape));
+                  (kernel_.kind == fusion::KernelKind::kReduction && ReducesInnermost(shape)) ||
+                  kernel_.strategy == RowStrategy::kThreadPerRow;
     const std::vector<IndexExpr> r =
         Unravel(IndexExpr::Var("r", dynamic_rows ? IndexExpr::kUnbounded : kernel_.num_rows), row_dims);
     const std::vector<IndexExpr> j = Unravel(IndexExpr::Var("j", kernel_.row_length), reduced_dims);

@@ -142,6 +142,8 @@ ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
   return {};
 }
 
+const char* CudaClusterPrelude() { return kClusterPrelude; }
+
 std::string PrintCudaCluster(const Kernel& kernel, const TuningSnapshot& tuning) {
   return ClusterPrinter(tuning).Print(kernel);
 }

@@ -24,6 +24,10 @@ ClusterLayout CudaClusterLayout(const Kernel& kernel, int arch);
 // 65536 ran at 1544 GB/s, the looped kernel that walks the grid with one
 // block per SM at 2395 (bench/NOTES.md): the looped kernel is the default.
 
+// The cluster helpers (barrier halves, fb_cluster_map, fb_cluster_reduce),
+// after CudaPrelude; the outer reduction printer shares them.
+const char* CudaClusterPrelude();
+
 // The kernel's CUDA source for its `cluster` layout (blocks > 1); PrintCuda
 // calls it. One launch of num_rows * blocks blocks, `threads` each.
 std::string PrintCudaCluster(const Kernel& kernel, const TuningSnapshot& tuning);

@@ -11,6 +11,7 @@
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_cluster.h"
+#include "backend/cuda/outer_reduction.h"
 #include "backend/cuda/row_printer.h"
 #include "tensor/error.h"
 
@@ -418,6 +419,9 @@ std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning) {
   if (kernel.cluster.blocks > 1) return PrintCudaCluster(kernel, tuning);
   const CudaPrinter printer(tuning);
   if (kernel.split > 1) return printer.PrintSplit(kernel);
+  if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(kernel)) {
+    return PrintCudaOuter(kernel, *outer, tuning);
+  }
   if (const int v = CudaVectorWidth(kernel); v > 1) return printer.PrintVectorized(kernel, v);
   if (UsesCudaRowLayout(kernel)) return printer.PrintRows(kernel);
   return printer.Print(kernel);
@@ -425,6 +429,7 @@ std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning) {
 
 int CudaBlockSize(const Kernel& k, const TuningSnapshot& tuning) {
   if (k.cluster.blocks > 1) return k.cluster.threads;
+  if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k)) return outer->threads();
   return UsesCudaRowLayout(k) ? CudaRowBlockSize(k, tuning) : kCudaBlockSize;
 }
 
@@ -443,6 +448,9 @@ int64_t CudaGridSize(const Kernel& k, int64_t iterations, const TuningSnapshot& 
     }
     case RowStrategy::kThreadPerRow:
       if (UsesCudaColumnTiles(k)) return CudaColumnTileGridSize(k);
+      if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k)) {
+        return (iterations + outer->columns - 1) / outer->columns * outer->blocks;
+      }
       return (iterations + kCudaBlockSize - 1) / kCudaBlockSize * std::max<int64_t>(k.split, 1);
   }
   return 0;

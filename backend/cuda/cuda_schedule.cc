@@ -10,7 +10,7 @@ namespace fusebox::backend {
 
 const char* CudaScheduleKindName(CudaScheduleKind kind) {
   const char* names[] = {"pointwise", "pointwise-vector", "block-per-row", "warp-per-row",
-                         "thread-per-row", "column-tiles", "cluster"};
+                         "thread-per-row", "column-tiles", "cluster", "outer-tiles"};
   return names[static_cast<int>(kind)];
 }
 
@@ -57,6 +57,11 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
       if (UsesCudaColumnTiles(k)) {
         s.kind = CudaScheduleKind::kColumnTiles;
         s.fixed_grid = CudaColumnTileGridSize(k);
+      } else if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k)) {
+        s.kind = CudaScheduleKind::kOuterTiles;
+        s.per_block = outer->columns;
+        s.blocks_each = outer->blocks;
+        s.outer = outer;
       } else {
         s.kind = CudaScheduleKind::kThreadPerRow;
         s.per_block = kCudaBlockSize;
@@ -91,6 +96,10 @@ std::string CudaSchedule::ToString() const {
                     l.on_chip ? "on chip" : "looped", ", groups ", l.groups);
     if (l.shared_groups > 0) absl::StrAppend(&s, ", shared groups ", l.shared_groups);
     if (l.min_blocks > 0) absl::StrAppend(&s, ", min blocks ", l.min_blocks);
+  }
+  if (outer) {
+    absl::StrAppend(&s, ", outer: ", outer->columns, " columns x ", outer->lanes, " lanes, ", outer->blocks,
+                    " blocks per tile, ", outer->slots > 0 ? absl::StrCat(outer->slots, " held slots") : "reloaded");
   }
   if (cluster.blocks > 1) {
     absl::StrAppend(&s, ", cluster ", cluster.blocks, " x ", cluster.threads, " threads, ", cluster.slots, " slots");

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/cuda/outer_reduction.h"
 #include "backend/cuda/row_layout.h"
 #include "backend/kernel_ir.h"
 #include "backend/tuning.h"
@@ -26,6 +27,7 @@ enum class CudaScheduleKind {
   kThreadPerRow,     // a thread per row across the reduced (outer) dims
   kColumnTiles,      // thread per row, read as 2-D tiles (column_tiles.h), split
   kCluster,          // a thread-block cluster per row (cuda_cluster.h)
+  kOuterTiles,       // column tiles with lanes along the reduced dim, per pass (outer_reduction.h)
 };
 const char* CudaScheduleKindName(CudaScheduleKind kind);
 
@@ -48,6 +50,7 @@ struct CudaSchedule {
   int64_t combine_grid = 0;
   std::optional<CudaRowLayout> rows;  // reductions along contiguous rows
   ClusterLayout cluster;
+  std::optional<CudaOuterLayout> outer;  // multi-pass reductions over outer dims
 
   int64_t Grid(int64_t iterations, int sm_count) const;
   std::string ToString() const;

@@ -1,0 +1,250 @@
+#include "backend/cuda/outer_reduction.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "backend/c_printer.h"
+#include "backend/cuda/cuda_cluster.h"
+#include "backend/cuda/cuda_printer.h"
+
+namespace fusebox::backend {
+namespace {
+
+constexpr int kMinClusterArch = 90;  // thread-block clusters: Hopper and later
+constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
+constexpr int kMaxThreads = 1024;
+constexpr int kMinThreads = 256;
+// Row values held per thread, in 32-bit registers over all held loads: the
+// layout adds lanes until a thread holds at most kTargetWords, and holds up
+// to kMaxWords (of the 64 registers a 1024-thread block leaves each thread;
+// 33 spilled) rather than reload every pass.
+constexpr int kTargetWords = 16;
+constexpr int kMaxWords = 32;
+// A warp's share of a row: one 32-byte sector (8 f32 or 16 bf16 columns).
+constexpr int kSectorBytes = 32;
+// Enough blocks to fill the device: this many per SM before the cluster grows.
+constexpr int kBlocksPerSm = 2;
+// Each thread keeps at least this many elements of its column when the
+// cluster grows to fill the device.
+constexpr int kMinElementsPerThread = 4;
+
+// The per-pass combine over a block's lanes (a tree in shared memory), then
+// over the cluster's blocks through distributed shared memory.
+constexpr char kOuterPrelude[] = R"(// Combines one value per thread over the LANES threads of each of the
+// block's COLS columns (thread t: column t % COLS, lane t / COLS), then over
+// the C blocks of the cluster (in rank order); every thread gets its column's
+// total. `part`: this reduction's own COLS * LANES shared values, which the
+// cluster's other blocks read until they pass the kernel's final barrier.
+template <int COLS, int LANES, int C, typename T, typename F>
+FB_INLINE T fb_outer_reduce(T v, F combine, T* part) {
+  part[threadIdx.x] = v;
+  __syncthreads();
+#pragma unroll
+  for (int s = LANES / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s * COLS) part[threadIdx.x] = combine(part[threadIdx.x], part[threadIdx.x + s * COLS]);
+    __syncthreads();
+  }
+  const int col = threadIdx.x % COLS;
+  if constexpr (C == 1) {
+    return part[col];
+  } else {
+    fb_cluster_arrive();
+    fb_cluster_wait();
+    T total = *fb_cluster_map(part + col, 0);
+#pragma unroll
+    for (unsigned c = 1; c < C; ++c) total = combine(total, *fb_cluster_map(part + col, c));
+    return total;
+  }
+}
+)";
+
+std::string Temp(int t) { return absl::StrCat("t", t); }
+
+bool Eligible(const Kernel& k) {
+  if (k.strategy != RowStrategy::kThreadPerRow || k.split > 1 || k.column_tiles) return false;
+  if (k.passes.size() < 2 && k.elementwise.empty()) return false;  // single-pass sums: column_tiles.h
+  for (const Pass& pass : k.passes) {
+    for (const Accumulator& a : pass.accumulators) {
+      if (a.index_temp >= 0) return false;
+    }
+  }
+  return true;
+}
+
+// Cached loads worth holding: those that move along the reduced dim (a
+// value per column comes from L1 either way) and that more than one loop over
+// the column reads (layer_norm's weights, read by the last loop only, stay
+// loads).
+absl::flat_hash_set<int> HeldSlots(const Kernel& k) {
+  absl::flat_hash_map<int, int> loops;  // slot -> loops reading it
+  for (size_t loop = 0; loop < k.NumRowLoops(); ++loop) {
+    absl::flat_hash_set<int> here;
+    for (const Stmt& s : k.RowLoop(loop)) {
+      if (s.kind == StmtKind::kLoad && s.cache_slot >= 0 && here.insert(s.cache_slot).second) ++loops[s.cache_slot];
+    }
+  }
+  absl::flat_hash_set<int> held;
+  for (size_t c = 0; c < k.cached_loads.size(); ++c) {
+    auto it = loops.find(static_cast<int>(c));
+    if (k.cached_loads[c].index.DependsOn("j") && it != loops.end() && it->second > 1) held.insert(static_cast<int>(c));
+  }
+  return held;
+}
+
+class OuterPrinter : public CPrinter {
+ public:
+  OuterPrinter(const CudaOuterLayout& layout, const absl::flat_hash_set<int>& held, const TuningSnapshot& tuning)
+      : l_(layout), held_(held), tuning_(tuning) {}
+
+ protected:
+  std::string Prelude() const override { return absl::StrCat(CudaPrelude(tuning_), CudaClusterPrelude(), kOuterPrelude); }
+  std::string Open(const Kernel&) const override { return ""; }  // reductions only
+  std::string Close() const override { return ""; }
+  const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
+  std::string IndexCheckPrelude() const override {
+    return CPrinter::IndexCheckHelpers("atomicExch((unsigned long long*)&err[0], 1ull) == 0ull");
+  }
+
+  std::string OpenRow(const Kernel& k) const override {
+    const char* idx = k.index64 ? "long long" : "int";
+    const std::string extent = k.dynamic_extent ? "fb_n" : absl::StrCat(k.num_rows, k.index64 ? "LL" : "");
+    std::string out = absl::StrCat(
+        "// tiles of ", l_.columns, " columns x ", l_.lanes, " lanes",
+        l_.blocks > 1 ? absl::StrCat(", a cluster of ", l_.blocks, " blocks per tile") : "",
+        l_.slots > 0 ? absl::StrCat(", ", l_.slots, " elements per thread held in registers")
+                     : ", each pass reloading its elements",
+        " (outer_reduction.h)\nextern \"C\" __global__ void ",
+        l_.blocks > 1 ? absl::StrCat("__cluster_dims__(", l_.blocks, ", 1, 1) ") : "", "__launch_bounds__(",
+        l_.threads(), ") ", k.name, "(", ParamList(k, /*restrict_qualified=*/true),
+        k.dynamic_extent ? ", long long fb_n" : "", ") {\n", "  const ", idx, " r = (", idx, ")(blockIdx.x",
+        l_.blocks > 1 ? absl::StrCat(" / ", l_.blocks) : "", ") * ", l_.columns, " + threadIdx.x % ", l_.columns,
+        ";\n", "  const int fb_lane = ",
+        l_.blocks > 1 ? absl::StrCat("(int)(blockIdx.x % ", l_.blocks, ") * ", l_.lanes, " + ") : "",
+        "(int)(threadIdx.x / ", l_.columns, ");\n", "  const bool fb_live = r < ", extent, ";\n");
+    for (const Pass& pass : k.passes) {
+      for (const Accumulator& a : pass.accumulators) {
+        absl::StrAppend(&out, "  __shared__ ", ComputeCType(a.dtype), " fb_part_", Temp(a.temp), "[", l_.threads(),
+                        "];\n");
+      }
+    }
+    return absl::StrCat(out, "  {\n");
+  }
+  // With a cluster, every block waits at the end until the whole cluster has
+  // read its partials.
+  std::string CloseRow() const override { return l_.blocks > 1 ? "  }\n  fb_cluster_wait();\n}\n" : "  }\n}\n"; }
+
+  bool ReadsCachedLoads(const Kernel&) const override { return l_.slots > 0; }
+  std::string Preload(const Kernel& k) const override {
+    if (l_.slots == 0) return "";
+    std::string out;
+    for (size_t c = 0; c < k.cached_loads.size(); ++c) {
+      if (held_.contains(static_cast<int>(c))) {
+        absl::StrAppend(&out, "    ", ComputeCType(k.cached_loads[c].dtype), " c", c, "[", l_.slots, "];\n");
+      }
+    }
+    absl::StrAppend(&out, OpenRowLoop(k));
+    for (size_t c = 0; c < k.cached_loads.size(); ++c) {
+      if (held_.contains(static_cast<int>(c))) {
+        absl::StrAppend(&out, "        c", c, "[k] = ",
+                        LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index), ";\n");
+      }
+    }
+    return absl::StrCat(out, CloseRowLoop(k));
+  }
+  std::string OpenRowLoop(const Kernel& k) const override {
+    const char* idx = k.index64 ? "long long" : "int";
+    const std::string length = absl::StrCat(k.row_length, k.index64 ? "LL" : "");
+    const int64_t all_lanes = int64_t{l_.lanes} * l_.blocks;
+    if (l_.slots > 0) {
+      return absl::StrCat("#pragma unroll\n    for (int k = 0; k < ", l_.slots, "; ++k) {\n      const ", idx,
+                          " j = fb_lane + k * ", all_lanes, ";\n      if (fb_live && j < ", length, ") {\n");
+    }
+    return absl::StrCat("#pragma unroll 4\n    for (", idx, " j = fb_lane; j < ", length, "; j += ", all_lanes,
+                        ") {\n      if (fb_live) {\n");
+  }
+  std::string CloseRowLoop(const Kernel&) const override { return "    }}\n"; }
+
+  std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
+    std::string out = absl::StrCat("    ", Temp(a.temp), " = fb_outer_reduce<", l_.columns, ", ", l_.lanes, ", ",
+                                   l_.blocks, ">(", Temp(a.temp), ", ", lambda, ", fb_part_", Temp(a.temp), ");\n");
+    // After the last read of other blocks' partials: the kernel's final
+    // barrier opens here and closes at its end, past the stores.
+    if (l_.blocks > 1 && &a == &k.passes.back().accumulators.back()) absl::StrAppend(&out, "    fb_cluster_arrive();\n");
+    return out;
+  }
+  // Per-column values are stored by the column's first lane.
+  std::string OpenRowStores(const Kernel&) const override { return "    if (fb_live && fb_lane == 0) {\n"; }
+
+ private:
+  const CudaOuterLayout& l_;
+  const absl::flat_hash_set<int>& held_;
+  const TuningSnapshot& tuning_;
+};
+
+}  // namespace
+
+std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k) {
+  if (!Eligible(k)) return std::nullopt;
+  const int arch = k.cuda_arch == 0 ? 90 : k.cuda_arch;
+  const int sms = k.cuda_sm_count > 0 ? k.cuda_sm_count : kCudaReferenceSmCount;
+  int element = 1;
+  for (const BufferParam& b : k.buffers) element = std::max(element, DTypeSize(b.dtype));
+  const int max_blocks = arch >= kMinClusterArch && !k.dynamic_extent ? kMaxClusterBlocks : 1;
+  int words = 0;  // registers per element of the column, over the held loads
+  for (int c : HeldSlots(k)) words += DTypeSize(ComputeDType(k.cached_loads[c].dtype)) > 4 ? 2 : 1;
+  const int64_t length = k.row_length;
+  auto slots = [&](int64_t lanes) { return (length + lanes - 1) / lanes; };
+  // A warp row covers a sector of columns; where the column does not fit
+  // the lanes of that tile, half a sector (twice the lanes) may hold it:
+  // reading HBM once beats whole sectors.
+  const int sector = std::clamp(kSectorBytes / element, 4, 32);
+  CudaOuterLayout l;
+  l.columns = sector;
+  bool held = false;
+  for (int columns = sector; columns >= sector / 2 && words > 0; columns /= 2) {
+    if (slots(int64_t{kMaxThreads / columns} * max_blocks) * words <= kMaxWords) {
+      l.columns = columns;
+      held = true;
+      break;
+    }
+  }
+  const int max_lanes = kMaxThreads / l.columns;
+  // All lanes of the column (over the cluster): the fewest whose held values
+  // fit the target; reloaded columns take a block per tile, and the cluster
+  // below grows to fill the device.
+  int64_t lanes = max_lanes;
+  if (held) {
+    lanes = 1;
+    while (lanes < int64_t{max_lanes} * max_blocks && slots(lanes) * words > kTargetWords) lanes *= 2;
+  }
+  l.lanes = static_cast<int>(std::min<int64_t>(lanes, max_lanes));
+  // At least kMinThreads per block: more lanes (short columns leave some idle).
+  l.lanes = std::max(l.lanes, std::min(max_lanes, kMinThreads / l.columns));
+  l.blocks = static_cast<int>(std::max<int64_t>(1, (lanes + l.lanes - 1) / l.lanes));
+  // Too few tiles to fill the device: the cluster grows while each thread
+  // keeps a few elements.
+  const int64_t tiles = (k.num_rows + l.columns - 1) / l.columns;
+  while (l.blocks < max_blocks && tiles * l.blocks < int64_t{kBlocksPerSm} * sms &&
+         length >= int64_t{2} * l.lanes * l.blocks * kMinElementsPerThread) {
+    l.blocks *= 2;
+  }
+  l.slots = held ? static_cast<int>(slots(int64_t{l.lanes} * l.blocks)) : 0;
+  return l;
+}
+
+std::string PrintCudaOuter(const Kernel& kernel, const CudaOuterLayout& layout, const TuningSnapshot& tuning) {
+  // Only loads that move along the reduced dim read held values; the rest
+  // stay loads.
+  const absl::flat_hash_set<int> held = layout.slots > 0 ? HeldSlots(kernel) : absl::flat_hash_set<int>();
+  Kernel k = kernel;
+  for (size_t loop = 0; loop < k.NumRowLoops(); ++loop) {
+    for (Stmt& s : k.RowLoop(loop)) {
+      if (s.kind == StmtKind::kLoad && !held.contains(s.cache_slot)) s.cache_slot = -1;
+    }
+  }
+  return OuterPrinter(layout, held, tuning).Print(k);
+}
+
+}  // namespace fusebox::backend

@@ -1,0 +1,43 @@
+// CUDA reductions over outer dims with more than one loop over the reduced
+// dim (softmax, log_softmax, norms over dim 0 or a middle dim; Inductor's
+// "outer" reduction hint). A block covers a tile of adjacent columns (the
+// output positions) with `lanes` threads on each column walking the reduced
+// dim, so a warp reads whole 32-byte sectors of a row; a pass's partials
+// combine in shared memory, and across a thread-block cluster where the tile
+// is split over several blocks (sm_90+). Where the column's share fits, each
+// thread holds its elements in registers between passes, so HBM is read once.
+// Single-pass column sums keep their own split layouts (column_tiles.h).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "backend/kernel_ir.h"
+#include "backend/tuning.h"
+
+namespace fusebox::backend {
+
+struct CudaOuterLayout {
+  int columns = 0;  // adjacent columns per block (threadIdx.x % columns)
+  int lanes = 0;    // threads per column in a block (threadIdx.x / columns); a power of two
+  int blocks = 1;   // blocks per tile: a cluster along the reduced dim (1: none)
+  int slots = 0;    // elements each thread holds per held load; 0: each pass reloads
+  int threads() const { return columns * lanes; }
+  friend bool operator==(const CudaOuterLayout&, const CudaOuterLayout&) = default;
+};
+
+// The SM count the rules assume where a kernel is lowered without a device
+// (tests, the kernel snapshot): the reference device's (an H200's 132).
+inline constexpr int kCudaReferenceSmCount = 132;
+
+// Pure: the layout of a column (RowStrategy::kThreadPerRow) kernel that is
+// neither split nor single-pass without per-element stores, from the kernel
+// and its device (Kernel::cuda_arch, Kernel::cuda_sm_count); nullopt for
+// every other kernel (and argmax/argmin, which keep a thread per column).
+std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& kernel);
+
+// The kernel's CUDA source in that layout; PrintCuda calls it. One launch of
+// ceil(columns / layout.columns) * layout.blocks blocks of layout.threads().
+std::string PrintCudaOuter(const Kernel& kernel, const CudaOuterLayout& layout, const TuningSnapshot& tuning);
+
+}  // namespace fusebox::backend

@@ -1,0 +1,155 @@
+// Multi-pass CUDA reductions over outer dims (backend/cuda/outer_reduction.h)
+// without a GPU: the layout each shape gets from the rules (held or reloaded
+// columns, the cluster that fills the device, the device's SM count read from
+// the kernel), that the schedule and launch geometry agree with it, and that
+// NVRTC compiles every variant for sm_90 without spills.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+#include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/cuda_schedule.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/cuda/outer_reduction.h"
+#include "backend/ptx_summary.h"
+#include "frontend/fusebox.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/backend/lower_for_test.h"
+#include "tests/workloads.h"
+
+namespace fusebox {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing_backend::LowerOnly;
+
+Tensor SoftmaxDim0(const Tensor& x) {
+  Tensor shifted = x - max(x, 0, /*keepdim=*/true);
+  Tensor e = exp(shifted);
+  return e / sum(e, 0, /*keepdim=*/true);
+}
+
+Tensor LayerNormDim1(const Tensor& x, const Tensor& w) {
+  Tensor centered = x - mean(x, 1, /*keepdim=*/true);
+  return centered * rsqrt(mean(centered * centered, 1, /*keepdim=*/true) + 1e-5) * w;
+}
+
+// Compiles the kernel's CUDA source; no spills, at most 64 registers (1024
+// threads a block), and the launch bounds of its layout.
+void ExpectCompiles(const backend::Kernel& k, const backend::CudaOuterLayout& l) {
+  const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
+  auto out = cuda::CompileWithNvrtc(source, k.name, 90);
+  ASSERT_TRUE(out.ok()) << out.status() << "\n" << source;
+  const PtxSummary summary = backend::SummarizePtx(out->ptx, out->log);
+  EXPECT_EQ(summary.spill_store_bytes + summary.spill_load_bytes, 0) << summary.ToString();
+  EXPECT_LE(summary.registers, 65536 / l.threads()) << summary.ToString();
+  EXPECT_THAT(out->ptx, HasSubstr(absl::StrCat(".maxntid ", l.threads())));
+}
+
+TEST(OuterReductionTest, FewLongColumnsAreHeldOverAClusterThatFillsTheDevice) {
+  // 1023 columns of 16411 f32: 8-column tiles (a 32-byte sector a warp row),
+  // 128 lanes x 8 blocks hold 17 values each.
+  const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({16411, 1023})});
+  ASSERT_EQ(k.strategy, backend::RowStrategy::kThreadPerRow);
+  ASSERT_EQ(k.passes.size(), 2u);
+  const auto l = backend::ChooseCudaOuterLayout(k);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .lanes = 128, .blocks = 8, .slots = 17}));
+  const backend::CudaSchedule s = backend::ChooseCudaSchedule(k, backend::CurrentTuning());
+  EXPECT_EQ(s.kind, backend::CudaScheduleKind::kOuterTiles);
+  EXPECT_EQ(s.block, 1024);
+  EXPECT_EQ(s.Grid(k.num_rows, 132), 128 * 8) << "128 tiles x 8 blocks";
+  EXPECT_EQ(backend::CudaGridSize(k, k.num_rows, backend::CurrentTuning()), 128 * 8);
+  const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
+  EXPECT_THAT(source, HasSubstr("__cluster_dims__(8, 1, 1)"));
+  EXPECT_THAT(source, HasSubstr("float c0[17];"));
+  EXPECT_THAT(source, HasSubstr("fb_outer_reduce<8, 128, 8>("));
+  ExpectCompiles(k, *l);
+}
+
+TEST(OuterReductionTest, ManyColumnsNeedNoCluster) {
+  // 16273 columns: 2035 tiles fill the device alone; 1031 rows over 128
+  // lanes leave 9 values a thread.
+  const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({1031, 16273})});
+  const auto l = backend::ChooseCudaOuterLayout(k);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .lanes = 128, .blocks = 1, .slots = 9}));
+  EXPECT_THAT(backend::PrintCuda(k, backend::CurrentTuning()), Not(HasSubstr("__cluster_dims__")));
+  ExpectCompiles(k, *l);
+}
+
+TEST(OuterReductionTest, ShortColumnsKeepAtLeast256Threads) {
+  const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({37, 4099})});
+  const auto l = backend::ChooseCudaOuterLayout(k);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->threads(), 256);
+  EXPECT_EQ(l->slots, 2) << "37 rows over 32 lanes";
+  ExpectCompiles(k, *l);
+}
+
+TEST(OuterReductionTest, SixteenBitColumnsTakeASectorOrHalfOneToBeHeld) {
+  const backend::Kernel k =
+      LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({4099, 1023}).to(DType::kBFloat16)});
+  const auto l = backend::ChooseCudaOuterLayout(k);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->columns, 16) << "32 bytes of bf16";
+  ExpectCompiles(k, *l);
+  // 16411 rows do not fit 64 lanes x 8 blocks (33 values each): 8 columns
+  // and 128 lanes hold 17.
+  const backend::Kernel tall =
+      LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({16411, 1023}).to(DType::kBFloat16)});
+  const auto t = backend::ChooseCudaOuterLayout(tall);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(*t, (backend::CudaOuterLayout{.columns = 8, .lanes = 128, .blocks = 8, .slots = 17}));
+  ExpectCompiles(tall, *t);
+}
+
+TEST(OuterReductionTest, AMiddleDimWithWeightsHoldsOnlyWhatSeveralPassesRead) {
+  // layer_norm over dim 1 of [5, 3001, 37]: x is read by three loops (held),
+  // the weight by the last only (a load).
+  const backend::Kernel k =
+      LowerOnly([](auto& in) { return LayerNormDim1(in[0], in[1]); }, {randn({5, 3001, 37}), randn({1, 3001, 1})});
+  const auto l = backend::ChooseCudaOuterLayout(k);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_GT(l->slots, 0);
+  const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
+  EXPECT_THAT(source, HasSubstr(absl::StrCat("float c0[", l->slots, "];")));
+  EXPECT_THAT(source, Not(HasSubstr("float c1[")));
+  ExpectCompiles(k, *l);
+}
+
+TEST(OuterReductionTest, ColumnsTooLongToHoldReloadEachPass) {
+  const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({70001, 40})});
+  const auto l = backend::ChooseCudaOuterLayout(k);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->slots, 0);
+  EXPECT_EQ(l->blocks, 8) << "5 tiles: the cluster grows to fill the device";
+  EXPECT_THAT(backend::PrintCuda(k, backend::CurrentTuning()), HasSubstr("each pass reloading"));
+  ExpectCompiles(k, *l);
+}
+
+TEST(OuterReductionTest, TheClusterFollowsTheDevicesSmCount) {
+  backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({4099, 255})});
+  k.cuda_sm_count = 132;
+  const auto big = backend::ChooseCudaOuterLayout(k);
+  k.cuda_sm_count = 16;
+  const auto small = backend::ChooseCudaOuterLayout(k);
+  ASSERT_TRUE(big.has_value() && small.has_value());
+  EXPECT_GT(big->blocks, small->blocks);
+  k.cuda_arch = 80;  // no clusters before sm_90
+  EXPECT_EQ(backend::ChooseCudaOuterLayout(k)->blocks, 1);
+}
+
+TEST(OuterReductionTest, SinglePassSumsAndArgmaxKeepTheirLayouts) {
+  EXPECT_FALSE(backend::ChooseCudaOuterLayout(
+                   LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({4099, 1023})}))
+                   .has_value());
+  EXPECT_FALSE(backend::ChooseCudaOuterLayout(
+                   LowerOnly([](auto& in) { return argmax(in[0], 0); }, {randn({4099, 1023})}))
+                   .has_value());
+}
+
+}  // namespace
+}  // namespace fusebox

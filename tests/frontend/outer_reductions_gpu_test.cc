@@ -1,0 +1,163 @@
+// Multi-pass reductions over dim 0 and a middle dim on the GPU
+// (backend/cuda/outer_reduction.h) against float64 references: softmax,
+// log_softmax, layer_norm and rms_norm written over a [A, R, B] tensor
+// reduced over R, on shapes that take every variant of the layout (columns
+// held over a cluster, held by one block, reloaded each pass, short columns,
+// a last tile partly past the end, 16-bit columns, a run-time column count).
+// The same checks run on the CPU, where the references and tolerances are
+// proven without a GPU. Skips the CUDA cases without a device.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "frontend/fusebox.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/workloads.h"
+
+namespace fusebox {
+namespace {
+
+using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
+
+struct Dims {
+  int64_t a, r, b;  // x is [a, r, b] (a == 0: the 2-D [r, b]), reduced over r
+};
+
+Shape ShapeOf(const Dims& d) {
+  return d.a == 0 ? Shape{d.r, d.b} : Shape{d.a, d.r, d.b};
+}
+int64_t Dim(const Dims& d) { return d.a == 0 ? 0 : 1; }
+
+// fn over each column (a, b) of x, given as the column's r values; writes
+// the column's r results back.
+std::vector<double> MapColumns(const std::vector<double>& x, const Dims& d,
+                               const std::function<std::vector<double>(const std::vector<double>&)>& fn) {
+  const int64_t a = std::max<int64_t>(d.a, 1);
+  std::vector<double> out(x.size());
+  std::vector<double> column(d.r);
+  for (int64_t i = 0; i < a; ++i) {
+    for (int64_t k = 0; k < d.b; ++k) {
+      for (int64_t j = 0; j < d.r; ++j) column[j] = x[(i * d.r + j) * d.b + k];
+      const std::vector<double> got = fn(column);
+      for (int64_t j = 0; j < d.r; ++j) out[(i * d.r + j) * d.b + k] = got[j];
+    }
+  }
+  return out;
+}
+
+std::vector<double> SoftmaxColumn(const std::vector<double>& c) {
+  double m = -INFINITY, s = 0;
+  for (double v : c) m = std::max(m, v);
+  for (double v : c) s += std::exp(v - m);
+  std::vector<double> out;
+  for (double v : c) out.push_back(std::exp(v - m) / s);
+  return out;
+}
+
+Tensor LayerNormOver(const Tensor& x, int64_t dim, const Tensor& w, const Tensor& b) {
+  Tensor centered = x - mean(x, dim, /*keepdim=*/true);
+  return centered * rsqrt(mean(centered * centered, dim, /*keepdim=*/true) + 1e-5) * w + b;
+}
+Tensor RmsNormOver(const Tensor& x, int64_t dim, const Tensor& w) {
+  return x * rsqrt(mean(x * x, dim, /*keepdim=*/true) + 1e-6) * w;
+}
+
+// The four ops compiled on `device` against float64; `tol` scales with the
+// column length (float sums) or is the 16-bit dtype's.
+void CheckOuterOps(Device device, const Dims& d, DType dtype) {
+  SCOPED_TRACE(absl::StrCat(d.a, "x", d.r, "x", d.b, " ", DTypeName(dtype), " on ", device.str()));
+  const uint64_t seed = FreshSeed();
+  const Shape shape = ShapeOf(d);
+  Shape weight_shape(shape.size(), 1);
+  weight_shape[Dim(d)] = d.r;  // per position along the reduced dim
+  Tensor x = randn(shape, Device::cpu(), seed).to(dtype);
+  Tensor w = randn(weight_shape, Device::cpu(), seed + 1).to(dtype);
+  Tensor b = randn(weight_shape, Device::cpu(), seed + 2).to(dtype);
+  const std::vector<double> xv = x.to_double_vector(), wv = w.to_double_vector(), bv = b.to_double_vector();
+  const bool half = dtype != DType::kFloat32;
+  const double tol = half ? 2e-2 : 1e-5 * std::sqrt(static_cast<double>(d.r)) + 1e-5;
+  const int64_t dim = Dim(d);
+  auto got = [&](const Tensor& t) { return t.to(Device::cpu()).to(DType::kFloat32).to_vector(); };
+  x = x.to(device);
+  w = w.to(device);
+  b = b.to(device);
+
+  auto softmax_fn = compile([dim](const Tensor& t) { return softmax(t, dim); });
+  const std::vector<double> softmax_ref = MapColumns(xv, d, SoftmaxColumn);
+  ExpectClose(got(softmax_fn(x)), softmax_ref, tol);
+  if (device.is_cuda()) {
+    ASSERT_EQ(softmax_fn.kernels().size(), 1u);
+    EXPECT_THAT(softmax_fn.kernels()[0].schedule, ::testing::HasSubstr("outer-tiles"));
+  }
+
+  auto log_softmax_fn = compile([dim](const Tensor& t) { return log_softmax(t, dim); });
+  std::vector<double> log_ref;
+  for (double v : softmax_ref) log_ref.push_back(std::log(v));
+  ExpectClose(got(log_softmax_fn(x)), log_ref, 4 * tol);
+
+  // The column's position j along r reads w and b at j.
+  auto layer_norm_fn = compile([dim](const Tensor& t, const Tensor& w, const Tensor& b) { return LayerNormOver(t, dim, w, b); });
+  ExpectClose(got(layer_norm_fn(x, w, b)), MapColumns(xv, d, [&](const std::vector<double>& c) {
+                double m = 0, var = 0;
+                for (double v : c) m += v;
+                m /= static_cast<double>(c.size());
+                for (double v : c) var += (v - m) * (v - m);
+                const double inv = 1.0 / std::sqrt(var / static_cast<double>(c.size()) + 1e-5);
+                std::vector<double> out;
+                for (size_t j = 0; j < c.size(); ++j) out.push_back((c[j] - m) * inv * wv[j] + bv[j]);
+                return out;
+              }),
+              10 * tol);
+
+  auto rms_norm_fn = compile([dim](const Tensor& t, const Tensor& w) { return RmsNormOver(t, dim, w); });
+  ExpectClose(got(rms_norm_fn(x, w)), MapColumns(xv, d, [&](const std::vector<double>& c) {
+                double ms = 0;
+                for (double v : c) ms += v * v;
+                const double inv = 1.0 / std::sqrt(ms / static_cast<double>(c.size()) + 1e-6);
+                std::vector<double> out;
+                for (size_t j = 0; j < c.size(); ++j) out.push_back(c[j] * inv * wv[j]);
+                return out;
+              }),
+              10 * tol);
+}
+
+TEST(OuterReductionsGpuTest, MatchFloat64OverEveryVariant) {
+  SKIP_WITHOUT_CUDA();
+  for (const Dims& d : std::vector<Dims>{
+           {0, 16411, 1023},  // held over a cluster of 8
+           {0, 1031, 263},    // held, a cluster of 2-4 to fill the device
+           {0, 37, 4099},     // short columns: idle lanes
+           {0, 70001, 40},    // reloaded each pass
+           {0, 3001, 33},     // the last tile holds one column
+           {5, 3001, 37},     // a middle dim
+           {3, 16411, 31},    // a middle dim, held over a cluster
+       }) {
+    CheckOuterOps(Device::cuda(), d, DType::kFloat32);
+  }
+  CheckOuterOps(Device::cuda(), {0, 4099, 517}, DType::kBFloat16);
+  CheckOuterOps(Device::cuda(), {0, 16411, 255}, DType::kBFloat16);  // held in half-sector tiles
+  CheckOuterOps(Device::cuda(), {2, 1031, 129}, DType::kFloat16);
+}
+
+TEST(OuterReductionsGpuTest, RunTimeColumnCounts) {
+  SKIP_WITHOUT_CUDA();
+  // The column count as a kernel argument: one kernel (no cluster) serves both.
+  auto fn = compile([](const Tensor& t) { return softmax(t, 0); }, CompileOptions{.dynamic = true});
+  for (int64_t cols : {40, 3001}) {
+    SCOPED_TRACE(cols);
+    Tensor host = randn({2049, cols}, Device::cpu(), FreshSeed());
+    ExpectClose(fn(host.to(Device::cuda())).to(Device::cpu()).to_vector(),
+                MapColumns(host.to_double_vector(), {0, 2049, cols}, SoftmaxColumn), 1e-5);
+  }
+}
+
+TEST(OuterReductionsGpuTest, SameChecksOnTheCpu) {
+  CheckOuterOps(Device::cpu(), {0, 301, 45}, DType::kFloat32);
+  CheckOuterOps(Device::cpu(), {3, 129, 17}, DType::kFloat32);
+  CheckOuterOps(Device::cpu(), {0, 257, 33}, DType::kBFloat16);
+}
+
+}  // namespace
+}  // namespace fusebox
