@@ -449,7 +449,7 @@ int64_t CudaGridSize(const Kernel& k, int64_t iterations, const TuningSnapshot& 
     case RowStrategy::kThreadPerRow:
       if (UsesCudaColumnTiles(k)) return CudaColumnTileGridSize(k);
       if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k)) {
-        return (iterations + outer->columns - 1) / outer->columns * outer->blocks;
+        return (iterations + outer->block_columns() - 1) / outer->block_columns() * outer->blocks;
       }
       return (iterations + kCudaBlockSize - 1) / kCudaBlockSize * std::max<int64_t>(k.split, 1);
   }

@@ -59,7 +59,7 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
         s.fixed_grid = CudaColumnTileGridSize(k);
       } else if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k)) {
         s.kind = CudaScheduleKind::kOuterTiles;
-        s.per_block = outer->columns;
+        s.per_block = outer->block_columns();
         s.blocks_each = outer->blocks;
         s.outer = outer;
       } else {
@@ -98,8 +98,9 @@ std::string CudaSchedule::ToString() const {
     if (l.min_blocks > 0) absl::StrAppend(&s, ", min blocks ", l.min_blocks);
   }
   if (outer) {
-    absl::StrAppend(&s, ", outer: ", outer->columns, " columns x ", outer->lanes, " lanes, ", outer->blocks,
-                    " blocks per tile, ", outer->slots > 0 ? absl::StrCat(outer->slots, " held slots") : "reloaded");
+    absl::StrAppend(&s, ", outer: warps of ", outer->columns, " columns x ", outer->lanes_per_warp(), " lanes, ",
+                    outer->warps, " warps per column, ", outer->groups, " groups, ", outer->blocks, " blocks per tile, ",
+                    outer->slots > 0 ? absl::StrCat(outer->slots, " held slots") : "reloaded");
   }
   if (cluster.blocks > 1) {
     absl::StrAppend(&s, ", cluster ", cluster.blocks, " x ", cluster.threads, " threads, ", cluster.slots, " slots");

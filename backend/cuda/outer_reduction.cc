@@ -15,7 +15,7 @@ namespace {
 constexpr int kMinClusterArch = 90;  // thread-block clusters: Hopper and later
 constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
 constexpr int kMaxThreads = 1024;
-constexpr int kMinThreads = 256;
+constexpr int kMinThreads = 256;  // per block, where the columns allow
 // Row values held per thread, in 32-bit registers over all held loads: the
 // layout adds lanes until a thread holds at most kTargetWords, and holds up
 // to kMaxWords (of the 64 registers a 1024-thread block leaves each thread;
@@ -32,31 +32,37 @@ constexpr int kMinElementsPerThread = 4;
 
 // The per-pass combine over a block's lanes (a tree in shared memory), then
 // over the cluster's blocks through distributed shared memory.
-constexpr char kOuterPrelude[] = R"(// Combines one value per thread over the LANES threads of each of the
-// block's COLS columns (thread t: column t % COLS, lane t / COLS), then over
-// the C blocks of the cluster (in rank order); every thread gets its column's
-// total. `part`: this reduction's own COLS * LANES shared values, which the
-// cluster's other blocks read until they pass the kernel's final barrier.
-template <int COLS, int LANES, int C, typename T, typename F>
-FB_INLINE T fb_outer_reduce(T v, F combine, T* part) {
-  part[threadIdx.x] = v;
-  __syncthreads();
+constexpr char kOuterPrelude[] = R"(// Combines one value per thread over the lanes of its column (thread t:
+// warp w = t / 32 of column group w / WG, column t % CW of the group's CW,
+// lane t % 32 / CW of 32 / CW in the warp): shuffles inside the warp, then
+// (WG > 1) the group's WG warp partials from shared memory `part`, then
+// (C > 1) the C blocks of the cluster (in rank order) through `slot`, which
+// the other blocks read until they pass the kernel's final barrier. Every
+// thread gets its column's total; ops are commutative, so every lane of a
+// butterfly computes the same value.
+template <int CW, int WG, int C, typename T, typename F>
+FB_INLINE T fb_outer_reduce(T v, F combine, T* part, T* slot) {
 #pragma unroll
-  for (int s = LANES / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s * COLS) part[threadIdx.x] = combine(part[threadIdx.x], part[threadIdx.x + s * COLS]);
+  for (int o = CW; o < 32; o <<= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int w = threadIdx.x / 32, col = threadIdx.x % CW;
+  if constexpr (WG > 1) {
+    if (threadIdx.x % 32 < CW) part[w * CW + col] = v;
     __syncthreads();
+    const int first = w / WG * WG;
+    v = part[first * CW + col];
+#pragma unroll
+    for (int i = 1; i < WG; ++i) v = combine(v, part[(first + i) * CW + col]);
   }
-  const int col = threadIdx.x % COLS;
-  if constexpr (C == 1) {
-    return part[col];
-  } else {
+  if constexpr (C > 1) {
+    const int s = w / WG * CW + col;
+    if (w % WG == 0 && threadIdx.x % 32 < CW) slot[s] = v;
     fb_cluster_arrive();
     fb_cluster_wait();
-    T total = *fb_cluster_map(part + col, 0);
+    v = *fb_cluster_map(slot + s, 0);
 #pragma unroll
-    for (unsigned c = 1; c < C; ++c) total = combine(total, *fb_cluster_map(part + col, c));
-    return total;
+    for (unsigned c = 1; c < C; ++c) v = combine(v, *fb_cluster_map(slot + s, c));
   }
+  return v;
 }
 )";
 
@@ -110,23 +116,31 @@ class OuterPrinter : public CPrinter {
   std::string OpenRow(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
     const std::string extent = k.dynamic_extent ? "fb_n" : absl::StrCat(k.num_rows, k.index64 ? "LL" : "");
+    const std::string tile = l_.blocks > 1 ? absl::StrCat("blockIdx.x / ", l_.blocks) : "blockIdx.x";
     std::string out = absl::StrCat(
-        "// tiles of ", l_.columns, " columns x ", l_.lanes, " lanes",
+        "// warps of ", l_.columns, " columns x ", l_.lanes_per_warp(), " lanes, ", l_.warps, " warps per column, ",
+        l_.groups, " column groups per block",
         l_.blocks > 1 ? absl::StrCat(", a cluster of ", l_.blocks, " blocks per tile") : "",
         l_.slots > 0 ? absl::StrCat(", ", l_.slots, " elements per thread held in registers")
                      : ", each pass reloading its elements",
         " (outer_reduction.h)\nextern \"C\" __global__ void ",
         l_.blocks > 1 ? absl::StrCat("__cluster_dims__(", l_.blocks, ", 1, 1) ") : "", "__launch_bounds__(",
         l_.threads(), ") ", k.name, "(", ParamList(k, /*restrict_qualified=*/true),
-        k.dynamic_extent ? ", long long fb_n" : "", ") {\n", "  const ", idx, " r = (", idx, ")(blockIdx.x",
-        l_.blocks > 1 ? absl::StrCat(" / ", l_.blocks) : "", ") * ", l_.columns, " + threadIdx.x % ", l_.columns,
-        ";\n", "  const int fb_lane = ",
-        l_.blocks > 1 ? absl::StrCat("(int)(blockIdx.x % ", l_.blocks, ") * ", l_.lanes, " + ") : "",
-        "(int)(threadIdx.x / ", l_.columns, ");\n", "  const bool fb_live = r < ", extent, ";\n");
+        k.dynamic_extent ? ", long long fb_n" : "", ") {\n", "  const int fb_w = threadIdx.x / 32, fb_t = threadIdx.x % 32;\n",
+        "  const ", idx, " r = (", idx, ")(", tile, ") * ", l_.block_columns(), " + fb_w / ", l_.warps, " * ",
+        l_.columns, " + fb_t % ", l_.columns, ";\n", "  const int fb_lane = ",
+        l_.blocks > 1 ? absl::StrCat("(int)(blockIdx.x % ", l_.blocks, ") * ", l_.lanes(), " + ") : "", "fb_w % ",
+        l_.warps, " * ", l_.lanes_per_warp(), " + fb_t / ", l_.columns, ";\n", "  const bool fb_live = r < ", extent,
+        ";\n");
     for (const Pass& pass : k.passes) {
       for (const Accumulator& a : pass.accumulators) {
-        absl::StrAppend(&out, "  __shared__ ", ComputeCType(a.dtype), " fb_part_", Temp(a.temp), "[", l_.threads(),
-                        "];\n");
+        const char* type = ComputeCType(a.dtype);
+        if (l_.warps > 1) {
+          absl::StrAppend(&out, "  __shared__ ", type, " fb_part_", Temp(a.temp), "[", l_.threads() / 32 * l_.columns, "];\n");
+        }
+        if (l_.blocks > 1) {
+          absl::StrAppend(&out, "  __shared__ ", type, " fb_slot_", Temp(a.temp), "[", l_.block_columns(), "];\n");
+        }
       }
     }
     return absl::StrCat(out, "  {\n");
@@ -156,7 +170,7 @@ class OuterPrinter : public CPrinter {
   std::string OpenRowLoop(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
     const std::string length = absl::StrCat(k.row_length, k.index64 ? "LL" : "");
-    const int64_t all_lanes = int64_t{l_.lanes} * l_.blocks;
+    const int64_t all_lanes = int64_t{l_.lanes()} * l_.blocks;
     if (l_.slots > 0) {
       return absl::StrCat("#pragma unroll\n    for (int k = 0; k < ", l_.slots, "; ++k) {\n      const ", idx,
                           " j = fb_lane + k * ", all_lanes, ";\n      if (fb_live && j < ", length, ") {\n");
@@ -167,8 +181,10 @@ class OuterPrinter : public CPrinter {
   std::string CloseRowLoop(const Kernel&) const override { return "    }}\n"; }
 
   std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
-    std::string out = absl::StrCat("    ", Temp(a.temp), " = fb_outer_reduce<", l_.columns, ", ", l_.lanes, ", ",
-                                   l_.blocks, ">(", Temp(a.temp), ", ", lambda, ", fb_part_", Temp(a.temp), ");\n");
+    const std::string t = Temp(a.temp), none = absl::StrCat("(", ComputeCType(a.dtype), "*)nullptr");
+    std::string out = absl::StrCat("    ", t, " = fb_outer_reduce<", l_.columns, ", ", l_.warps, ", ", l_.blocks, ">(", t,
+                                   ", ", lambda, ", ", l_.warps > 1 ? "fb_part_" + t : none, ", ",
+                                   l_.blocks > 1 ? "fb_slot_" + t : none, ");\n");
     // After the last read of other blocks' partials: the kernel's final
     // barrier opens here and closes at its end, past the stores.
     if (l_.blocks > 1 && &a == &k.passes.back().accumulators.back()) absl::StrAppend(&out, "    fb_cluster_arrive();\n");
@@ -197,9 +213,9 @@ std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k) {
   const int64_t length = k.row_length;
   auto slots = [&](int64_t lanes) { return (length + lanes - 1) / lanes; };
   // A warp row covers a sector of columns; where the column does not fit
-  // the lanes of that tile, half a sector (twice the lanes) may hold it:
+  // the lanes of that width, half a sector (twice the lanes) may hold it:
   // reading HBM once beats whole sectors.
-  const int sector = std::clamp(kSectorBytes / element, 4, 32);
+  const int sector = std::clamp(kSectorBytes / element, 4, 16);
   CudaOuterLayout l;
   l.columns = sector;
   bool held = false;
@@ -210,27 +226,29 @@ std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k) {
       break;
     }
   }
-  const int max_lanes = kMaxThreads / l.columns;
-  // All lanes of the column (over the cluster): the fewest whose held values
-  // fit the target; reloaded columns take a block per tile, and the cluster
-  // below grows to fill the device.
-  int64_t lanes = max_lanes;
+  const int block_lanes = kMaxThreads / l.columns;  // a 1024-thread block on one column group
+  // All lanes of a column: the fewest whose held values fit the target (a
+  // warp's at least); reloaded columns take a block per column group, and
+  // the cluster below grows to fill the device.
+  int64_t lanes = block_lanes;
   if (held) {
-    lanes = 1;
-    while (lanes < int64_t{max_lanes} * max_blocks && slots(lanes) * words > kTargetWords) lanes *= 2;
+    lanes = l.lanes_per_warp();
+    while (lanes < int64_t{block_lanes} * max_blocks && slots(lanes) * words > kTargetWords) lanes *= 2;
   }
-  l.lanes = static_cast<int>(std::min<int64_t>(lanes, max_lanes));
-  // At least kMinThreads per block: more lanes (short columns leave some idle).
-  l.lanes = std::max(l.lanes, std::min(max_lanes, kMinThreads / l.columns));
-  l.blocks = static_cast<int>(std::max<int64_t>(1, (lanes + l.lanes - 1) / l.lanes));
+  l.warps = static_cast<int>(std::min<int64_t>(lanes, block_lanes) / l.lanes_per_warp());
+  l.blocks = static_cast<int>(lanes / l.lanes());
+  // At least kMinThreads per block: more column groups side by side, while
+  // the tiles still fill the device.
+  auto tiles = [&](int groups) { return (k.num_rows + int64_t{l.columns} * groups - 1) / (int64_t{l.columns} * groups); };
+  const int64_t fill = int64_t{kBlocksPerSm} * sms;
+  while (l.threads() < kMinThreads && tiles(l.groups * 2) * l.blocks >= fill) l.groups *= 2;
   // Too few tiles to fill the device: the cluster grows while each thread
   // keeps a few elements.
-  const int64_t tiles = (k.num_rows + l.columns - 1) / l.columns;
-  while (l.blocks < max_blocks && tiles * l.blocks < int64_t{kBlocksPerSm} * sms &&
-         length >= int64_t{2} * l.lanes * l.blocks * kMinElementsPerThread) {
+  while (l.blocks < max_blocks && tiles(l.groups) * l.blocks < fill &&
+         length >= int64_t{2} * l.lanes() * l.blocks * kMinElementsPerThread) {
     l.blocks *= 2;
   }
-  l.slots = held ? static_cast<int>(slots(int64_t{l.lanes} * l.blocks)) : 0;
+  l.slots = held ? static_cast<int>(slots(int64_t{l.lanes()} * l.blocks)) : 0;
   return l;
 }
 

@@ -17,12 +17,21 @@
 
 namespace fusebox::backend {
 
+// A warp covers `columns` adjacent columns x (32 / columns) lanes; `warps`
+// warps share a column group (their lanes stack), and a block holds
+// `groups` column groups side by side. A pass combines a column's lanes by
+// shuffles inside the warp, then (warps > 1) through shared memory, then
+// (blocks > 1) over the cluster's blocks.
 struct CudaOuterLayout {
-  int columns = 0;  // adjacent columns per block (threadIdx.x % columns)
-  int lanes = 0;    // threads per column in a block (threadIdx.x / columns); a power of two
+  int columns = 0;  // adjacent columns per warp: a 32-byte sector of a row, or half one
+  int warps = 1;    // warps per column group (a power of two)
+  int groups = 1;   // column groups per block
   int blocks = 1;   // blocks per tile: a cluster along the reduced dim (1: none)
   int slots = 0;    // elements each thread holds per held load; 0: each pass reloads
-  int threads() const { return columns * lanes; }
+  int lanes_per_warp() const { return 32 / columns; }
+  int lanes() const { return lanes_per_warp() * warps; }  // a column's threads in a block
+  int threads() const { return 32 * warps * groups; }
+  int block_columns() const { return columns * groups; }
   friend bool operator==(const CudaOuterLayout&, const CudaOuterLayout&) = default;
 };
 
@@ -37,7 +46,8 @@ inline constexpr int kCudaReferenceSmCount = 132;
 std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& kernel);
 
 // The kernel's CUDA source in that layout; PrintCuda calls it. One launch of
-// ceil(columns / layout.columns) * layout.blocks blocks of layout.threads().
+// ceil(columns / layout.block_columns()) * layout.blocks blocks of
+// layout.threads().
 std::string PrintCudaOuter(const Kernel& kernel, const CudaOuterLayout& layout, const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

@@ -49,14 +49,14 @@ void ExpectCompiles(const backend::Kernel& k, const backend::CudaOuterLayout& l)
 }
 
 TEST(OuterReductionTest, FewLongColumnsAreHeldOverAClusterThatFillsTheDevice) {
-  // 1023 columns of 16411 f32: 8-column tiles (a 32-byte sector a warp row),
-  // 128 lanes x 8 blocks hold 17 values each.
+  // 1023 columns of 16411 f32: warps of 8 columns (a 32-byte sector a warp
+  // row) x 4 lanes, 32 warps x 8 blocks per column group hold 17 values each.
   const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({16411, 1023})});
   ASSERT_EQ(k.strategy, backend::RowStrategy::kThreadPerRow);
   ASSERT_EQ(k.passes.size(), 2u);
   const auto l = backend::ChooseCudaOuterLayout(k);
   ASSERT_TRUE(l.has_value());
-  EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .lanes = 128, .blocks = 8, .slots = 17}));
+  EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .warps = 32, .groups = 1, .blocks = 8, .slots = 17}));
   const backend::CudaSchedule s = backend::ChooseCudaSchedule(k, backend::CurrentTuning());
   EXPECT_EQ(s.kind, backend::CudaScheduleKind::kOuterTiles);
   EXPECT_EQ(s.block, 1024);
@@ -65,7 +65,7 @@ TEST(OuterReductionTest, FewLongColumnsAreHeldOverAClusterThatFillsTheDevice) {
   const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
   EXPECT_THAT(source, HasSubstr("__cluster_dims__(8, 1, 1)"));
   EXPECT_THAT(source, HasSubstr("float c0[17];"));
-  EXPECT_THAT(source, HasSubstr("fb_outer_reduce<8, 128, 8>("));
+  EXPECT_THAT(source, HasSubstr("fb_outer_reduce<8, 32, 8>("));
   ExpectCompiles(k, *l);
 }
 
@@ -75,17 +75,20 @@ TEST(OuterReductionTest, ManyColumnsNeedNoCluster) {
   const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({1031, 16273})});
   const auto l = backend::ChooseCudaOuterLayout(k);
   ASSERT_TRUE(l.has_value());
-  EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .lanes = 128, .blocks = 1, .slots = 9}));
+  EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .warps = 32, .groups = 1, .blocks = 1, .slots = 9}));
   EXPECT_THAT(backend::PrintCuda(k, backend::CurrentTuning()), Not(HasSubstr("__cluster_dims__")));
   ExpectCompiles(k, *l);
 }
 
-TEST(OuterReductionTest, ShortColumnsKeepAtLeast256Threads) {
-  const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({37, 4099})});
+TEST(OuterReductionTest, ShortColumnsCombineInTheWarp) {
+  // 37 rows: a warp's 4 lanes hold 10 values each and combine by shuffles
+  // alone; 8 column groups make a 256-thread block.
+  const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({37, 45399})});
   const auto l = backend::ChooseCudaOuterLayout(k);
   ASSERT_TRUE(l.has_value());
-  EXPECT_EQ(l->threads(), 256);
-  EXPECT_EQ(l->slots, 2) << "37 rows over 32 lanes";
+  EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .warps = 1, .groups = 8, .blocks = 1, .slots = 10}));
+  const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
+  EXPECT_THAT(source, Not(HasSubstr("__shared__ float fb_"))) << "no shared memory of its own";
   ExpectCompiles(k, *l);
 }
 
@@ -96,13 +99,13 @@ TEST(OuterReductionTest, SixteenBitColumnsTakeASectorOrHalfOneToBeHeld) {
   ASSERT_TRUE(l.has_value());
   EXPECT_EQ(l->columns, 16) << "32 bytes of bf16";
   ExpectCompiles(k, *l);
-  // 16411 rows do not fit 64 lanes x 8 blocks (33 values each): 8 columns
-  // and 128 lanes hold 17.
+  // 16411 rows do not fit 64 lanes x 8 blocks (33 values each): warps of 8
+  // columns, 128 lanes a block, hold 17.
   const backend::Kernel tall =
       LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({16411, 1023}).to(DType::kBFloat16)});
   const auto t = backend::ChooseCudaOuterLayout(tall);
   ASSERT_TRUE(t.has_value());
-  EXPECT_EQ(*t, (backend::CudaOuterLayout{.columns = 8, .lanes = 128, .blocks = 8, .slots = 17}));
+  EXPECT_EQ(*t, (backend::CudaOuterLayout{.columns = 8, .warps = 32, .groups = 1, .blocks = 8, .slots = 17}));
   ExpectCompiles(tall, *t);
 }
 
