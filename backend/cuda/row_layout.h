@@ -1,7 +1,7 @@
-// The layout of CUDA reductions along contiguous rows (a warp or a block
-// per row, not split): how many threads share a row, how many consecutive
-// elements each moves at once, whether the row is held on chip or looped
-// over, and the measured rules that choose among them (the printer is
+// The layout of CUDA reductions along contiguous rows (L lanes of a warp,
+// or a block, per row, not split): how many threads share a row, how many
+// consecutive elements each moves at once, whether the row is held on chip
+// or looped over, and the rules that choose among them (the printer is
 // row_printer.h). Thread `lane` of a row takes groups of V consecutive
 // elements, j = (lane + q * threads) * V + e.
 #pragma once
