@@ -90,7 +90,7 @@ struct Pass {
 // How a GPU spreads a reduction's rows (the CPU loops over rows either way).
 enum class RowStrategy {
   kBlockPerRow,   // long rows: 256 threads stride along a row, then combine
-  kWarpPerRow,    // short rows: a warp each (kCudaWarpRowsPerBlock per block), shuffles only
+  kWarpPerRow,    // short rows: L lanes of a warp each (CudaLanesPerRow, 1 to 32), shuffles only
   kThreadPerRow,  // reduced dims are not the innermost: one thread walks a row
                   // alone, and neighbouring threads read neighbouring addresses
 };

@@ -155,7 +155,8 @@ class ReductionLowerer {
   RowStrategy ChooseStrategy(const Shape& shape) const {
     // A run-time row count counts as many rows.
     if (!ReducesInnermost(shape) && (kernel_.dynamic_extent || kernel_.num_rows >= 32)) return RowStrategy::kThreadPerRow;
-    // Rows up to Knob::kWarpRowLimit (1024) take a warp each, longer ones a block.
+    // Rows up to Knob::kWarpRowLimit (1024) take a warp each, or for short
+    // rows a few of its lanes (CudaLanesPerRow); longer ones a block.
     if (kernel_.row_length <= tuning_.Get(Knob::kWarpRowLimit)) return RowStrategy::kWarpPerRow;
     return RowStrategy::kBlockPerRow;
   }

@@ -25,7 +25,14 @@ constexpr KnobInfo kKnobs[] = {
      "reductions over the innermost dim with rows up to this long take a warp per row on CUDA, longer ones a block "
      "(`lower_reduction.cc`)"},
     {Knob::kWarpRowsPerBlock, "FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK", kInt, 1, 1, 32,
-     "CUDA: rows per block of the warp-per-row layout (one warp each, so blocks of 32 x that many threads)"},
+     "CUDA: rows per block of the warp-per-row layout where a row takes a whole warp (so blocks of 32 x that many "
+     "threads)"},
+    {Knob::kLaneElements, "FUSEBOX_TUNE_LANE_ELEMENTS", kPowerOfTwo, 4, 1, 128,
+     "CUDA warp rows: a row takes the most lanes (a power of two up to 32) that leave each lane at least this many "
+     "elements, or one 16-byte group (`CudaLanesPerRow`, `backend/cuda/row_layout.h`); 1 keeps 32 lanes from rows "
+     "of 32 on, 128 gives rows under 256 a thread each"},
+    {Knob::kShortRowWarps, "FUSEBOX_TUNE_SHORT_ROW_WARPS", kPowerOfTwo, 8, 1, 32,
+     "CUDA warp rows of fewer than 32 lanes (several rows per warp): warps per block"},
     {Knob::kRowValues, "FUSEBOX_TUNE_ROW_VALUES", kInt, 0, 0, 4096,
      "CUDA persistent block-per-row kernels: threads per row double from 256 (to 1024) while a thread would hold more "
      "than this many values per cached input; 0: 8 for rows up to 4096 or read once, 16 beyond "

@@ -21,6 +21,8 @@ namespace fusebox::backend {
 enum class Knob : int {
   kWarpRowLimit,
   kWarpRowsPerBlock,
+  kLaneElements,
+  kShortRowWarps,
   kRowValues,
   kOnChipRowLimit,
   kSharedRows,

@@ -79,21 +79,30 @@ FB_INLINE float fb_sigmoid(float x) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
   return r;
 }
-// Combines one value per lane across the warp; every lane gets the result.
-template <typename T, typename F>
-FB_INLINE T fb_warp_reduce(T v, F combine, T) {
-  for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+// Combines one value per lane across each aligned run of L lanes (L a power
+// of two up to 32: a row of L lanes, 32 / L rows per warp); every lane of a
+// run gets its run's result. `mask` names the caller's run (all 32 lanes for
+// L = 32): a run's lanes reach the call together or not at all, so the rows
+// of a warp past the last row may skip it.
+template <int L, typename T, typename F>
+FB_INLINE T fb_lanes_reduce(T v, F combine, unsigned mask) {
+  for (int o = L / 2; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(mask, v, o));
   return v;
 }
-// argmax/argmin: combines (value, index) pairs across the warp / the block.
+// Combines one value per lane across the warp; every lane gets the result.
 template <typename T, typename F>
-FB_INLINE void fb_warp_argreduce(T& v, long long& i, F better, T) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const T ov = __shfl_xor_sync(0xffffffffu, v, o);
-    const long long oi = __shfl_xor_sync(0xffffffffu, i, o);
+FB_INLINE T fb_warp_reduce(T v, F combine, T) { return fb_lanes_reduce<32>(v, combine, 0xffffffffu); }
+// argmax/argmin: combines (value, index) pairs across L lanes / the warp / the block.
+template <int L, typename T, typename F>
+FB_INLINE void fb_lanes_argreduce(T& v, long long& i, F better, unsigned mask) {
+  for (int o = L / 2; o > 0; o >>= 1) {
+    const T ov = __shfl_xor_sync(mask, v, o);
+    const long long oi = __shfl_xor_sync(mask, i, o);
     if (better(ov, oi, v, i)) { v = ov; i = oi; }
   }
 }
+template <typename T, typename F>
+FB_INLINE void fb_warp_argreduce(T& v, long long& i, F better, T) { fb_lanes_argreduce<32>(v, i, better, 0xffffffffu); }
 template <typename T, typename F>
 FB_INLINE void fb_block_argreduce(T& v, long long& i, F better, T identity) {
   __shared__ T values[32];
@@ -162,6 +171,17 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
                         k.index64 ? "LL" : "", "; ++j) {\n");
   }
   std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
+    return AfterPass(k, a, lambda, 32);
+  }
+  // `lanes`: warp rows' lanes per row (CudaRowLayout::threads_per_row); under
+  // 32, shuffles of that width among the row's lanes (`fb_mask`), none for 1.
+  std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda, int lanes) const {
+    if (k.strategy == RowStrategy::kWarpPerRow && lanes < 32) {
+      if (lanes == 1) return "";
+      return a.index_temp >= 0
+          ? absl::StrCat("    fb_lanes_argreduce<", lanes, ">(t", a.temp, ", t", a.index_temp, ", ", lambda, ", fb_mask);\n")
+          : absl::StrCat("    t", a.temp, " = fb_lanes_reduce<", lanes, ">(t", a.temp, ", ", lambda, ", fb_mask);\n");
+    }
     const char* fn = k.strategy == RowStrategy::kBlockPerRow ? "fb_block_reduce" : "fb_warp_reduce";
     if (k.strategy == RowStrategy::kThreadPerRow) return "";
     if (a.index_temp >= 0) {
@@ -174,7 +194,8 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   // Rows along the innermost dims, a warp or a block each (row_printer.h).
   std::string PrintRows(const Kernel& k) const {
     return PrintCudaRows(k, {.prelude = Prelude(),
-                             .after_pass = [&](const Accumulator& a, const std::string& lambda) { return AfterPass(k, a, lambda); },
+                             .after_pass = [&](const Accumulator& a, const std::string& lambda,
+                                               int lanes) { return AfterPass(k, a, lambda, lanes); },
                              .open_row_stores = OpenRowStores(k)},
                          tuning_);
   }
@@ -443,7 +464,7 @@ int64_t CudaGridSize(const Kernel& k, int64_t iterations, const TuningSnapshot& 
   switch (k.strategy) {
     case RowStrategy::kBlockPerRow: return k.split > 1 ? iterations * k.split : iterations;
     case RowStrategy::kWarpPerRow: {
-      const int rows = tuning.GetInt(Knob::kWarpRowsPerBlock);
+      const int rows = ChooseCudaRowLayout(k, tuning).rows_per_block;
       return (iterations + rows - 1) / rows;
     }
     case RowStrategy::kThreadPerRow:

@@ -51,7 +51,7 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
       break;
     case RowStrategy::kWarpPerRow:
       s.kind = CudaScheduleKind::kWarpPerRow;
-      s.per_block = tuning.GetInt(Knob::kWarpRowsPerBlock);
+      s.per_block = s.rows->rows_per_block;  // 32 / L rows per warp (CudaRowLayout::threads_per_row = L)
       break;
     case RowStrategy::kThreadPerRow:
       if (UsesCudaColumnTiles(k)) {

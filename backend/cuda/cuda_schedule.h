@@ -23,7 +23,7 @@ enum class CudaScheduleKind {
   kPointwise,        // 256 threads of 4 elements, a block-width apart
   kPointwiseVector,  // 256 threads of 16 bytes of consecutive elements per buffer
   kBlockPerRow,      // a block (or its split chunks) per contiguous row
-  kWarpPerRow,       // a warp per contiguous row
+  kWarpPerRow,       // L lanes of a warp per contiguous row (rows->threads_per_row)
   kThreadPerRow,     // a thread per row across the reduced (outer) dims
   kColumnTiles,      // thread per row, read as 2-D tiles (column_tiles.h), split
   kCluster,          // a thread-block cluster per row (cuda_cluster.h)

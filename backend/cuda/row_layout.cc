@@ -83,6 +83,13 @@ bool Vectorizable(DType dtype, const IndexExpr& index, int v) {
 }
 
 
+int CudaLanesPerRow(int64_t row_length, int vector_width, int64_t min_elements) {
+  const int64_t per_lane = std::max<int64_t>(min_elements, vector_width);
+  int lanes = 1;
+  while (lanes < 32 && row_length >= 2 * lanes * per_lane) lanes *= 2;
+  return lanes;
+}
+
 bool UsesCudaRowLayout(const Kernel& k) {
   return k.is_reduction() && k.split <= 1 && k.cluster.blocks <= 1 && k.strategy != RowStrategy::kThreadPerRow;
 }
@@ -147,9 +154,12 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k, const TuningSnapshot& tuning)
         layout.on_chip ? threads : layout.grid_stride ? long_row_threads : wide_loop ? kCudaWideLoopThreads : tuning.GetInt(Knob::kLoopThreads);
     layout.rows_per_block = 1;
   } else {
-    layout.on_chip = PersistentRows(k) && values(32) * cached <= kCudaRowRegisterBudget;
-    layout.rows_per_block = tuning.GetInt(Knob::kWarpRowsPerBlock);
-    layout.block_size = 32 * layout.rows_per_block;
+    // Warp rows: L lanes each, 32 / L rows per warp.
+    const int lanes = layout.threads_per_row = CudaLanesPerRow(k.row_length, v, tuning.Get(Knob::kLaneElements));
+    layout.on_chip = PersistentRows(k) && values(lanes) * cached <= kCudaRowRegisterBudget;
+    const int warps = lanes == 32 ? tuning.GetInt(Knob::kWarpRowsPerBlock) : tuning.GetInt(Knob::kShortRowWarps);
+    layout.rows_per_block = warps * (32 / lanes);
+    layout.block_size = 32 * warps;
   }
   // An SM's 1024 grid-stride threads have 64 registers each: two groups
   // ahead, not four, and one where several inputs are loaded per element.

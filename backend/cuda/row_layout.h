@@ -1,7 +1,7 @@
-// The layout of CUDA reductions along contiguous rows (a warp or a block
-// per row, not split): how many threads share a row, how many consecutive
-// elements each moves at once, whether the row is held on chip or looped
-// over, and the measured rules that choose among them (the printer is
+// The layout of CUDA reductions along contiguous rows (L lanes of a warp,
+// or a block, per row, not split): how many threads share a row, how many
+// consecutive elements each moves at once, whether the row is held on chip
+// or looped over, and the rules that choose among them (the printer is
 // row_printer.h). Thread `lane` of a row takes groups of V consecutive
 // elements, j = (lane + q * threads) * V + e.
 #pragma once
@@ -20,7 +20,10 @@ namespace fusebox::backend {
 inline constexpr int64_t kCudaRowRunValues = 256;
 
 struct CudaRowLayout {
-  int threads_per_row = 32;  // one warp (kWarpPerRow) or the whole block
+  // Block rows: the whole block. Warp rows (kWarpPerRow): L, the lanes per
+  // row, a power of two up to 32 (CudaLanesPerRow); a warp holds 32 / L rows,
+  // each combined by shuffles of width L among its own lanes.
+  int threads_per_row = 32;
   int block_size = 256;
   int rows_per_block = 8;
   int vector_width = 1;  // V: elements per group (1: no access is vectorized)
@@ -128,12 +131,30 @@ inline constexpr int kCudaOneGroupLoopMinBlocks = 4;
 // Long re-read rows may be held in registers and shared memory
 // (CudaRowLayout::shared_groups) unless Knob::kSharedRows is off, for A/B
 // runs against the grid-stride walk.
-// Rows per block of the warp-per-row layout (one warp each): 1, blocks of
+// Rows per block of the warp-per-row layout where a row takes the whole warp
+// (L = 32): 1, blocks of
 // 32 threads, Inductor's shape. Softmax over 32768 x 1024 on the H200
 // (bench/NOTES.md): session 12, 1 row 3997-3999 GB/s, 2 3959-3963, 4
 // 3965-3972; sessions 8 and 11, 2 rows 3968-3973, 4 3953-3968, 8 3940-3961,
 // 16 3907-3911. Knob::kWarpRowsPerBlock (1 to 32) for A/B runs.
 inline constexpr int kCudaWarpRowsPerBlock = 1;
+
+// Lanes per warp row, L: the most lanes (a power of two, at most 32) that
+// still give each lane at least `min_elements` elements (Knob::kLaneElements,
+// 4 by default), or one group of `vector_width` where the row's accesses
+// vectorize (16 bytes). Why, reasoned rather than measured: a full warp on a
+// 37-element row leaves most lanes idle and pays 5 shuffles per pass for 37
+// elements (the H200 sweep's [453439, 37] rows ran at 3-11% of the copy
+// ceiling); with L lanes a pass costs log2 L shuffles and each lane has
+// several independent loads in flight. Rows of 128 or more elements (256 in
+// bf16 groups of 8) keep the whole warp, as before; rows of 1 to 7 take a
+// thread each (L = 1: no shuffles).
+int CudaLanesPerRow(int64_t row_length, int vector_width, int64_t min_elements);
+// Warp rows of fewer than 32 lanes take blocks of this many warps
+// (Knob::kShortRowWarps): a 32-thread block each would leave the H200's SMs
+// at 32 resident blocks, half their 64 warps; 8 warps as the pointwise
+// kernels' 256 threads.
+inline constexpr int kCudaShortRowWarps = 8;
 // Looped block rows (neither on chip nor grid-stride): threads per row, 256
 // (Knob::kLoopThreads), and groups each thread loads per step,
 // kCudaLoopGroups (Knob::kLoopGroups).

@@ -95,7 +95,10 @@ class RowPrinter {
     } else {
       absl::StrAppend(&out, k_.numel, " elements, ", k_.num_rows, " rows of ", k_.row_length);
     }
-    absl::StrAppend(&out, "; ", layout_.threads_per_row, " threads per row, groups of ", v_,
+    const int lanes = layout_.threads_per_row;  // warp rows: L lanes each, 32 / L rows per warp
+    const bool short_rows = warp && lanes < 32;
+    absl::StrAppend(&out, "; ", lanes, " threads per row", short_rows ? absl::StrCat(" (", 32 / lanes, " rows per warp)") : "",
+                    ", groups of ", v_,
                     !PersistentRows(k_) || layout_.on_chip ? ""
                     : LoopsReadingTwice(k_)            ? ", looped (read twice, the second time from the L2)"
                     : LoopsOneGroupPerStep(k_, tuning_) ? ", looped (one group per step, the row kept in the L2)"
@@ -104,9 +107,12 @@ class RowPrinter {
                                                              " groups of each thread in shared memory")
                                               : "",
                     "\n", layout_.shared_groups > 0 ? "extern __shared__ __align__(16) unsigned char fb_smem[];\n" : "");
-    // A warp-per-row block holds rows_per_block rows, one per warp.
+    // A warp-per-row block holds rows_per_block rows, one per L lanes.
+    int lane_bits = 0;
+    while ((1 << lane_bits) < lanes) ++lane_bits;
     const std::string row = warp && layout_.rows_per_block > 1
-        ? absl::StrCat("(", idx_, ")blockIdx.x * ", layout_.rows_per_block, " + (threadIdx.x >> 5)")
+        ? absl::StrCat("(", idx_, ")blockIdx.x * ", layout_.rows_per_block, " + ",
+                       lane_bits > 0 ? absl::StrCat("(threadIdx.x >> ", lane_bits, ")") : "threadIdx.x")
         : absl::StrCat("(", idx_, ")blockIdx.x");
     // One block per SM walks the rows (CudaRowLayout::grid_stride), or one row per block / warp.
     const std::string open_row = layout_.grid_stride
@@ -135,7 +141,14 @@ class RowPrinter {
     } else {
       absl::StrAppend(&out, kernel);
     }
-    absl::StrAppend(&out, open_row, "    const int fb_lane = ", warp ? "threadIdx.x & 31" : "threadIdx.x", ";\n");
+    // Rows of a warp past the last row skip the whole row (r < extent), so
+    // shuffles name the row's own lanes (fb_mask), never the whole warp.
+    absl::StrAppend(&out, open_row, "    const int fb_lane = ",
+                    !warp ? "threadIdx.x" : lanes == 1 ? "0" : absl::StrCat("threadIdx.x & ", lanes - 1), ";\n");
+    if (short_rows && lanes > 1) {
+      absl::StrAppend(&out, "    const unsigned fb_mask = 0x", absl::Hex((uint64_t{1} << lanes) - 1), "u << (threadIdx.x & ",
+                      32 - lanes, ");\n");
+    }
     if (!aligned.empty() && !instances) absl::StrAppend(&out, "    const bool fb_vec = ", aligned, ";\n");
 
     if (layout_.on_chip) {
@@ -162,12 +175,13 @@ class RowPrinter {
       for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, CPrinter::AccumulatorDecl(a, "    "));
       absl::StrAppend(&out, Loop(Plan(p), &pass.accumulators));
       for (const Accumulator& a : pass.accumulators) {
-        absl::StrAppend(&out, hooks_.after_pass(a, CPrinter::CombineLambda(a, OpTemplate(a.op))));
+        absl::StrAppend(&out, hooks_.after_pass(a, CPrinter::CombineLambda(a, OpTemplate(a.op)), lanes));
       }
     }
     if (!k_.elementwise.empty()) absl::StrAppend(&out, Loop(Plan(k_.passes.size()), nullptr));
     if (!k_.row_body.empty()) {
-      absl::StrAppend(&out, hooks_.open_row_stores, CPrinter::Statements(k_, k_.row_body, OpTemplate, "      "),
+      absl::StrAppend(&out, short_rows ? "    if (fb_lane == 0) {\n" : hooks_.open_row_stores,
+                      CPrinter::Statements(k_, k_.row_body, OpTemplate, "      "),
                       "    }\n");
     }
     return absl::StrCat(out, "  }\n}\n");

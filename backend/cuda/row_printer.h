@@ -14,10 +14,11 @@
 namespace fusebox::backend {
 
 // What the row printer takes from the CUDA printer: its prelude, the
-// combine after a pass (warp or block), and the scope of the per-row stores.
+// combine after a pass (warp or block; `lanes`: the layout's threads per
+// row), and the scope of the per-row stores of rows of a whole warp or block.
 struct CudaRowHooks {
   std::string prelude;
-  std::function<std::string(const Accumulator&, const std::string& combine_lambda)> after_pass;
+  std::function<std::string(const Accumulator&, const std::string& combine_lambda, int lanes)> after_pass;
   std::string open_row_stores;
 };
 std::string PrintCudaRows(const Kernel& kernel, const CudaRowHooks& hooks, const TuningSnapshot& tuning);

@@ -138,6 +138,8 @@ TEST(TuningTest, EachSourceKnobChangesTheCudaSourceWhichStillCompiles) {
   const std::vector<SourceCase> cases = {
       {Knob::kWarpRowLimit, 256, RowSum, {{64, 512}}},
       {Knob::kWarpRowsPerBlock, 4, Softmax, {{64, 512}}},
+      {Knob::kLaneElements, 1, RowSum, {{64, 37}}},  // 8 lanes per row -> 32
+      {Knob::kShortRowWarps, 2, Softmax, {{64, 37}}},
       {Knob::kRowValues, 2, Softmax, {{8, 2048}}},
       {Knob::kOnChipRowLimit, 1024, Softmax, {{8, 2048}}},
       {Knob::kSharedRows, 0, Softmax, {{3, 65536}}},

@@ -17,53 +17,6 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-// ------------------------------------------------------------- references
-
-Row SoftmaxOf(const Row& r) {
-  const double m = MaxOf(r);
-  double s = 0;
-  for (double e : r) s += std::exp(e - m);
-  Row out;
-  for (double e : r) out.push_back(std::exp(e - m) / s);
-  return out;
-}
-
-Row LogSoftmaxOf(const Row& r) {
-  const double m = MaxOf(r);
-  double s = 0;
-  for (double e : r) s += std::exp(e - m);
-  Row out;
-  for (double e : r) out.push_back(e - m - std::log(s));
-  return out;
-}
-
-// Softmax values span many magnitudes: compare them relative to themselves.
-Want RefSoftmax(const Tensor& x, int64_t dim) {
-  Want want = RefRowwise(x, {dim}, SoftmaxOf);
-  want.floor = 0;
-  return want;
-}
-
-// (x - mean) / sqrt(biased var + eps) [* w] [+ b] over the trailing dims of
-// `normalized`; rms: x / sqrt(mean(x^2) + eps) [* w].
-Want RefNorm(const Tensor& x, int64_t normalized, double eps, const Tensor& w, const Tensor& b, bool rms = false) {
-  std::vector<int64_t> dims;
-  for (int64_t k = normalized; k > 0; --k) dims.push_back(-k);
-  const std::vector<double> wv = w.defined() ? w.to_double_vector() : std::vector<double>();
-  const std::vector<double> bv = b.defined() ? b.to_double_vector() : std::vector<double>();
-  return RefRowwise(x, dims, [&](const Row& r) {
-    const double m = rms ? 0 : MeanOf(r);
-    double ss = 0;
-    for (double e : r) ss += (e - m) * (e - m);
-    const double inv = 1 / std::sqrt(ss / static_cast<double>(r.size()) + eps);
-    Row out;
-    for (size_t k = 0; k < r.size(); ++k) {
-      out.push_back((r[k] - m) * inv * (wv.empty() ? 1 : wv[k]) + (bv.empty() ? 0 : bv[k]));
-    }
-    return out;
-  });
-}
-
 // ----------------------------------------------------------------- softmax
 
 TEST(NormalizationSoftmaxTest, RowsAndColumns) {

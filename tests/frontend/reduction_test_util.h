@@ -1,8 +1,8 @@
-// Helpers shared by reductions_test.cc and normalization_test.cc: float64
-// references of reductions and row-wise normalizations computed from a
-// tensor's stored values (Tensor::to_double_vector), a comparison with
-// per-element error bounds, and a runner that checks an op eagerly and as a
-// compiled function.
+// Helpers shared by reductions_test.cc, normalization_test.cc and
+// short_rows_test.cc: float64 references of reductions and row-wise
+// normalizations computed from a tensor's stored values
+// (Tensor::to_double_vector), a comparison with per-element error bounds, and
+// a runner that checks an op eagerly and as a compiled function.
 #pragma once
 
 #include <algorithm>
@@ -166,6 +166,53 @@ inline double LogSumExpOf(const Row& r) {
   return std::log(s) + m;
 }
 
+// Row-wise normalizations (normalization_test.cc, short_rows_test.cc).
+inline Row SoftmaxOf(const Row& r) {
+  const double m = MaxOf(r);
+  double s = 0;
+  for (double e : r) s += std::exp(e - m);
+  Row out;
+  for (double e : r) out.push_back(std::exp(e - m) / s);
+  return out;
+}
+
+inline Row LogSoftmaxOf(const Row& r) {
+  const double m = MaxOf(r);
+  double s = 0;
+  for (double e : r) s += std::exp(e - m);
+  Row out;
+  for (double e : r) out.push_back(e - m - std::log(s));
+  return out;
+}
+
+// Softmax values span many magnitudes: compare them relative to themselves.
+inline Want RefSoftmax(const Tensor& x, int64_t dim) {
+  Want want = RefRowwise(x, {dim}, SoftmaxOf);
+  want.floor = 0;
+  return want;
+}
+
+// (x - mean) / sqrt(biased var + eps) [* w] [+ b] over the trailing dims of
+// `normalized`; rms: x / sqrt(mean(x^2) + eps) [* w].
+inline Want RefNorm(const Tensor& x, int64_t normalized, double eps, const Tensor& w, const Tensor& b,
+                    bool rms = false) {
+  std::vector<int64_t> dims;
+  for (int64_t k = normalized; k > 0; --k) dims.push_back(-k);
+  const std::vector<double> wv = w.defined() ? w.to_double_vector() : std::vector<double>();
+  const std::vector<double> bv = b.defined() ? b.to_double_vector() : std::vector<double>();
+  return RefRowwise(x, dims, [&](const Row& r) {
+    const double m = rms ? 0 : MeanOf(r);
+    double ss = 0;
+    for (double e : r) ss += (e - m) * (e - m);
+    const double inv = 1 / std::sqrt(ss / static_cast<double>(r.size()) + eps);
+    Row out;
+    for (size_t k = 0; k < r.size(); ++k) {
+      out.push_back((r[k] - m) * inv * (wv.empty() ? 1 : wv[k]) + (bv.empty() ? 0 : bv[k]));
+    }
+    return out;
+  });
+}
+
 // Float32 accumulation of n terms of total magnitude A: allow 1e-6 * A
 // (a random walk of roundings stays far below; a lost element does not).
 inline Want RefSum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
@@ -216,14 +263,18 @@ inline ::testing::AssertionResult Close(const Tensor& got, const Want& want, con
                 << " (worst error " << worst << " x allowed)";
 }
 
-// `fn(x)` eagerly and as a compiled function of x, each against `want`. The
-// compiled call must launch `kernels` kernels (-1: any number).
-inline void Check(const std::string& label, const Fn& fn, const Tensor& x, const Want& want, int kernels = 1) {
+// `fn(x)` eagerly (unless `eager` is false: a decomposed op's eager kernels
+// are many compiles) and as a compiled function of x, each against `want`.
+// The compiled call must launch `kernels` kernels (-1: any number).
+inline void Check(const std::string& label, const Fn& fn, const Tensor& x, const Want& want, int kernels = 1,
+                  bool eager = true) {
   const std::string what = absl::StrCat(label, " of ", test_util::Describe(x));
-  const Tensor eager = fn(x);
-  EXPECT_TRUE(Close(eager, want, what + " [eager]"));
-  EXPECT_FALSE(eager.is_lazy()) << what;
-  EXPECT_EQ(eager.device(), x.device()) << what;
+  if (eager) {
+    const Tensor result = fn(x);
+    EXPECT_TRUE(Close(result, want, what + " [eager]"));
+    EXPECT_FALSE(result.is_lazy()) << what;
+    EXPECT_EQ(result.device(), x.device()) << what;
+  }
   auto compiled = compile([&](const Tensor& a) { return fn(a); });
   const Tensor got = compiled(x);
   EXPECT_TRUE(Close(got, want, what + " [compiled]"));

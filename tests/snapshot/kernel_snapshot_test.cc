@@ -217,6 +217,11 @@ TEST(CudaSchedule, AgreesWithThePrintersRules) {
       const bool rows = backend::UsesCudaRowLayout(k);
       const backend::CudaRowLayout layout = rows ? backend::ChooseCudaRowLayout(k, DefaultTuning()) : backend::CudaRowLayout{};
       EXPECT_EQ(s.shared_bytes, rows ? layout.shared_bytes : 0);
+      // Warp rows: every thread of a block is one of its rows' L lanes.
+      if (s.kind == backend::CudaScheduleKind::kWarpPerRow) {
+        EXPECT_EQ(s.per_block * layout.threads_per_row, s.block);
+        EXPECT_EQ(s.per_block, layout.rows_per_block);
+      }
       const int sms = 132;
       const int64_t cap = rows && layout.grid_stride ? int64_t{sms} * DefaultTuning().Get(backend::Knob::kLongRowBlocks) : 0;
       for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{100003}, k.Iterations({})}) {

@@ -17,21 +17,30 @@ FB_INLINE float fb_sigmoid(float x) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
   return r;
 }
-// Combines one value per lane across the warp; every lane gets the result.
-template <typename T, typename F>
-FB_INLINE T fb_warp_reduce(T v, F combine, T) {
-  for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+// Combines one value per lane across each aligned run of L lanes (L a power
+// of two up to 32: a row of L lanes, 32 / L rows per warp); every lane of a
+// run gets its run's result. `mask` names the caller's run (all 32 lanes for
+// L = 32): a run's lanes reach the call together or not at all, so the rows
+// of a warp past the last row may skip it.
+template <int L, typename T, typename F>
+FB_INLINE T fb_lanes_reduce(T v, F combine, unsigned mask) {
+  for (int o = L / 2; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(mask, v, o));
   return v;
 }
-// argmax/argmin: combines (value, index) pairs across the warp / the block.
+// Combines one value per lane across the warp; every lane gets the result.
 template <typename T, typename F>
-FB_INLINE void fb_warp_argreduce(T& v, long long& i, F better, T) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const T ov = __shfl_xor_sync(0xffffffffu, v, o);
-    const long long oi = __shfl_xor_sync(0xffffffffu, i, o);
+FB_INLINE T fb_warp_reduce(T v, F combine, T) { return fb_lanes_reduce<32>(v, combine, 0xffffffffu); }
+// argmax/argmin: combines (value, index) pairs across L lanes / the warp / the block.
+template <int L, typename T, typename F>
+FB_INLINE void fb_lanes_argreduce(T& v, long long& i, F better, unsigned mask) {
+  for (int o = L / 2; o > 0; o >>= 1) {
+    const T ov = __shfl_xor_sync(mask, v, o);
+    const long long oi = __shfl_xor_sync(mask, i, o);
     if (better(ov, oi, v, i)) { v = ov; i = oi; }
   }
 }
+template <typename T, typename F>
+FB_INLINE void fb_warp_argreduce(T& v, long long& i, F better, T) { fb_lanes_argreduce<32>(v, i, better, 0xffffffffu); }
 template <typename T, typename F>
 FB_INLINE void fb_block_argreduce(T& v, long long& i, F better, T identity) {
   __shared__ T values[32];
