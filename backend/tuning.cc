@@ -82,6 +82,12 @@ constexpr KnobInfo kKnobs[] = {
      "(`lower_reduction.cc`, `ChooseSplit`)"},
     {Knob::kColumnUnroll, "FUSEBOX_TUNE_COLUMN_UNROLL", kPowerOfTwo, 8, 1, 64,
      "CUDA column reductions (a thread per column): rows each thread loads before folding them"},
+    {Knob::kOuterThreads, "FUSEBOX_TUNE_OUTER_THREADS", kPowerOfTwo, 1024, 64, 1024,
+     "CUDA multi-pass reductions over outer dims (`backend/cuda/outer_reduction.h`): the most threads a block "
+     "puts on one column group (more lanes hold a longer column share)"},
+    {Knob::kOuterMinThreads, "FUSEBOX_TUNE_OUTER_MIN_THREADS", kPowerOfTwo, 256, 32, 1024,
+     "CUDA outer reductions: column groups are put side by side until a block has this many threads (while the "
+     "tiles still fill the device)"},
     {Knob::kOnePlusTanh, "FUSEBOX_TUNE_ONE_PLUS_TANH", kBool, 1, 0, 1,
      "kernels compute `1 + tanh(z)` as `2 * sigmoid(2 * z)` (`backend/one_plus_tanh.h`); 0: as written"},
     {Knob::kFastMath, "FUSEBOX_TUNE_FAST_MATH", kBool, 0, 0, 1,

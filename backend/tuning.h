@@ -40,6 +40,8 @@ enum class Knob : int {
   kColumnTiles,
   kColumnBlocks,
   kColumnUnroll,
+  kOuterThreads,
+  kOuterMinThreads,
   kOnePlusTanh,
   kFastMath,
   kCudaGraphs,

@@ -440,7 +440,7 @@ std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning) {
   if (kernel.cluster.blocks > 1) return PrintCudaCluster(kernel, tuning);
   const CudaPrinter printer(tuning);
   if (kernel.split > 1) return printer.PrintSplit(kernel);
-  if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(kernel)) {
+  if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(kernel, tuning)) {
     return PrintCudaOuter(kernel, *outer, tuning);
   }
   if (const int v = CudaVectorWidth(kernel); v > 1) return printer.PrintVectorized(kernel, v);
@@ -450,7 +450,7 @@ std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning) {
 
 int CudaBlockSize(const Kernel& k, const TuningSnapshot& tuning) {
   if (k.cluster.blocks > 1) return k.cluster.threads;
-  if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k)) return outer->threads();
+  if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k, tuning)) return outer->threads();
   return UsesCudaRowLayout(k) ? CudaRowBlockSize(k, tuning) : kCudaBlockSize;
 }
 
@@ -469,7 +469,7 @@ int64_t CudaGridSize(const Kernel& k, int64_t iterations, const TuningSnapshot& 
     }
     case RowStrategy::kThreadPerRow:
       if (UsesCudaColumnTiles(k)) return CudaColumnTileGridSize(k);
-      if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k)) {
+      if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k, tuning)) {
         return (iterations + outer->block_columns() - 1) / outer->block_columns() * outer->blocks;
       }
       return (iterations + kCudaBlockSize - 1) / kCudaBlockSize * std::max<int64_t>(k.split, 1);

@@ -57,7 +57,7 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
       if (UsesCudaColumnTiles(k)) {
         s.kind = CudaScheduleKind::kColumnTiles;
         s.fixed_grid = CudaColumnTileGridSize(k);
-      } else if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k)) {
+      } else if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k, tuning)) {
         s.kind = CudaScheduleKind::kOuterTiles;
         s.per_block = outer->block_columns();
         s.blocks_each = outer->blocks;

@@ -14,8 +14,6 @@ namespace {
 
 constexpr int kMinClusterArch = 90;  // thread-block clusters: Hopper and later
 constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
-constexpr int kMaxThreads = 1024;
-constexpr int kMinThreads = 256;  // per block, where the columns allow
 // Row values held per thread, in 32-bit registers over all held loads: the
 // layout adds lanes until a thread holds at most kTargetWords, and holds up
 // to kMaxWords (of the 64 registers a 1024-thread block leaves each thread;
@@ -201,7 +199,7 @@ class OuterPrinter : public CPrinter {
 
 }  // namespace
 
-std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k) {
+std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k, const TuningSnapshot& tuning) {
   if (!Eligible(k)) return std::nullopt;
   const int arch = k.cuda_arch == 0 ? 90 : k.cuda_arch;
   const int sms = k.cuda_sm_count > 0 ? k.cuda_sm_count : kCudaReferenceSmCount;
@@ -210,6 +208,7 @@ std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k) {
   const int max_blocks = arch >= kMinClusterArch && !k.dynamic_extent ? kMaxClusterBlocks : 1;
   int words = 0;  // registers per element of the column, over the held loads
   for (int c : HeldSlots(k)) words += DTypeSize(ComputeDType(k.cached_loads[c].dtype)) > 4 ? 2 : 1;
+  const int max_threads = tuning.GetInt(Knob::kOuterThreads), min_threads = tuning.GetInt(Knob::kOuterMinThreads);
   const int64_t length = k.row_length;
   auto slots = [&](int64_t lanes) { return (length + lanes - 1) / lanes; };
   // A warp row covers a sector of columns; where the column does not fit
@@ -220,13 +219,13 @@ std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k) {
   l.columns = sector;
   bool held = false;
   for (int columns = sector; columns >= sector / 2 && words > 0; columns /= 2) {
-    if (slots(int64_t{kMaxThreads / columns} * max_blocks) * words <= kMaxWords) {
+    if (slots(int64_t{max_threads / columns} * max_blocks) * words <= kMaxWords) {
       l.columns = columns;
       held = true;
       break;
     }
   }
-  const int block_lanes = kMaxThreads / l.columns;  // a 1024-thread block on one column group
+  const int block_lanes = max_threads / l.columns;  // a 1024-thread block on one column group
   // All lanes of a column: the fewest whose held values fit the target (a
   // warp's at least); reloaded columns take a block per column group, and
   // the cluster below grows to fill the device.
@@ -237,11 +236,11 @@ std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k) {
   }
   l.warps = static_cast<int>(std::min<int64_t>(lanes, block_lanes) / l.lanes_per_warp());
   l.blocks = static_cast<int>(lanes / l.lanes());
-  // At least kMinThreads per block: more column groups side by side, while
+  // At least Knob::kOuterMinThreads per block: more column groups side by side, while
   // the tiles still fill the device.
   auto tiles = [&](int groups) { return (k.num_rows + int64_t{l.columns} * groups - 1) / (int64_t{l.columns} * groups); };
   const int64_t fill = int64_t{kBlocksPerSm} * sms;
-  while (l.threads() < kMinThreads && tiles(l.groups * 2) * l.blocks >= fill) l.groups *= 2;
+  while (l.threads() < min_threads && tiles(l.groups * 2) * l.blocks >= fill) l.groups *= 2;
   // Too few tiles to fill the device: the cluster grows while each thread
   // keeps a few elements.
   while (l.blocks < max_blocks && tiles(l.groups) * l.blocks < fill &&

@@ -43,7 +43,7 @@ inline constexpr int kCudaReferenceSmCount = 132;
 // neither split nor single-pass without per-element stores, from the kernel
 // and its device (Kernel::cuda_arch, Kernel::cuda_sm_count); nullopt for
 // every other kernel (and argmax/argmin, which keep a thread per column).
-std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& kernel);
+std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& kernel, const TuningSnapshot& tuning);
 
 // The kernel's CUDA source in that layout; PrintCuda calls it. One launch of
 // ceil(columns / layout.block_columns()) * layout.blocks blocks of
