@@ -122,6 +122,12 @@ TEST_P(OutputLayoutTest, CopiesPreserveOrMakeContiguous) {
   const std::vector<float> want = xt.to_vector();
   EXPECT_EQ(xt.clone().to_vector(), want);
   EXPECT_EQ(xt.contiguous().to_vector(), want);
+  // An in-place op writes through the transposed result's strides.
+  const Tensor y = exp(xt);
+  y.add_(1.0);
+  EXPECT_EQ(y.strides(), Strides({1, 7}));
+  const std::vector<float> yv = y.to_vector();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(yv[i], std::exp(want[i]) + 1, 1e-5 * (2 + std::exp(want[i])));
   // A reshape of a transposed result copies to row-major first.
   EXPECT_EQ(exp(xt).reshape({35}).to_vector(), exp(xt.contiguous()).reshape({35}).to_vector());
 }
