@@ -11,6 +11,7 @@ namespace fusebox::frontend {
 namespace {
 
 thread_local CaptureSession* current_session = nullptr;
+thread_local int contiguous_results_depth = 0;
 
 }  // namespace
 
@@ -68,6 +69,9 @@ void CaptureSession::Reset() {
   builder_ = graph::GraphBuilder(builder_.device());
   inputs_.clear();
   lifted_.clear();
+  permuted_.clear();
+  permuted_sources_.clear();
+  shown_inputs_.clear();
   lazy_values_.clear();
   FollowLastGraph();
 }
@@ -98,6 +102,7 @@ graph::NodeId CaptureSession::Operand(const Tensor& t) {
                      .input_index = static_cast<int32_t>(inputs_.size()), .strides = impl.strides};
     const graph::NodeId id = builder_.Add(std::move(node));
     inputs_.push_back(t);
+    shown_inputs_.push_back(t);
     lifted_.emplace(&impl, id);
     return id;
   }
@@ -106,6 +111,18 @@ graph::NodeId CaptureSession::Operand(const Tensor& t) {
   if (impl.shape == base_node.shape && impl.offset == 0 && IsContiguous(impl.shape, impl.strides)) return base;
   return builder_.Add(graph::Node{.op = graph::Op::kView, .dtype = impl.dtype, .shape = impl.shape,
                                   .inputs = {base}, .strides = impl.strides, .offset = impl.offset});
+}
+
+graph::NodeId CaptureSession::PermutedOperand(const Tensor& t, const std::vector<int64_t>& order) {
+  if (t.impl().lazy) return Operand(t.permute(order));  // a view of its node
+  auto [it, inserted] = permuted_.try_emplace({&t.impl(), order}, -1);
+  if (inserted) {
+    const size_t lifted = inputs_.size();
+    it->second = Operand(t.permute(order));
+    if (inputs_.size() > lifted) shown_inputs_.back() = t;
+    permuted_sources_.push_back(t);
+  }
+  return it->second;
 }
 
 graph::NodeId CaptureSession::Constant(double value, DType dtype, const Shape& shape) {
@@ -201,7 +218,7 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
     GraphRecord record{.executable = run.executable, .end_reason = reason, .location = loc,
                        .from_cache = run.plan_cache_hit, .numerics = std::move(run.numerics),
                        .trace = std::move(trace), .dynamic = dynamic, .repeated = options.known_plan != nullptr};
-    for (const Tensor& in : inputs_) record.inputs.push_back(Signature(in));
+    for (const Tensor& in : shown_inputs_) record.inputs.push_back(Signature(in));
     if (keep_inputs_) {
       record.input_tensors = inputs_;
       record.output_nodes = outputs;
@@ -236,6 +253,10 @@ Tensor OpRecorder::Finish(graph::NodeId node, Device device, const char* op_name
   }
   return out;
 }
+
+ContiguousResultsScope::ContiguousResultsScope() { ++contiguous_results_depth; }
+ContiguousResultsScope::~ContiguousResultsScope() { --contiguous_results_depth; }
+bool ContiguousResultsScope::active() { return contiguous_results_depth > 0; }
 
 EagerScope::EagerScope() : saved_(current_session) { current_session = nullptr; }
 EagerScope::~EagerScope() { current_session = saved_; }

@@ -70,6 +70,11 @@ class CaptureSession {
   // The graph node for `t` (same shape as `t`): a lifted input, a lazy node or
   // a view of one. Fixes the graph's device on first use.
   graph::NodeId Operand(const Tensor& t);
+  // The node for `t.permute(order)`: an op whose result is laid out in another
+  // order than row-major computes in memory order (frontend/ops.cc). A
+  // concrete `t` permuted the same way again is the same graph input, so
+  // `x * x` on a transposed x loads it once.
+  graph::NodeId PermutedOperand(const Tensor& t, const std::vector<int64_t>& order);
   graph::NodeId Constant(double value, DType dtype, const Shape& shape);
   graph::NodeId AddNode(graph::Node node) { return builder_.Add(std::move(node)); }
   // A lazy tensor over `node`.
@@ -110,6 +115,13 @@ class CaptureSession {
   bool has_device_ = false;
   std::vector<Tensor> inputs_;  // by input_index; keeps lifted tensors alive
   absl::flat_hash_map<const TensorImpl*, graph::NodeId> lifted_;
+  // PermutedOperand of concrete tensors: (tensor, order) -> node; the
+  // tensors are held so no other tensor reuses their address meanwhile.
+  absl::flat_hash_map<std::pair<const TensorImpl*, std::vector<int64_t>>, graph::NodeId> permuted_;
+  std::vector<Tensor> permuted_sources_;
+  // By input_index: the tensor explain() and recompile reasons describe,
+  // the input itself or, for a permuted one, the tensor the op was given.
+  std::vector<Tensor> shown_inputs_;
   std::vector<std::weak_ptr<LazyValue>> lazy_values_;
   std::vector<GraphRecord> records_;
   std::vector<EmptyBreakRecord> empty_breaks_;
@@ -128,6 +140,19 @@ class EagerScope {
 
  private:
   CaptureSession* saved_;
+};
+
+// While one lives on a thread, ops there record row-major (contiguous)
+// results whatever their operands' layout: for composite ops (softmax,
+// layer_norm, mean, ...) whose PyTorch kernel allocates a contiguous result,
+// so their pieces keep the order their reductions walk.
+class ContiguousResultsScope {
+ public:
+  ContiguousResultsScope();
+  ~ContiguousResultsScope();
+  ContiguousResultsScope(const ContiguousResultsScope&) = delete;
+  ContiguousResultsScope& operator=(const ContiguousResultsScope&) = delete;
+  static bool active();
 };
 
 // Records one op: inside compile() into the current session, else into a

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_join.h"
 #include "frontend/capture.h"
+#include "tensor/layout.h"
 
 namespace fusebox {
 namespace {
@@ -35,9 +36,59 @@ std::string Describe(std::span<const Operand> xs) {
   return absl::StrJoin(parts, ", ");
 }
 
+// How a result is laid out (its strides), as PyTorch allocates it.
+enum class ResultLayout {
+  kElementwise,  // TensorIterator's rule from the operands (tensor/layout.h)
+  kPreserve,     // empty_like(preserve_format): clone(), to(dtype)
+  kContiguous,   // row-major: contiguous()
+};
+
+// True when `strides` are the row-major strides of `shape` exactly.
+bool RowMajor(const Shape& shape, const Strides& strides) {
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    if (strides[d] != expected) return false;
+    expected *= std::max<int64_t>(shape[d], 1);
+  }
+  return true;
+}
+
+// The result's strides, or nullopt for row-major ones (every operand
+// row-major: the common case, decided in one pass over their strides).
+std::optional<Strides> ResultStrides(Op op, std::span<const Operand> xs, const Shape& shape, ResultLayout layout) {
+  if (layout == ResultLayout::kContiguous || frontend::ContiguousResultsScope::active()) return std::nullopt;
+  bool row_major = Numel(shape) > 0;
+  for (const Operand& x : xs) {
+    if (x.tensor != nullptr) row_major = row_major && RowMajor(x.tensor->shape(), x.tensor->strides());
+  }
+  if (row_major) return std::nullopt;
+  if (layout == ResultLayout::kPreserve) return PreserveStrides(xs[0].tensor->shape(), xs[0].tensor->strides());
+  // A scalar operand is a 0-d tensor to TensorIterator (a wrapped number),
+  // except pow's exponent, which PyTorch's pow(Tensor, Scalar) takes apart.
+  static const Shape kNoDims;
+  static const Strides kNoStrides;
+  absl::InlinedVector<StridedOperand, 4> operands;
+  for (const Operand& x : xs) {
+    if (x.tensor != nullptr) {
+      operands.push_back({&x.tensor->shape(), &x.tensor->strides()});
+    } else if (op != Op::kPow) {
+      operands.push_back({&kNoDims, &kNoStrides});
+    }
+  }
+  return ElementwiseStrides(shape, operands);
+}
+
 // Records `op` on `operands`; `cast_to` is the result dtype of kCast. (A
 // braced list, not a vector: one heap allocation fewer per traced op.)
-Tensor Apply(Op op, std::initializer_list<Operand> operands, DType cast_to = DType::kFloat32) {
+//
+// The result is laid out as PyTorch lays it out (`layout`). When that is not
+// row-major (gelu(x.t())), the node computes the result in memory order: its
+// shape and every operand are permuted by the layout's memory order, so the
+// kernel walks stores and the permuted operands' loads densely (x.t()
+// permuted back is x), and the result is a view of the node with the
+// layout's strides. Graph values stay row-major; only views carry layouts.
+Tensor Apply(Op op, std::initializer_list<Operand> operands, DType cast_to = DType::kFloat32,
+             ResultLayout layout = ResultLayout::kElementwise) {
   const std::span<const Operand> xs(operands.begin(), operands.size());
   const graph::OpInfo& info = graph::Info(op);
   const char* name = info.name;
@@ -107,26 +158,53 @@ Tensor Apply(Op op, std::initializer_list<Operand> operands, DType cast_to = DTy
     case DTypeRule::kReduceIndex: break;
   }
 
+  const std::optional<Strides> strides = ResultStrides(op, xs, shape, layout);
+  std::vector<int64_t> order;  // the node's dims in the result's dims; empty: the same
+  if (strides) {
+    const auto memory = MemoryOrder(shape, *strides);
+    order.assign(memory.begin(), memory.end());
+  }
+  Shape node_shape = shape;
+  for (size_t k = 0; k < order.size(); ++k) node_shape[k] = shape[order[k]];
+
   frontend::OpRecorder recorder;
   frontend::CaptureSession* session = &recorder.session();
 
-  graph::Node node{.op = op, .dtype = result, .shape = shape};
+  graph::Node node{.op = op, .dtype = result, .shape = node_shape};
   for (size_t k = 0; k < xs.size(); ++k) {
     const DType want = (where && k == 0) ? DType::kBool : input_dtype;
     graph::NodeId id;
     if (const Tensor* t = xs[k].tensor) {
       Tensor expanded;  // only for an operand that broadcasts
       const Tensor& operand = t->shape() == shape ? *t : (expanded = t->expand(shape));
-      id = session->Operand(operand);
+      id = order.empty() ? session->Operand(operand) : session->PermutedOperand(operand, order);
       if (operand.dtype() != want) {
-        id = session->AddNode(graph::Node{.op = Op::kCast, .dtype = want, .shape = shape, .inputs = {id}});
+        id = session->AddNode(graph::Node{.op = Op::kCast, .dtype = want, .shape = node_shape, .inputs = {id}});
       }
     } else {
-      id = session->Constant(xs[k].scalar, want, shape);
+      id = session->Constant(xs[k].scalar, want, node_shape);
     }
     node.inputs.push_back(id);
   }
-  return recorder.Finish(session->AddNode(std::move(node)), device, name);
+  Tensor out = recorder.Finish(session->AddNode(std::move(node)), device, name);
+  if (!strides) return out;
+  if (!order.empty()) {
+    std::vector<int64_t> inverse(order.size());
+    for (size_t k = 0; k < order.size(); ++k) inverse[order[k]] = static_cast<int64_t>(k);
+    out = out.permute(inverse);
+  }
+  // PyTorch's strides exactly; they differ from the view's only where no
+  // element is addressed differently (size-1 dims, empty tensors).
+  for (size_t d = 0; d < shape.size(); ++d) {
+    FUSEBOX_CHECK(Numel(shape) == 0 || shape[d] == 1 || out.strides()[d] == (*strides)[d], name, ": result strides ",
+                  ShapeToString(*strides), " do not address its node of shape ", ShapeToString(node_shape));
+  }
+  out.impl().strides = *strides;
+  return out;
+}
+
+ResultLayout Layout(MemoryFormat format) {
+  return format == MemoryFormat::kContiguous ? ResultLayout::kContiguous : ResultLayout::kPreserve;
 }
 
 }  // namespace
@@ -185,16 +263,16 @@ Tensor operator/(double a, const Tensor& b) { return Apply(Op::kDiv, {a, b}); }
 Tensor operator-(const Tensor& x) { return neg(x); }
 
 // --- Tensor methods that run kernels
-Tensor Tensor::to(DType dtype) const {
+Tensor Tensor::to(DType dtype, MemoryFormat format) const {
   if (dtype == this->dtype()) return *this;
-  return Apply(Op::kCast, {*this}, dtype);
+  return Apply(Op::kCast, {*this}, dtype, Layout(format));
 }
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  return clone();
+  return clone(MemoryFormat::kContiguous);
 }
 
-Tensor Tensor::clone() const { return Apply(Op::kCopy, {*this}); }
+Tensor Tensor::clone(MemoryFormat format) const { return Apply(Op::kCopy, {*this}, DType::kFloat32, Layout(format)); }
 
 }  // namespace fusebox

@@ -60,9 +60,12 @@ Tensor Reduce(Op op, const Tensor& x, const std::vector<int64_t>& dims, bool kee
   if (ReducedCount(x, axes) == 1) {
     // Over size-1 dims (or of a 0-d tensor) each result is its one element,
     // so no reduction kernel: its row would be the whole iteration space.
+    // Contiguous, as PyTorch allocates every reduction's result.
     const bool index = info.dtype_rule == graph::DTypeRule::kReduceIndex;
     const Tensor out = index ? zeros(kept, x.device(), DType::kInt64)
-                             : (x.dtype() == dtype ? x.clone() : x.to(dtype)).reshape(kept);
+                             : (x.dtype() == dtype ? x.clone(MemoryFormat::kContiguous)
+                                                   : x.to(dtype, MemoryFormat::kContiguous))
+                                   .reshape(kept);
     return keepdim ? out : DropDims(out, axes);
   }
   frontend::OpRecorder recorder;
@@ -109,8 +112,12 @@ void CheckAffine(const Tensor& t, const Shape& normalized_shape, const char* op,
 // Composite ops on f16/bf16 compute in f32 and round once at the end, as
 // PyTorch's built-in softmax / layer_norm do (an eager decomposition in the
 // 16-bit type would round every intermediate). Under compile() the casts fuse.
+// Their results are contiguous (frontend::ContiguousResultsScope), as
+// PyTorch's kernels for them allocate (rms_norm's composite is the exception:
+// docs/architecture.md, Output layouts).
 template <typename F>
 Tensor InFloat32(const Tensor& x, F f) {
+  frontend::ContiguousResultsScope contiguous;
   if (x.dtype() != DType::kFloat16 && x.dtype() != DType::kBFloat16) return f(x);
   return f(x.to(DType::kFloat32)).to(x.dtype());
 }

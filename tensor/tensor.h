@@ -25,6 +25,11 @@ namespace frontend {
 struct LazyValue;  // a node of a graph under capture (frontend/capture.h)
 }
 
+// The layout of a copy (PyTorch's torch.memory_format, the two it has for
+// every rank): kPreserve keeps a dense tensor's strides (and the order of a
+// strided one's), kContiguous is row-major.
+enum class MemoryFormat { kPreserve, kContiguous };
+
 struct TensorImpl {
   Shape shape;
   Strides strides;
@@ -87,9 +92,10 @@ class Tensor {
 
   // --- conversion (one kernel or one copy each in eager mode)
   Tensor to(Device device) const;
-  Tensor to(DType dtype) const;
+  // A new dtype keeps the layout (PyTorch's to(dtype) and clone() do).
+  Tensor to(DType dtype, MemoryFormat format = MemoryFormat::kPreserve) const;
   Tensor contiguous() const;
-  Tensor clone() const;
+  Tensor clone(MemoryFormat format = MemoryFormat::kPreserve) const;
 
   // --- views: no copy
   Tensor transpose(int64_t d0, int64_t d1) const;

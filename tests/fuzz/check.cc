@@ -141,6 +141,17 @@ Outcome RunProgram(const Program& p, Mode mode, Device device) {
       }
       if (rejected) return {"no-error", absl::StrCat("call ", c, ": the last step must throw fusebox::Error")};
       if (Outcome o = Compare(want, got, static_cast<int>(c)); !o.ok()) return o;
+      // Compiled results are laid out as eager ones (the first call: its
+      // shapes' eager kernels are the eager mode's).
+      if (mode != Mode::kEager && c == 0) {
+        const std::vector<Tensor> eager = RunFusebox(p, args);
+        for (size_t k = 0; k < got.size(); ++k) {
+          if (got[k].strides() != eager[k].strides()) {
+            return {"strides", absl::StrCat("output ", k, ": strides ", ShapeToString(got[k].strides()), ", eager ",
+                                            ShapeToString(eager[k].strides()))};
+          }
+        }
+      }
       if (mode == Mode::kCached && c == 1 && fn.stats().plan_compiles != plans_before) {
         return {"recompile", "the second call with the same shapes compiled a plan again"};
       }

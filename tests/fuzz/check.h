@@ -16,7 +16,7 @@ namespace fusebox::fuzz {
 
 struct Outcome {
   // "" clean; else crash, exception, internal, foreign-exception, no-error,
-  // shape, dtype, value, recompile.
+  // shape, dtype, value, strides (compiled unlike eager), recompile.
   std::string kind;
   std::string detail;
   bool ok() const { return kind.empty(); }
