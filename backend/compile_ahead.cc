@@ -58,7 +58,8 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
     }
     if (!cpu || cuda_twins) {
       std::string& source = cpu ? k.cuda_source : k.source;
-      source = RewriteSource(name, PrintCuda(k.ir, tuning));
+      k.schedule = ChooseCudaSchedule(k.ir, tuning);
+      source = RewriteSource(name, PrintCuda(k.ir, *k.schedule, tuning));
       jobs.push_back([&source, &name, cuda_arch, &tuning] { (void)CompileCudaSource(source, name, cuda_arch, tuning); });
     }
   }

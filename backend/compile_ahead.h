@@ -5,9 +5,11 @@
 // the compile cache, where the loader then finds it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_schedule.h"
 #include "backend/kernel_ir.h"
 #include "backend/tuning.h"
 #include "fusion/plan.h"
@@ -17,6 +19,9 @@ namespace fusebox::backend {
 
 struct PreparedKernel {
   Kernel ir;
+  // CUDA sources (the plan's, or the twin): the schedule they were printed
+  // for, which the launch reads (cuda/cuda_schedule.h).
+  std::optional<CudaSchedule> schedule;
   std::string source;       // for the plan's device, after RewriteSource
   std::string cuda_source;  // CPU plans with CUDA twins (SetAlsoCompileCudaForCpu): the sm_90 twin
 };

@@ -224,7 +224,9 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       absl::StatusOr<CUfunction> fn = driver.GetFunction(*module, group.name);
       if (!fn.ok()) return fn.status();
       compiled->cuda_fn = *fn;
-      const CudaSchedule& schedule = compiled->schedule = ChooseCudaSchedule(compiled->ir, tuning);
+      // The schedule the source was printed for: the launch reads the same value.
+      FUSEBOX_CHECK(prepared[k].schedule.has_value(), "kernel ", group.name, " has no CUDA schedule");
+      const CudaSchedule& schedule = compiled->schedule = *prepared[k].schedule;
       info.schedule = schedule.ToString();
       if (DebugDump("schedule")) std::fprintf(stderr, "[fusebox schedule] %s: %s\n", group.name.c_str(), info.schedule.c_str());
       if (schedule.blocks_per_sm > 0) {

@@ -11,6 +11,7 @@
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_cluster.h"
+#include "backend/cuda/cuda_schedule.h"
 #include "backend/cuda/outer_reduction.h"
 #include "backend/cuda/row_printer.h"
 #include "tensor/error.h"
@@ -192,8 +193,8 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   }
  public:
   // Rows along the innermost dims, a warp or a block each (row_printer.h).
-  std::string PrintRows(const Kernel& k) const {
-    return PrintCudaRows(k, {.prelude = Prelude(),
+  std::string PrintRows(const Kernel& k, const CudaRowLayout& layout) const {
+    return PrintCudaRows(k, layout, {.prelude = Prelude(),
                              .after_pass = [&](const Accumulator& a, const std::string& lambda,
                                                int lanes) { return AfterPass(k, a, lambda, lanes); },
                              .open_row_stores = OpenRowStores(k)},
@@ -436,16 +437,18 @@ int CudaVectorWidth(const Kernel& k) {
   return VectorIndices(k, v) ? v : 1;
 }
 
-std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning) {
-  if (kernel.cluster.blocks > 1) return PrintCudaCluster(kernel, tuning);
+std::string PrintCuda(const Kernel& kernel, const CudaSchedule& schedule, const TuningSnapshot& tuning) {
+  if (schedule.kind == CudaScheduleKind::kCluster) return PrintCudaCluster(kernel, tuning);
   const CudaPrinter printer(tuning);
-  if (kernel.split > 1) return printer.PrintSplit(kernel);
-  if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(kernel, tuning)) {
-    return PrintCudaOuter(kernel, *outer, tuning);
-  }
-  if (const int v = CudaVectorWidth(kernel); v > 1) return printer.PrintVectorized(kernel, v);
-  if (UsesCudaRowLayout(kernel)) return printer.PrintRows(kernel);
+  if (schedule.split > 1) return printer.PrintSplit(kernel);
+  if (schedule.outer) return PrintCudaOuter(kernel, *schedule.outer, tuning);
+  if (schedule.kind == CudaScheduleKind::kPointwiseVector) return printer.PrintVectorized(kernel, schedule.vector_width);
+  if (schedule.rows) return printer.PrintRows(kernel, *schedule.rows);
   return printer.Print(kernel);
+}
+
+std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning) {
+  return PrintCuda(kernel, ChooseCudaSchedule(kernel, tuning), tuning);
 }
 
 int CudaBlockSize(const Kernel& k, const TuningSnapshot& tuning) {

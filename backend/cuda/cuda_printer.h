@@ -22,8 +22,13 @@ inline constexpr int kCudaElementsPerBlock = kCudaBlockSize * kCudaElementsPerTh
 // sums in runs of it (128 rows), so a thread's chain stays short.
 inline constexpr int kCudaColumnRunSteps = 16;
 
+struct CudaSchedule;
+
 // Every printing and launch-geometry function takes the compile's tuning
-// (backend/tuning.h); the kernel IR carries none of it.
+// (backend/tuning.h); the kernel IR carries none of it. The printer follows
+// `schedule` (ChooseCudaSchedule's, chosen once per kernel; the launch reads
+// the same value); the second form chooses it first.
+std::string PrintCuda(const Kernel& kernel, const CudaSchedule& schedule, const TuningSnapshot& tuning);
 std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning);
 
 // Elements per thread of a dense pointwise kernel printed with 16-byte

@@ -2,10 +2,12 @@
 // per block, how many iterations a block takes, the split and its partial
 // kernel, the row layout, the grid cap, dynamic shared memory), chosen once
 // per kernel by ChooseCudaSchedule and read by the launch, KernelInfo,
-// explain() and FUSEBOX_DEBUG=schedule. The printers still derive the same
-// decisions from the kernel through the same rules (row_layout.h,
-// column_tiles.h, CudaVectorWidth), which the schedule is built from; moving
-// the printers onto this value is the next step (docs/architecture.md).
+// explain() and FUSEBOX_DEBUG=schedule. CompileAhead chooses it, PrintCuda
+// dispatches on it (the row and outer printers take their layouts from it)
+// and the launch reads the same value. The split, the column tiles and the
+// cluster are still decided at lowering (Kernel::split, column_tiles,
+// cluster) and copied here; moving them out of the kernel IR is the next
+// step (docs/architecture.md).
 #pragma once
 
 #include <cstdint>

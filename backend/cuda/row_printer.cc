@@ -461,8 +461,8 @@ class RowPrinter {
 
 }  // namespace
 
-std::string PrintCudaRows(const Kernel& kernel, const CudaRowHooks& hooks, const TuningSnapshot& tuning) {
-  const CudaRowLayout layout = ChooseCudaRowLayout(kernel, tuning);
+std::string PrintCudaRows(const Kernel& kernel, const CudaRowLayout& layout, const CudaRowHooks& hooks,
+                          const TuningSnapshot& tuning) {
   if (layout.on_chip && tuning.On(Knob::kHeldValues)) {
     return RowPrinter(ReuseHeldRowValues(kernel), layout, hooks, tuning).Print();
   }
