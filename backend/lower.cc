@@ -2,8 +2,7 @@
 
 #include "backend/lower_move.h"
 #include "backend/lower_util.h"
-#include "backend/one_plus_tanh.h"
-#include "backend/row_reciprocals.h"
+#include "backend/kernel_passes.h"
 
 #include <climits>
 #include <optional>
@@ -181,10 +180,9 @@ class Lowerer {
 }  // namespace
 
 Kernel LowerKernel(const fusion::Plan& plan, const fusion::KernelGroup& group, const TuningSnapshot& tuning) {
-  Kernel kernel = group.kind != fusion::KernelKind::kPointwise
-                      ? MultiplyByRowReciprocals(LowerReduction(plan, group, tuning))
-                      : Lowerer(plan, group).Run();
-  return tuning.On(Knob::kOnePlusTanh) ? RewriteOnePlusTanh(std::move(kernel)) : kernel;
+  Kernel kernel = group.kind != fusion::KernelKind::kPointwise ? LowerReduction(plan, group, tuning)
+                                                                : Lowerer(plan, group).Run();
+  return RunKernelPasses(std::move(kernel), NeutralKernelPasses(), nullptr, tuning);
 }
 
 }  // namespace fusebox::backend

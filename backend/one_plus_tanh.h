@@ -14,7 +14,8 @@ namespace fusebox::backend {
 // Pure: `kernel` with each float `add` of a constant 1 and a tanh computed in
 // the same block rewritten as `2 * sigmoid(2 * z)` (the tanh dropped where
 // nothing else reads it); the kernel itself when it has none.
-// LowerKernel applies it unless Knob::kOnePlusTanh is off (A/B runs).
+// A neutral kernel pass (kernel_passes.h), unless Knob::kOnePlusTanh is off
+// (A/B runs).
 Kernel RewriteOnePlusTanh(Kernel kernel);
 
 }  // namespace fusebox::backend

@@ -13,7 +13,7 @@
 namespace fusebox {
 
 namespace {
-constexpr std::string_view kDumpNames[] = {"graph", "plan", "ir", "cpp", "cuda", "schedule", "ptx", "cache", "recompiles", "all"};
+constexpr std::string_view kDumpNames[] = {"graph", "plan", "ir", "cpp", "cuda", "schedule", "passes", "ptx", "cache", "recompiles", "all"};
 
 
 std::string DumpNameList() {

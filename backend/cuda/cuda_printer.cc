@@ -12,6 +12,7 @@
 #include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/cuda_schedule.h"
+#include "backend/kernel_passes.h"
 #include "backend/cuda/outer_reduction.h"
 #include "backend/cuda/row_printer.h"
 #include "tensor/error.h"
@@ -437,7 +438,9 @@ int CudaVectorWidth(const Kernel& k) {
   return VectorIndices(k, v) ? v : 1;
 }
 
-std::string PrintCuda(const Kernel& kernel, const CudaSchedule& schedule, const TuningSnapshot& tuning) {
+std::string PrintCuda(const Kernel& lowered, const CudaSchedule& schedule, const TuningSnapshot& tuning) {
+  // The CUDA passes that follow from the schedule (kernel_passes.h).
+  const Kernel kernel = RunKernelPasses(lowered, CudaKernelPasses(), &schedule, tuning);
   if (schedule.kind == CudaScheduleKind::kCluster) return PrintCudaCluster(kernel, tuning);
   const CudaPrinter printer(tuning);
   if (schedule.split > 1) return printer.PrintSplit(kernel);

@@ -20,7 +20,7 @@ namespace fusebox::backend {
 // Results are bit-identical: the same expression, computed once.
 Kernel ReuseHeldRowValues(Kernel kernel);
 
-// The row printer applies it unless Knob::kHeldValues is off
-// (FUSEBOX_TUNE_HELD_VALUES=0, for A/B runs).
+// A CUDA kernel pass (kernel_passes.h) for kernels the row printer holds on
+// chip, unless Knob::kHeldValues is off (FUSEBOX_TUNE_HELD_VALUES=0, A/B runs).
 
 }  // namespace fusebox::backend

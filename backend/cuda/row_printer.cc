@@ -463,9 +463,6 @@ class RowPrinter {
 
 std::string PrintCudaRows(const Kernel& kernel, const CudaRowLayout& layout, const CudaRowHooks& hooks,
                           const TuningSnapshot& tuning) {
-  if (layout.on_chip && tuning.On(Knob::kHeldValues)) {
-    return RowPrinter(ReuseHeldRowValues(kernel), layout, hooks, tuning).Print();
-  }
   return RowPrinter(kernel, layout, hooks, tuning).Print();
 }
 
