@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +47,28 @@ IndexExpr IndexExpr::Const(int64_t value) {
 
 IndexExpr IndexExpr::Temp(int temp, int64_t bound) {
   return IndexExpr(std::make_shared<const Rep>(Rep{Kind::kTemp, temp, bound, {}, {}}));
+}
+
+bool operator==(const IndexExpr& a, const IndexExpr& b) {
+  const IndexExpr::Rep* x = a.rep_.get();
+  const IndexExpr::Rep* y = b.rep_.get();
+  if (x == y) return true;
+  if (x == nullptr || y == nullptr || x->kind != y->kind || x->value != y->value) return false;
+  switch (x->kind) {
+    // A loop index has one bound per kernel: its name is its identity.
+    case IndexExpr::Kind::kVar: return std::strcmp(x->name, y->name) == 0;
+    case IndexExpr::Kind::kConst:
+    case IndexExpr::Kind::kTemp: return true;
+    default: return x->a == y->a && x->b == y->b;
+  }
+}
+
+size_t IndexExpr::StructuralHash() const {
+  if (rep_ == nullptr) return 0;
+  size_t h = std::hash<int64_t>()(rep_->value) * 31 + static_cast<size_t>(rep_->kind);
+  if (rep_->kind == Kind::kVar) return h * 31 + std::hash<std::string_view>()(rep_->name);
+  if (rep_->kind == Kind::kConst || rep_->kind == Kind::kTemp) return h;
+  return (h * 31 + rep_->a.StructuralHash()) * 31 + rep_->b.StructuralHash();
 }
 
 bool IndexExpr::is_const() const { return rep_->kind == Kind::kConst; }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace fusebox::backend {
 
@@ -50,11 +51,21 @@ class IndexExpr {
   // in one vector access, as it moves the dense ones.
   bool IsAlignedRunOf(const char* var, int64_t v) const;
 
+  // Structural identity: the same tree of kinds, constants and variable
+  // names (expressions are built simplified, so equal trees are the way
+  // lowering spells one index). Hashable, for memo and cache-slot keys.
+  friend bool operator==(const IndexExpr& a, const IndexExpr& b);
+  template <typename H>
+  friend H AbslHashValue(H h, const IndexExpr& e) {
+    return H::combine(std::move(h), e.StructuralHash());
+  }
+
  private:
   enum class Kind { kVar, kConst, kAdd, kMul, kDiv, kMod, kTemp };
   struct Rep;
   explicit IndexExpr(std::shared_ptr<const Rep> rep) : rep_(std::move(rep)) {}
   static std::string Operand(const IndexExpr& e);
+  size_t StructuralHash() const;
   static IndexExpr Make(Kind kind, int64_t value, int64_t bound, IndexExpr a, IndexExpr b);
   std::shared_ptr<const Rep> rep_;
 };

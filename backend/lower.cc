@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <optional>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -116,8 +117,7 @@ class Lowerer {
   // Evaluates node `id` at the kernel's root index (nullopt) or at contiguous
   // position `linear` of the node's own shape; returns the temporary.
   int Eval(NodeId id, const std::optional<IndexExpr>& linear) {
-    const std::string key =
-        absl::StrCat(id, "@", linear ? linear->ToString() : "root", mask_ >= 0 ? absl::StrCat("?t", mask_) : "");
+    const MemoKey key{id, linear.has_value(), linear.value_or(IndexExpr::Const(0)), mask_};
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     const Node& n = g_.node(id);
     int result = -1;
@@ -172,7 +172,9 @@ class Lowerer {
   absl::flat_hash_map<NodeId, int> root_operand_;
   absl::flat_hash_map<NodeId, int> store_operand_;  // in-place outputs: their strides in root_strides_
   absl::flat_hash_map<NodeId, int> input_buffer_;
-  absl::flat_hash_map<std::string, int> memo_;
+  // (node, at the root or at `linear`, under mask): its temporary.
+  using MemoKey = std::tuple<NodeId, bool, IndexExpr, int>;
+  absl::flat_hash_map<MemoKey, int> memo_;
   int64_t max_bound_ = 0;
   int mask_ = -1;  // the mask loads are emitted under (cat's operands: lower_move.h)
 };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <optional>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -232,8 +233,7 @@ class ReductionLowerer {
   }
 
   int CacheSlot(int buffer, const IndexExpr& index, DType dtype) {
-    const std::string key = absl::StrCat(buffer, ":", index.ToString());
-    auto [it, inserted] = cache_slot_.emplace(key, static_cast<int>(kernel_.cached_loads.size()));
+    auto [it, inserted] = cache_slot_.emplace(std::make_pair(buffer, index), static_cast<int>(kernel_.cached_loads.size()));
     if (inserted) kernel_.cached_loads.push_back({buffer, index, dtype});
     return it->second;
   }
@@ -269,11 +269,7 @@ class ReductionLowerer {
       FUSEBOX_CHECK(accumulator_.contains(id), "reduction %", id, " read before its pass");
       return accumulator_[id];
     }
-    const std::string key = absl::StrCat(id, ctx == Ctx::kRow           ? "@row"
-                                             : ctx == Ctx::kSqueezedRow ? "@squeezed"
-                                             : ctx == Ctx::kFull        ? "@full"
-                                                                        : "@",
-                                         ctx == Ctx::kLinear ? linear.ToString() : "", "#", block_id_);
+    const MemoKey key{id, ctx, ctx == Ctx::kLinear ? linear : IndexExpr::Const(0), block_id_};
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     int result;
     if (n.op == Op::kInput || IsBuffer(id)) {
@@ -317,8 +313,10 @@ class ReductionLowerer {
   absl::flat_hash_set<NodeId> row_value_;
   absl::flat_hash_map<NodeId, int> accumulator_;
   absl::flat_hash_map<NodeId, int> input_buffer_;
-  absl::flat_hash_map<std::string, int> memo_;
-  absl::flat_hash_map<std::string, int> cache_slot_;
+  // (node, context, the linear index in kLinear, block): its temporary.
+  using MemoKey = std::tuple<NodeId, Ctx, IndexExpr, int>;
+  absl::flat_hash_map<MemoKey, int> memo_;
+  absl::flat_hash_map<std::pair<int, IndexExpr>, int> cache_slot_;  // (buffer, index): its slot
   std::vector<Stmt>* block_ = nullptr;
   int block_id_ = 0;
   bool caches_row_ = false;  // per-element loads get register slots (CachedLoad)

@@ -193,11 +193,10 @@ class RowPrinter {
   // Whether a loop from `next_loop` on reads element (buffer, index) from
   // memory again.
   bool ReadAgain(int buffer, const IndexExpr& index, size_t next_loop) const {
-    const std::string at = index.ToString();
     for (size_t l = next_loop; l < k_.NumRowLoops(); ++l) {
       for (const Stmt& s : k_.RowLoop(l)) {
         const bool from_registers = layout_.on_chip && s.cache_slot >= 0 && preloaded_.contains(s.cache_slot);
-        if (s.kind == StmtKind::kLoad && s.buffer == buffer && !from_registers && s.index.ToString() == at) return true;
+        if (s.kind == StmtKind::kLoad && s.buffer == buffer && !from_registers && s.index == index) return true;
       }
     }
     return false;
