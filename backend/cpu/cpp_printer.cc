@@ -28,25 +28,12 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
                         CommonPrelude());
   }
 
-  std::string Open(const Kernel& k) const override {
-    std::string out = absl::StrCat("extern \"C\" void ", k.name, "(void* const* args, long long begin, long long end) {\n");
-    for (size_t b = 0; b < k.buffers.size(); ++b) {
-      const BufferParam& p = k.buffers[b];
-      const std::string type = absl::StrCat(p.is_output ? "" : "const ", StorageCType(p.dtype), "*");
-      absl::StrAppend(&out, "  ", type, " __restrict__ ", p.name, " = (", type, ")args[", b, "];\n");
-    }
-    if (k.checks_indices) absl::StrAppend(&out, "  long long* fb_err = (long long*)args[", k.buffers.size(), "];\n");
-    absl::StrAppend(&out, "  for (long long i = begin; i < end; ++i) {\n");
-    return out;
-  }
+  std::string Open(const Kernel& k) const override { return OpenLoop(k, "i"); }
 
   std::string Close() const override { return "  }\n}\n"; }
 
   // [begin, end) are rows.
-  std::string OpenRow(const Kernel& k) const override {
-    std::string out = Open(k);
-    return out.replace(out.rfind("for (long long i = begin; i < end; ++i)"), 40, "for (long long r = begin; r < end; ++r)");
-  }
+  std::string OpenRow(const Kernel& k) const override { return OpenLoop(k, "r"); }
   std::string CloseRow() const override { return "  }\n}\n"; }
   std::string OpenRowLoop(const Kernel& k) const override {
     return absl::StrCat("    for (long long j = 0; j < ", k.row_length, "LL; ++j) {\n");
@@ -62,6 +49,21 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cpp_expr; }
   std::string IndexCheckPrelude() const override {
     return CPrinter::IndexCheckHelpers("__atomic_exchange_n(&err[0], 1LL, __ATOMIC_RELAXED) == 0");
+  }
+
+ private:
+  // The signature, the buffers, and the loop over [begin, end) in `var`
+  // (elements `i`, or rows `r`).
+  static std::string OpenLoop(const Kernel& k, const char* var) {
+    std::string out = absl::StrCat("extern \"C\" void ", k.name, "(void* const* args, long long begin, long long end) {\n");
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      const BufferParam& p = k.buffers[b];
+      const std::string type = absl::StrCat(p.is_output ? "" : "const ", StorageCType(p.dtype), "*");
+      absl::StrAppend(&out, "  ", type, " __restrict__ ", p.name, " = (", type, ")args[", b, "];\n");
+    }
+    if (k.checks_indices) absl::StrAppend(&out, "  long long* fb_err = (long long*)args[", k.buffers.size(), "];\n");
+    absl::StrAppend(&out, "  for (long long ", var, " = begin; ", var, " < end; ++", var, ") {\n");
+    return out;
   }
 };
 
