@@ -52,6 +52,9 @@ TimingPlan PlanFor(Device device, bool quick) {
 
 // --sweep: each grid case compiled and timed (no eager side: PyTorch's
 // eager and torch.compile are compare_torch.py --sweep's), then the table.
+// Each case's line carries its median and GB/s, and the JSON is rewritten
+// after each case, so a run cut short (a device call's time limit) still
+// leaves every finished case's numbers.
 int RunSweep(Report* report, const std::string& filter, uint64_t seed, const std::string& json_path) {
   const std::vector<SweepCase> grid = SweepCases(report->quick);
   std::vector<SweepCase> cases;
@@ -69,9 +72,12 @@ int RunSweep(Report* report, const std::string& filter, uint64_t seed, const std
     const auto start = std::chrono::steady_clock::now();
     report->sweep.push_back(RunSweepCase(cases[i], report->device, plan, report->cache_bytes, seed + 100 * i));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("[%3zu/%zu] %-48s %6.1f s  %s\n", i + 1, cases.size(), cases[i].name().c_str(), s,
-                report->sweep.back().ok() ? "ok" : report->sweep.back().error.c_str());
+    const SweepResult& r = report->sweep.back();
+    const double ms = r.ok() ? r.compiled.median_ms() : 0;
+    std::printf("[%3zu/%zu] %-48s %6.1f s  %s  %.4f ms  %.0f GB/s\n", i + 1, cases.size(), cases[i].name().c_str(), s,
+                r.ok() ? "ok" : r.error.c_str(), ms, ms > 0 ? r.bytes / ms * 1e-6 : 0.0);
     std::fflush(stdout);
+    if (!json_path.empty()) WriteJson(*report, json_path);
   }
   PrintSweepTable(*report);
   if (!json_path.empty()) WriteJson(*report, json_path);
