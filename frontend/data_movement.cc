@@ -48,24 +48,36 @@ std::vector<Tensor> Pieces(const Tensor& x, int64_t size, int64_t dim, int64_t c
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   EnsureIndex(x, index, "index_select", "index");
-  FUSEBOX_ENSURE(x.dim() >= 1, "index_select: x must have at least one dim, got ", x.str());
-  FUSEBOX_ENSURE(index.dim() <= 1, "index_select: index must be 1-D, got ", index.str());
+  // PyTorch's checks: a 0-d index is one index (the dim keeps size 1), and a
+  // 0-d x takes exactly one (the result is 0-d).
+  FUSEBOX_ENSURE(index.dim() <= 1, "index_select: index is supposed to be a vector (0-d or 1-D), got ", index.str());
   dim = WrapDim(dim, x.dim(), "index_select");
+  const Tensor index1 = index.dim() == 0 ? index.reshape({1}) : index;
+  if (x.dim() == 0) {
+    FUSEBOX_ENSURE(index.numel() == 1, "index_select: index to a 0-d x can have only 1 value, got ", index.str());
+    return Index(Op::kIndexSelect, x.reshape({1}), 0, index1, {1}).reshape({});
+  }
   Shape shape = x.shape();
   shape[dim] = index.numel();
-  return Index(Op::kIndexSelect, x, dim, index.dim() == 0 ? index.reshape({1}) : index, shape);
+  return Index(Op::kIndexSelect, x, dim, index1, shape);
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  EnsureIndex(x, index, "gather", "index");
-  FUSEBOX_ENSURE(x.dim() >= 1 && index.dim() == x.dim(), "gather: index must have x's rank (at least 1), got x ",
-                 x.str(), " and index ", index.str());
+  FUSEBOX_ENSURE(x.defined() && index.defined(), "gather: undefined Tensor");
   dim = WrapDim(dim, x.dim(), "gather");
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    FUSEBOX_ENSURE(d == dim || index.shape()[d] <= x.shape()[d], "gather: index ", index.str(), " is larger than x ",
+  // As PyTorch: an empty index gives an empty result of its shape, unchecked.
+  if (index.numel() == 0) return zeros(index.shape(), x.device(), x.dtype());
+  EnsureIndex(x, index, "gather", "index");
+  // 0-d tensors count as 1-D of one element (PyTorch's ensure_nonempty_dim).
+  const Tensor x1 = x.dim() == 0 ? x.reshape({1}) : x, index1 = index.dim() == 0 ? index.reshape({1}) : index;
+  FUSEBOX_ENSURE(index1.dim() == x1.dim(), "gather: index must have x's rank (0-d counts as 1-D), got x ", x.str(),
+                 " and index ", index.str());
+  for (int64_t d = 0; d < x1.dim(); ++d) {
+    FUSEBOX_ENSURE(d == dim || index1.shape()[d] <= x1.shape()[d], "gather: index ", index.str(), " is larger than x ",
                    x.str(), " in dim ", d, " (only dim ", dim, " may differ freely)");
   }
-  return Index(Op::kGather, x, dim, index, index.shape());
+  const Tensor out = Index(Op::kGather, x1, dim, index1, index1.shape());
+  return index.dim() == 0 ? out.reshape({}) : out;
 }
 
 Tensor embedding(const Tensor& indices, const Tensor& weight) {

@@ -12,12 +12,15 @@
 
 namespace fusebox {
 
-// x's slices along `dim` at `index` (1-D, int64 or int32). An index outside
-// [0, x.size(dim)) is a fusebox::Error naming it (when the op runs; inside
-// compile(), when the call returns), and no element is read for it.
+// x's slices along `dim` at `index` (1-D, int64 or int32; a 0-d index is one
+// index, the dim keeping size 1; a 0-d x takes one index, giving a 0-d
+// result). An index outside [0, x.size(dim)) is a fusebox::Error naming it
+// (when the op runs; inside compile(), when the call returns), and no
+// element is read for it.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
-// out[p] = x[p with p[dim] replaced by index[p]]; index has x's rank, sizes
-// at most x's outside `dim`; the result has index's shape.
+// out[p] = x[p with p[dim] replaced by index[p]]; index has x's rank (0-d
+// counting as 1-D of one element), sizes at most x's outside `dim`; the
+// result has index's shape (an empty index gives it unchecked, as PyTorch).
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // F.embedding(indices, weight): weight's rows at indices; the result is
 // indices.shape + [weight.size(1)].
