@@ -1,6 +1,7 @@
 #include "frontend/data_movement.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "frontend/capture.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
@@ -33,15 +34,23 @@ Tensor Index(Op op, const Tensor& x, int64_t dim, const Tensor& index, const Sha
   return recorder.Finish(node, x.device(), name);
 }
 
-// Sizes along `dim` of the pieces split/chunk cut.
-std::vector<Tensor> Pieces(const Tensor& x, int64_t size, int64_t dim, int64_t count) {
+// Views of x along `dim`, one after another, of `sizes` (which sum to at most its size).
+std::vector<Tensor> Pieces(const Tensor& x, int64_t dim, const std::vector<int64_t>& sizes) {
   std::vector<Tensor> out;
-  const int64_t total = x.shape()[dim];
-  for (int64_t k = 0, start = 0; k < count; ++k, start += size) {
-    const int64_t begin = std::min(start, total);
-    out.push_back(x.narrow(dim, begin, std::min(size, total - begin)));
+  int64_t begin = 0;
+  for (int64_t size : sizes) {
+    out.push_back(x.narrow(dim, begin, size));
+    begin += size;
   }
   return out;
+}
+
+// `count` pieces of `size` along `dim` (the last ones cut short at its end).
+std::vector<Tensor> EvenPieces(const Tensor& x, int64_t size, int64_t dim, int64_t count) {
+  std::vector<int64_t> sizes;
+  const int64_t total = x.shape()[dim];
+  for (int64_t k = 0, start = 0; k < count; ++k, start += size) sizes.push_back(std::min(size, total - std::min(start, total)));
+  return Pieces(x, dim, sizes);
 }
 
 }  // namespace
@@ -153,7 +162,22 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
   FUSEBOX_ENSURE(size > 0 || (size == 0 && total == 0), "split: split_size must be positive (0 only for an empty dim), got ",
                  size, " for ", x.str());
   const int64_t count = size == 0 ? 1 : std::max<int64_t>((total + size - 1) / size, 1);
-  return Pieces(x, size, dim, count);
+  return EvenPieces(x, size, dim, count);
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  FUSEBOX_ENSURE(x.defined() && x.dim() > 0, "split: expected a tensor with dims, got ", x.defined() ? x.str() : "undefined");
+  dim = WrapDim(dim, x.dim(), "split");
+  const int64_t total = x.shape()[dim];
+  int64_t sum = 0;
+  for (int64_t size : sizes) {
+    FUSEBOX_ENSURE(size >= 0, "split: split_sizes must be non-negative, got [", absl::StrJoin(sizes, ", "), "] for ",
+                   x.str());
+    sum = size > total - sum ? total + 1 : sum + size;  // saturates: no overflow past total
+  }
+  FUSEBOX_ENSURE(sum == total, "split: split_sizes [", absl::StrJoin(sizes, ", "), "] must sum exactly to ", total,
+                 " (the size of dim ", dim, " of ", x.str(), ")");
+  return Pieces(x, dim, sizes);
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t n, int64_t dim) {
@@ -161,9 +185,9 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t n, int64_t dim) {
   FUSEBOX_ENSURE(n > 0, "chunk: the number of chunks must be positive, got ", n);
   dim = WrapDim(dim, x.dim(), "chunk");
   const int64_t total = x.shape()[dim];
-  if (total == 0) return Pieces(x, 0, dim, n);  // n empty pieces, as PyTorch
+  if (total == 0) return EvenPieces(x, 0, dim, n);  // n empty pieces, as PyTorch
   const int64_t size = (total + n - 1) / n;
-  return Pieces(x, size, dim, (total + size - 1) / size);
+  return EvenPieces(x, size, dim, (total + size - 1) / size);
 }
 
 }  // namespace fusebox

@@ -35,6 +35,10 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 
 // Views of x along `dim`: pieces of `size` (the last may be smaller).
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim = 0);
+// Views of x along `dim` of `sizes` (PyTorch's split with a list, i.e.
+// split_with_sizes): non-negative, summing to x.size(dim). A one-element
+// list must be spelled std::vector<int64_t>{n}: a braced {n} is the size.
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 // Views of x along `dim`: ceil(x.size(dim) / n) each (the last may be
 // smaller, and there may be fewer than n).
 std::vector<Tensor> chunk(const Tensor& x, int64_t n, int64_t dim = 0);
