@@ -1,6 +1,7 @@
 #include "frontend/data_movement.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "frontend/capture.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
@@ -33,39 +34,59 @@ Tensor Index(Op op, const Tensor& x, int64_t dim, const Tensor& index, const Sha
   return recorder.Finish(node, x.device(), name);
 }
 
-// Sizes along `dim` of the pieces split/chunk cut.
-std::vector<Tensor> Pieces(const Tensor& x, int64_t size, int64_t dim, int64_t count) {
+// Views of x along `dim`, one after another, of `sizes` (which sum to at most its size).
+std::vector<Tensor> Pieces(const Tensor& x, int64_t dim, const std::vector<int64_t>& sizes) {
   std::vector<Tensor> out;
-  const int64_t total = x.shape()[dim];
-  for (int64_t k = 0, start = 0; k < count; ++k, start += size) {
-    const int64_t begin = std::min(start, total);
-    out.push_back(x.narrow(dim, begin, std::min(size, total - begin)));
+  int64_t begin = 0;
+  for (int64_t size : sizes) {
+    out.push_back(x.narrow(dim, begin, size));
+    begin += size;
   }
   return out;
+}
+
+// `count` pieces of `size` along `dim` (the last ones cut short at its end).
+std::vector<Tensor> EvenPieces(const Tensor& x, int64_t size, int64_t dim, int64_t count) {
+  std::vector<int64_t> sizes;
+  const int64_t total = x.shape()[dim];
+  for (int64_t k = 0, start = 0; k < count; ++k, start += size) sizes.push_back(std::min(size, total - std::min(start, total)));
+  return Pieces(x, dim, sizes);
 }
 
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   EnsureIndex(x, index, "index_select", "index");
-  FUSEBOX_ENSURE(x.dim() >= 1, "index_select: x must have at least one dim, got ", x.str());
-  FUSEBOX_ENSURE(index.dim() <= 1, "index_select: index must be 1-D, got ", index.str());
+  // PyTorch's checks: a 0-d index is one index (the dim keeps size 1), and a
+  // 0-d x takes exactly one (the result is 0-d).
+  FUSEBOX_ENSURE(index.dim() <= 1, "index_select: index is supposed to be a vector (0-d or 1-D), got ", index.str());
   dim = WrapDim(dim, x.dim(), "index_select");
+  const Tensor index1 = index.dim() == 0 ? index.reshape({1}) : index;
+  if (x.dim() == 0) {
+    FUSEBOX_ENSURE(index.numel() == 1, "index_select: index to a 0-d x can have only 1 value, got ", index.str());
+    return Index(Op::kIndexSelect, x.reshape({1}), 0, index1, {1}).reshape({});
+  }
   Shape shape = x.shape();
   shape[dim] = index.numel();
-  return Index(Op::kIndexSelect, x, dim, index.dim() == 0 ? index.reshape({1}) : index, shape);
+  return Index(Op::kIndexSelect, x, dim, index1, shape);
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  EnsureIndex(x, index, "gather", "index");
-  FUSEBOX_ENSURE(x.dim() >= 1 && index.dim() == x.dim(), "gather: index must have x's rank (at least 1), got x ",
-                 x.str(), " and index ", index.str());
+  FUSEBOX_ENSURE(x.defined() && index.defined(), "gather: undefined Tensor");
   dim = WrapDim(dim, x.dim(), "gather");
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    FUSEBOX_ENSURE(d == dim || index.shape()[d] <= x.shape()[d], "gather: index ", index.str(), " is larger than x ",
+  // As PyTorch: an empty index gives an empty result of its shape, unchecked.
+  if (index.numel() == 0) return zeros(index.shape(), x.device(), x.dtype());
+  EnsureIndex(x, index, "gather", "index");
+  // 0-d tensors count as 1-D of one element (PyTorch's ensure_nonempty_dim).
+  const Tensor x1 = x.dim() == 0 ? x.reshape({1}) : x, index1 = index.dim() == 0 ? index.reshape({1}) : index;
+  FUSEBOX_ENSURE(index1.dim() == x1.dim(), "gather: index must have x's rank (0-d counts as 1-D), got x ", x.str(),
+                 " and index ", index.str());
+  for (int64_t d = 0; d < x1.dim(); ++d) {
+    FUSEBOX_ENSURE(d == dim || index1.shape()[d] <= x1.shape()[d], "gather: index ", index.str(), " is larger than x ",
                    x.str(), " in dim ", d, " (only dim ", dim, " may differ freely)");
   }
-  return Index(Op::kGather, x, dim, index, index.shape());
+  const Tensor out = Index(Op::kGather, x1, dim, index1, index1.shape());
+  return index.dim() == 0 ? out.reshape({}) : out;
 }
 
 Tensor embedding(const Tensor& indices, const Tensor& weight) {
@@ -141,7 +162,22 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
   FUSEBOX_ENSURE(size > 0 || (size == 0 && total == 0), "split: split_size must be positive (0 only for an empty dim), got ",
                  size, " for ", x.str());
   const int64_t count = size == 0 ? 1 : std::max<int64_t>((total + size - 1) / size, 1);
-  return Pieces(x, size, dim, count);
+  return EvenPieces(x, size, dim, count);
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  FUSEBOX_ENSURE(x.defined() && x.dim() > 0, "split: expected a tensor with dims, got ", x.defined() ? x.str() : "undefined");
+  dim = WrapDim(dim, x.dim(), "split");
+  const int64_t total = x.shape()[dim];
+  int64_t sum = 0;
+  for (int64_t size : sizes) {
+    FUSEBOX_ENSURE(size >= 0, "split: split_sizes must be non-negative, got [", absl::StrJoin(sizes, ", "), "] for ",
+                   x.str());
+    sum = size > total - sum ? total + 1 : sum + size;  // saturates: no overflow past total
+  }
+  FUSEBOX_ENSURE(sum == total, "split: split_sizes [", absl::StrJoin(sizes, ", "), "] must sum exactly to ", total,
+                 " (the size of dim ", dim, " of ", x.str(), ")");
+  return Pieces(x, dim, sizes);
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t n, int64_t dim) {
@@ -149,9 +185,9 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t n, int64_t dim) {
   FUSEBOX_ENSURE(n > 0, "chunk: the number of chunks must be positive, got ", n);
   dim = WrapDim(dim, x.dim(), "chunk");
   const int64_t total = x.shape()[dim];
-  if (total == 0) return Pieces(x, 0, dim, n);  // n empty pieces, as PyTorch
+  if (total == 0) return EvenPieces(x, 0, dim, n);  // n empty pieces, as PyTorch
   const int64_t size = (total + n - 1) / n;
-  return Pieces(x, size, dim, (total + size - 1) / size);
+  return EvenPieces(x, size, dim, (total + size - 1) / size);
 }
 
 }  // namespace fusebox

@@ -12,12 +12,15 @@
 
 namespace fusebox {
 
-// x's slices along `dim` at `index` (1-D, int64 or int32). An index outside
-// [0, x.size(dim)) is a fusebox::Error naming it (when the op runs; inside
-// compile(), when the call returns), and no element is read for it.
+// x's slices along `dim` at `index` (1-D, int64 or int32; a 0-d index is one
+// index, the dim keeping size 1; a 0-d x takes one index, giving a 0-d
+// result). An index outside [0, x.size(dim)) is a fusebox::Error naming it
+// (when the op runs; inside compile(), when the call returns), and no
+// element is read for it.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
-// out[p] = x[p with p[dim] replaced by index[p]]; index has x's rank, sizes
-// at most x's outside `dim`; the result has index's shape.
+// out[p] = x[p with p[dim] replaced by index[p]]; index has x's rank (0-d
+// counting as 1-D of one element), sizes at most x's outside `dim`; the
+// result has index's shape (an empty index gives it unchecked, as PyTorch).
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // F.embedding(indices, weight): weight's rows at indices; the result is
 // indices.shape + [weight.size(1)].
@@ -32,6 +35,10 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 
 // Views of x along `dim`: pieces of `size` (the last may be smaller).
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim = 0);
+// Views of x along `dim` of `sizes` (PyTorch's split with a list, i.e.
+// split_with_sizes): non-negative, summing to x.size(dim). A one-element
+// list must be spelled std::vector<int64_t>{n}: a braced {n} is the size.
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 // Views of x along `dim`: ceil(x.size(dim) / n) each (the last may be
 // smaller, and there may be fewer than n).
 std::vector<Tensor> chunk(const Tensor& x, int64_t n, int64_t dim = 0);

@@ -187,6 +187,40 @@ TEST(SplitTest, PiecesAreViewsWithPyTorchSizes) {
   EXPECT_THAT(ErrorOf([&] { split(x, 2, 2); }), HasSubstr("split: dimension 2 is out of range"));
 }
 
+TEST(SplitTest, WithSizesAsPyTorchSplitWithSizes) {
+  const Tensor x = RandomTensor({3, 9, 2}, kF32);
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(Sizes(split(x, V{2, 0, 4, 3}, 1), 1), (V{2, 0, 4, 3}));
+  EXPECT_EQ(Sizes(split(x, V{9}, -2), 1), (V{9}));
+  EXPECT_EQ(Sizes(split(x, V{1, 2}, -3), 0), (V{1, 2}));
+  EXPECT_EQ(Sizes(split(x, V{0, 2, 0}, -1), 2), (V{0, 2, 0}));
+  EXPECT_TRUE(split(RandomTensor({0, 4}, kF32), V{}).empty());
+  // Views at the running offset, with x's values: joined they give x back.
+  const std::vector<Tensor> pieces = split(x, V{2, 0, 4, 3}, 1);
+  EXPECT_EQ(pieces[2].data_ptr(), static_cast<const char*>(x.data_ptr()) + 2 * 2 * sizeof(float));
+  EXPECT_EQ(pieces[3].data_ptr(), static_cast<const char*>(x.data_ptr()) + 6 * 2 * sizeof(float));
+  EXPECT_TRUE(AllClose(cat(pieces, 1), CatRef({x}, 0, kF32), "cat(split(x, [2, 0, 4, 3], 1), 1)"));
+  EXPECT_TRUE(AllClose(pieces[2], CatRef({x.narrow(1, 2, 4).contiguous()}, 0, kF32), "the third piece"));
+  // Inside compile the pieces are views feeding one kernel.
+  auto f = compile([](const Tensor& x) {
+    const std::vector<Tensor> p = split(x, V{4, 4, 1}, 1);
+    return p[0] * p[1];
+  });
+  const std::vector<double> v = x.to_double_vector();
+  Expected want{.shape = {3, 4, 2}, .dtype = kF32};
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t k = 0; k < 8; ++k) want.values.push_back(v[i * 18 + k] * v[i * 18 + 8 + k]);
+  }
+  EXPECT_TRUE(AllClose(f(x), want, "split with sizes inside compile"));
+  EXPECT_EQ(f.kernels().size(), 1u);
+  EXPECT_THAT(ErrorOf([&] { split(x, V{4, 4}, 1); }),
+              HasSubstr("split: split_sizes [4, 4] must sum exactly to 9 (the size of dim 1 of"));
+  EXPECT_THAT(ErrorOf([&] { split(x, V{10, -1}, 1); }), HasSubstr("split: split_sizes must be non-negative, got [10, -1]"));
+  EXPECT_THAT(ErrorOf([&] { split(x, V{INT64_MAX, INT64_MAX, 2}, 1); }), HasSubstr("must sum exactly to 9"));
+  EXPECT_THAT(ErrorOf([&] { split(x, V{3}, 3); }), HasSubstr("split: dimension 3 is out of range"));
+  EXPECT_THAT(ErrorOf([&] { split(RandomTensor({}, kF32), V{1}); }), HasSubstr("split: expected a tensor with dims"));
+}
+
 TEST(SplitTest, InsideCompileThePiecesFeedOneKernel) {
   const Tensor x = RandomTensor({6, 5}, kF32);
   auto f = compile([](const Tensor& x) {

@@ -160,6 +160,43 @@ TEST_P(IndexOpsTest, NonContiguousInputsAndIndices) {
   EXPECT_TRUE(AllClose(f(x, cols), IndexSelectRef(x, 1, cols), "index_select dim 1 of a transpose, compiled"));
 }
 
+// PyTorch's 0-d rules: index_select's 0-d index is one index (the dim keeps
+// size 1) and a 0-d x takes one index (a 0-d result); gather counts a 0-d x
+// or index as 1-D of one element and gives index's shape.
+TEST_P(IndexOpsTest, ZeroDimIndicesAndInputsAsPyTorch) {
+  const auto [dtype, index_dtype] = GetParam();
+  const Tensor x = RandomTensor({5, 7, 3}, dtype), scalar = RandomTensor({}, dtype);
+  auto select = compile([](const Tensor& a, const Tensor& i) { return index_select(a, -1, i); });
+  for (int64_t dim : {0, 1, -1}) {
+    const int64_t d = dim < 0 ? dim + 3 : dim;
+    const Tensor index = RandomIndex({}, x.shape()[d], index_dtype);
+    const Expected want = IndexSelectRef(x, d, index.reshape({1}));
+    ASSERT_EQ(want.shape[d], 1);
+    EXPECT_TRUE(AllClose(index_select(x, dim, index), want, absl::StrCat("index_select, 0-d index, dim ", dim)));
+    if (dim == -1) EXPECT_TRUE(AllClose(select(x, index), want, "index_select, 0-d index, compiled"));
+  }
+  const Expected just_scalar{.shape = {}, .dtype = dtype, .values = scalar.to_double_vector()};
+  for (const Shape& shape : {Shape{}, Shape{1}}) {
+    const Tensor zero = RandomIndex(shape, 1, index_dtype);
+    const std::string what = absl::StrCat("index_select of a 0-d x at index ", ShapeToString(shape));
+    EXPECT_TRUE(AllClose(index_select(scalar, 0, zero), just_scalar, what));
+    EXPECT_TRUE(AllClose(select(scalar, zero), just_scalar, what + " compiled"));
+  }
+
+  auto take = compile([](const Tensor& a, const Tensor& i) { return gather(a, 0, i); });
+  const Tensor zero = RandomIndex({}, 1, index_dtype), zeros3 = RandomIndex({3}, 1, index_dtype);
+  EXPECT_TRUE(AllClose(gather(scalar, 0, zero), just_scalar, "gather, 0-d x and index"));
+  EXPECT_TRUE(AllClose(take(scalar, zero), just_scalar, "gather, 0-d x and index, compiled"));
+  const Expected thrice{.shape = {3}, .dtype = dtype, .values = std::vector<double>(3, scalar.to_double_vector()[0])};
+  EXPECT_TRUE(AllClose(gather(scalar, -1, zeros3), thrice, "gather, 0-d x and 1-D index"));
+  EXPECT_TRUE(AllClose(take(scalar, zeros3), thrice, "gather, 0-d x and 1-D index, compiled"));
+  const Tensor v = RandomTensor({6}, dtype), at = RandomIndex({}, 6, index_dtype);
+  Expected element = GatherRef(v, 0, at.reshape({1}));
+  element.shape = {};
+  EXPECT_TRUE(AllClose(gather(v, 0, at), element, "gather, 1-D x and 0-d index"));
+  EXPECT_TRUE(AllClose(take(v, at), element, "gather, 1-D x and 0-d index, compiled"));
+}
+
 INSTANTIATE_TEST_SUITE_P(DTypes, IndexOpsTest,
                          ::testing::Values(Case{kF32, kI64}, Case{kBF16, kI32}, Case{kF16, kI64}, Case{kI64, kI32},
                                            Case{kF32, kI32}),
@@ -180,6 +217,22 @@ TEST(IndexOpsTest, SizesZeroAndOne) {
 
 TEST(IndexOpsTest, UsageErrorsNameTheOp) {
   const Tensor x = RandomTensor({4, 5}, kF32);
+  const Tensor scalar = RandomTensor({}, kF32);
+  EXPECT_THAT(ErrorOf([&] { index_select(x, 0, RandomIndex({2, 2}, 4, kI64)); }),
+              HasSubstr("index_select: index is supposed to be a vector (0-d or 1-D), got"));
+  EXPECT_THAT(ErrorOf([&] { index_select(scalar, 0, RandomIndex({2}, 1, kI64)); }),
+              HasSubstr("index_select: index to a 0-d x can have only 1 value"));
+  EXPECT_THAT(ErrorOf([&] { index_select(scalar, 0, RandomIndex({0}, 1, kI64)); }),
+              HasSubstr("index_select: index to a 0-d x can have only 1 value"));
+  EXPECT_THAT(ErrorOf([&] { index_select(scalar, 1, RandomIndex({}, 1, kI64)); }),
+              HasSubstr("index_select: dimension 1 is out of range"));
+  EXPECT_THAT(ErrorOf([&] { index_select(scalar, 0, Tensor::from_vector(std::vector<double>{1}, {}, kI64)); }),
+              HasSubstr("index_select: index 1 is out of range for dim 0 of size 1"));
+  EXPECT_THAT(ErrorOf([&] { gather(x, 1, RandomIndex({}, 4, kI64)); }), HasSubstr("gather: index must have x's rank"));
+  EXPECT_THAT(ErrorOf([&] { gather(scalar, 0, Tensor::from_vector(std::vector<double>{1}, {}, kI64)); }),
+              HasSubstr("gather: index 1 is out of range for dim 0 of size 1"));
+  // An empty index gives its shape unchecked (PyTorch returns before its checks).
+  EXPECT_EQ(gather(x, 1, RandomIndex({0}, 4, kI64)).shape(), (Shape{0}));
   EXPECT_THAT(ErrorOf([&] { index_select(x, 0, RandomTensor({2}, kF32)); }), HasSubstr("index_select: index must be int64 or int32"));
   EXPECT_THAT(ErrorOf([&] { index_select(x, 2, RandomIndex({2}, 4, kI64)); }), HasSubstr("index_select: dimension 2 is out of range"));
   EXPECT_THAT(ErrorOf([&] { gather(x, 0, RandomIndex({2}, 4, kI64)); }), HasSubstr("gather: index must have x's rank"));
@@ -284,6 +337,13 @@ TEST(DataMovementGpuTest, IndexOpsAndBadIndicesOnCuda) {
     const Tensor gi = RandomIndex({37, 9}, 65, kI64);
     auto f = compile([](const Tensor& a, const Tensor& i) { return gather(a, -1, i); });
     EXPECT_TRUE(AllClose(f(x.to(gpu), gi.to(gpu)), GatherRef(x, 1, gi), "gather cuda compiled"));
+    // 0-d: index_select's 0-d index keeps the dim (size 1); gather of a 0-d index is 0-d.
+    const Tensor one = RandomIndex({}, 65, kI64);
+    EXPECT_TRUE(AllClose(index_select(x.to(gpu), 1, one.to(gpu)), IndexSelectRef(x, 1, one.reshape({1})), "0-d index cuda"));
+    const Tensor row = x.narrow(0, 3, 1).reshape({65});
+    Expected element = GatherRef(row, 0, one.reshape({1}));
+    element.shape = {};
+    EXPECT_TRUE(AllClose(f(row.to(gpu), one.to(gpu)), element, "gather of a 0-d index cuda compiled"));
   }
   const Tensor x = RandomTensor({5, 3}, kF32);
   const Tensor bad = Tensor::from_vector(std::vector<double>{1, 9}, {2}, kI64, gpu);

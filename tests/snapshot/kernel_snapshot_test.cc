@@ -1,11 +1,11 @@
 // The kernel snapshot (tinygrad's process replay, done ahead of time): every
-// kernel of the benchmark's cases (fusebox_bench, full and --quick sizes) and
-// of its --sweep grid is lowered and printed for both targets, without a
-// device or a compiler, and compared with the committed text under
-// tests/snapshot/kernels/ (one file per case: each kernel's C++ and CUDA
-// source and its CUDA schedule). A refactoring that claims to keep
-// behaviour proves it here; a change that means to alter kernels regenerates
-// the files and the diff shows what changed:
+// kernel of the benchmark's cases (fusebox_bench, full and --quick sizes), of
+// its --sweep grid and of a few data-movement programs is lowered and
+// printed for both targets, without a device or a compiler, and compared
+// with the committed text under tests/snapshot/kernels/ (one file per case:
+// each kernel's C++ and CUDA source and its CUDA schedule). A refactoring
+// that claims to keep behaviour proves it here; a change that means to alter
+// kernels regenerates the files and the diff shows what changed:
 //   FUSEBOX_SNAPSHOT_UPDATE=1 build/tests/snapshot_tests
 #include <cctype>
 #include <cstdlib>
@@ -28,6 +28,7 @@
 #include "bench/sweep.h"
 #include "bench/workloads.h"
 #include "frontend/capture.h"
+#include "frontend/fusebox.h"
 #include "fusion/pipeline.h"
 #include "gtest/gtest.h"
 
@@ -48,6 +49,7 @@ const backend::TuningSnapshot& DefaultTuning() {
 struct Printed {
   std::string name, launch, cpp, cuda;  // extern kernels: `cpp` holds the description
   bool is_extern = false;
+  bool checks_indices = false;  // its prelude adds the index-check helpers
 };
 
 // fn(inputs)'s plan, captured without running anything.
@@ -70,7 +72,7 @@ std::vector<Printed> PrintPlan(const bench::WorkloadFn& fn, const std::vector<Te
     backend::Kernel k = backend::LowerKernel(plan, group, DefaultTuning());
     k.cuda_arch = 90;
     printed.push_back({group.name, backend::ChooseCudaSchedule(k, DefaultTuning()).ToString(), backend::cpu::PrintCpp(k),
-                       backend::PrintCuda(k, DefaultTuning())});
+                       backend::PrintCuda(k, DefaultTuning()), false, k.checks_indices});
   }
   return printed;
 }
@@ -82,8 +84,35 @@ std::string FileName(const std::string& name) {
   return s + ".txt";
 }
 
+// Data-movement programs the bench does not run (fixed shapes and dtypes):
+// indirect loads (embedding, gather, index_select with int32 indices) and
+// cat's masked loads, each fused with pointwise producers or consumers, and
+// a reduction over an embedding (stored by a kernel of its own first).
+struct MoveCase {
+  std::string name;
+  bench::WorkloadFn fn;
+  std::vector<Tensor> inputs;
+};
+std::vector<MoveCase> MoveCases() {
+  constexpr DType kF32 = DType::kFloat32, kBF16 = DType::kBFloat16, kF16 = DType::kFloat16;
+  auto e = [](const Shape& s, DType dtype) { return Tensor::empty(s, dtype); };
+  return {
+      {"embedding_add", bench::Fn3{[](const Tensor& i, const Tensor& w, const Tensor& pos) { return embedding(i, w) + pos; }},
+       {e({8, 16}, DType::kInt64), e({1000, 64}, kF32), e({16, 64}, kF32)}},
+      {"gather_dim1_tanh", bench::Fn2{[](const Tensor& x, const Tensor& i) { return tanh(gather(x, 1, i)) * 2; }},
+       {e({64, 100}, kF32), e({64, 10}, DType::kInt64)}},
+      {"cat3_dim1_of_producers",
+       bench::Fn3{[](const Tensor& a, const Tensor& b, const Tensor& c) { return cat({a * 2, b, exp(c)}, 1); }},
+       {e({4, 3, 32}, kBF16), e({4, 5, 32}, kBF16), e({4, 7, 32}, kF32)}},
+      {"index_select_int32", bench::Fn2{[](const Tensor& x, const Tensor& i) { return index_select(x, 0, i); }},
+       {e({128, 256}, kF16), e({50}, DType::kInt32)}},
+      {"sum_of_embedding", bench::Fn2{[](const Tensor& i, const Tensor& w) { return sum(embedding(i, w) * 3, -1); }},
+       {e({7}, DType::kInt64), e({10, 33}, kF32)}},
+  };
+}
+
 // Calls fn(file name, function, inputs) for every case of the corpus: the
-// suite's (full and quick sizes) and the sweep grid's.
+// suite's (full and quick sizes), the sweep grid's and the data-movement ones.
 void ForEachCase(const std::function<void(const std::string&, const bench::WorkloadFn&, const std::vector<Tensor>&)>& fn) {
   for (bool quick : {false, true}) {
     for (const bench::Case& c : bench::SuiteCases(quick)) {
@@ -100,6 +129,7 @@ void ForEachCase(const std::function<void(const std::string&, const bench::Workl
     fn(FileName("sweep_" + c.name()), bench::SweepFunction(c),
        bench::MakeSweepInputs(c, Device::cpu(), 0, /*uninitialized=*/true));
   }
+  for (const MoveCase& c : MoveCases()) fn(FileName("move_" + c.name), c.fn, c.inputs);
 }
 
 // The lines every source starts with (the printers' helper functions), so
@@ -115,38 +145,48 @@ std::string CommonPrefix(const std::vector<const std::string*>& sources) {
   return prefix.substr(0, prefix.rfind('\n') + 1);  // whole lines
 }
 
-std::string StripPrefix(const std::string& source, const std::string& prefix) {
-  return source.starts_with(prefix) ? absl::StrCat("(the prelude)\n", source.substr(prefix.size())) : source;
+std::string StripPrefix(const std::string& source, const std::string& prefix, const char* label = "the prelude") {
+  return source.starts_with(prefix) ? absl::StrCat("(", label, ")\n", source.substr(prefix.size())) : source;
 }
 
 
-// Case file name -> printed kernels, over the whole corpus, and the two
-// preludes (files _prelude_cpp.txt and _prelude_cuda.txt).
+// Case file name -> printed kernels, over the whole corpus, and the
+// preludes: _prelude_cpp.txt and _prelude_cuda.txt, and for the kernels that
+// check indices (whose prelude goes on with the index-check helpers)
+// _prelude_index_check_cpp.txt and _prelude_index_check_cuda.txt.
 std::map<std::string, std::string> Corpus() {
   std::map<std::string, std::vector<Printed>> cases;
   ForEachCase([&](const std::string& file, const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
     cases[file] = PrintPlan(fn, inputs);
   });
-  std::vector<const std::string*> cpp, cuda;
+  std::vector<const std::string*> cpp[2], cuda[2];  // by checks_indices
   for (const auto& [file, kernels] : cases) {
     for (const Printed& k : kernels) {
       if (k.is_extern) continue;
-      cpp.push_back(&k.cpp);
-      cuda.push_back(&k.cuda);
+      cpp[k.checks_indices].push_back(&k.cpp);
+      cuda[k.checks_indices].push_back(&k.cuda);
     }
   }
   std::map<std::string, std::string> corpus;
-  const std::string cpp_prelude = CommonPrefix(cpp), cuda_prelude = CommonPrefix(cuda);
-  corpus["_prelude_cpp.txt"] = cpp_prelude;
-  corpus["_prelude_cuda.txt"] = cuda_prelude;
+  const std::string cpp_prelude[2] = {CommonPrefix(cpp[0]), CommonPrefix(cpp[1])};
+  const std::string cuda_prelude[2] = {CommonPrefix(cuda[0]), CommonPrefix(cuda[1])};
+  const char* const label[2] = {"the prelude", "the index-check prelude"};
+  const char* const stem[2] = {"_prelude_", "_prelude_index_check_"};
+  for (int checks : {0, 1}) {
+    if (cpp[checks].empty()) continue;
+    corpus[absl::StrCat(stem[checks], "cpp.txt")] = cpp_prelude[checks];
+    corpus[absl::StrCat(stem[checks], "cuda.txt")] = cuda_prelude[checks];
+  }
   for (const auto& [file, kernels] : cases) {
     std::string& text = corpus[file];
     for (const Printed& k : kernels) {
       if (k.is_extern) {
         absl::StrAppend(&text, "=== ", k.name, "\n", k.cpp, "\n");
       } else {
+        const int c = k.checks_indices;
         absl::StrAppend(&text, "=== ", k.name, "\n--- cuda schedule: ", k.launch, "\n--- cpp\n",
-                        StripPrefix(k.cpp, cpp_prelude), "--- cuda\n", StripPrefix(k.cuda, cuda_prelude));
+                        StripPrefix(k.cpp, cpp_prelude[c], label[c]), "--- cuda\n",
+                        StripPrefix(k.cuda, cuda_prelude[c], label[c]));
       }
     }
   }
