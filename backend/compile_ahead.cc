@@ -48,9 +48,6 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
     k.ir = LowerKernel(plan, group, tuning);
     k.ir.cuda_arch = cuda_arch;
     k.ir.cuda_sm_count = cuda_sm_count;
-    // Long rows on sm_90+, opt-in: a thread-block cluster per row (CUDA only;
-    // the C++ printer ignores it).
-    if ((!cpu || cuda_twins) && tuning.On(Knob::kClusters)) k.ir.cluster = CudaClusterLayout(k.ir, cuda_arch);
     const std::string& name = group.name;
     if (cpu) {
       k.source = RewriteSource(name, cpu::PrintCpp(k.ir));

@@ -95,17 +95,6 @@ enum class RowStrategy {
                   // alone, and neighbouring threads read neighbouring addresses
 };
 
-// CUDA, sm_90+: each row spread over a thread-block cluster of `blocks`
-// blocks of `threads` threads, each thread holding `slots` elements of the
-// row per cached load in registers (backend/cuda/cuda_cluster.h). blocks == 0:
-// not clustered.
-struct ClusterLayout {
-  int blocks = 0;
-  int threads = 0;
-  int slots = 0;
-  friend bool operator==(const ClusterLayout&, const ClusterLayout&) = default;
-};
-
 struct Kernel {
   std::string name;
   fusion::KernelKind kind = fusion::KernelKind::kPointwise;
@@ -118,10 +107,10 @@ struct Kernel {
   // values), then `row_body` (stores of one value per row).
   int64_t num_rows = 0, row_length = 0;
   RowStrategy strategy = RowStrategy::kBlockPerRow;
-  // Persistent kernels, and looped ones whose rows end in the innermost dim
-  // (which a CUDA cluster may hold on chip: `cluster`).
+  // Persistent kernels, looped ones whose rows end in the innermost dim
+  // (which a CUDA cluster may hold on chip: cuda/cuda_cluster.h), and column
+  // kernels (cuda/outer_reduction.h).
   std::vector<CachedLoad> cached_loads;
-  ClusterLayout cluster;
   // CUDA: the target's compute capability (90 for sm_90), set where the
   // kernel is compiled for a device; 0 (lowered alone, as in tests): sm_90.
   // Layouts that depend on the device's limits (shared memory) read it.

@@ -51,7 +51,7 @@ std::string Temp(int t) { return absl::StrCat("t", t); }
 // span = slots * threads; thread t of it elements t, t + threads, ...
 class ClusterPrinter : public CPrinter {
  public:
-  explicit ClusterPrinter(const TuningSnapshot& tuning) : tuning_(tuning) {}
+  ClusterPrinter(const ClusterLayout& cluster, const TuningSnapshot& tuning) : c_(cluster), tuning_(tuning) {}
 
  protected:
   std::string Prelude() const override { return absl::StrCat(CudaPrelude(tuning_), kClusterPrelude); }
@@ -60,7 +60,7 @@ class ClusterPrinter : public CPrinter {
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
 
   std::string OpenRow(const Kernel& k) const override {
-    const ClusterLayout& c = k.cluster;
+    const ClusterLayout& c = c_;
     const char* idx = k.index64 ? "long long" : "int";
     std::string out = absl::StrCat("// each row over a cluster of ", c.blocks, " blocks of ", c.threads, " threads, ",
                                    c.slots, " elements per thread and cached load\n",
@@ -83,7 +83,7 @@ class ClusterPrinter : public CPrinter {
   std::string Preload(const Kernel& k) const override {
     std::string out;
     for (size_t c = 0; c < k.cached_loads.size(); ++c) {
-      absl::StrAppend(&out, "    ", ComputeCType(k.cached_loads[c].dtype), " c", c, "[", k.cluster.slots, "];\n");
+      absl::StrAppend(&out, "    ", ComputeCType(k.cached_loads[c].dtype), " c", c, "[", c_.slots, "];\n");
     }
     absl::StrAppend(&out, OpenRowLoop(k));
     for (size_t c = 0; c < k.cached_loads.size(); ++c) {
@@ -94,14 +94,14 @@ class ClusterPrinter : public CPrinter {
   }
   std::string OpenRowLoop(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
-    return absl::StrCat("#pragma unroll\n    for (int k = 0; k < ", k.cluster.slots, "; ++k) {\n      const ", idx,
-                        " j = fb_begin + threadIdx.x + k * ", k.cluster.threads, ";\n      if (j < ", k.row_length,
+    return absl::StrCat("#pragma unroll\n    for (int k = 0; k < ", c_.slots, "; ++k) {\n      const ", idx,
+                        " j = fb_begin + threadIdx.x + k * ", c_.threads, ";\n      if (j < ", k.row_length,
                         k.index64 ? "LL" : "", ") {\n");
   }
   std::string CloseRowLoop(const Kernel&) const override { return "    }}\n"; }
 
   std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
-    std::string out = absl::StrCat("    ", Temp(a.temp), " = fb_cluster_reduce<", k.cluster.blocks, ">(", Temp(a.temp),
+    std::string out = absl::StrCat("    ", Temp(a.temp), " = fb_cluster_reduce<", c_.blocks, ">(", Temp(a.temp),
                                    ", ", lambda, ", ", IdentityLiteral(a), ", &fb_slot_", Temp(a.temp), ");\n");
     // After the last read of other blocks' slots: the kernel's final barrier
     // opens here and closes at its end, past the stores.
@@ -110,10 +110,11 @@ class ClusterPrinter : public CPrinter {
   }
   // Per-row values are stored by the row's first block.
   std::string OpenRowStores(const Kernel& k) const override {
-    return absl::StrCat("    if (blockIdx.x % ", k.cluster.blocks, " == 0 && threadIdx.x == 0) {\n");
+    return absl::StrCat("    if (blockIdx.x % ", c_.blocks, " == 0 && threadIdx.x == 0) {\n");
   }
 
  private:
+  const ClusterLayout& c_;
   const TuningSnapshot& tuning_;
 };
 
@@ -144,8 +145,8 @@ ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
 
 const char* CudaClusterPrelude() { return kClusterPrelude; }
 
-std::string PrintCudaCluster(const Kernel& kernel, const TuningSnapshot& tuning) {
-  return ClusterPrinter(tuning).Print(kernel);
+std::string PrintCudaCluster(const Kernel& kernel, const ClusterLayout& cluster, const TuningSnapshot& tuning) {
+  return ClusterPrinter(cluster, tuning).Print(kernel);
 }
 
 }  // namespace fusebox::backend

@@ -12,6 +12,18 @@
 
 namespace fusebox::backend {
 
+// CUDA, sm_90+: each row spread over a thread-block cluster of `blocks`
+// blocks of `threads` threads, each thread holding `slots` elements of the
+// row per cached load in registers (backend/cuda/cuda_cluster.h). blocks == 0:
+// not clustered. Part of the kernel's CudaSchedule (cuda_schedule.h).
+struct ClusterLayout {
+  int blocks = 0;
+  int threads = 0;
+  int slots = 0;
+  friend bool operator==(const ClusterLayout&, const ClusterLayout&) = default;
+};
+
+
 // Pure: how a device of compute capability `arch` (90 for sm_90) spreads each
 // row of `kernel` over a cluster, or {} (blocks 0) to keep the looped
 // kernel: below sm_90, for argmax/argmin, split or run-time row counts, rows
@@ -19,7 +31,7 @@ namespace fusebox::backend {
 // 32 registers per thread in 8 blocks.
 ClusterLayout CudaClusterLayout(const Kernel& kernel, int arch);
 
-// Compiles use CudaClusterLayout only with Knob::kClusters
+// ChooseCudaSchedule uses CudaClusterLayout only with Knob::kClusters
 // (FUSEBOX_TUNE_CLUSTERS=1). On the H200 the cluster softmax over 1024 x
 // 65536 ran at 1544 GB/s, the looped kernel that walks the grid with one
 // block per SM at 2395 (bench/NOTES.md): the looped kernel is the default.
@@ -28,8 +40,8 @@ ClusterLayout CudaClusterLayout(const Kernel& kernel, int arch);
 // after CudaPrelude; the outer reduction printer shares them.
 const char* CudaClusterPrelude();
 
-// The kernel's CUDA source for its `cluster` layout (blocks > 1); PrintCuda
-// calls it. One launch of num_rows * blocks blocks, `threads` each.
-std::string PrintCudaCluster(const Kernel& kernel, const TuningSnapshot& tuning);
+// The kernel's CUDA source in `cluster` (blocks > 1), its schedule's;
+// PrintCuda calls it. One launch of num_rows * blocks blocks, `threads` each.
+std::string PrintCudaCluster(const Kernel& kernel, const ClusterLayout& cluster, const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

@@ -441,7 +441,7 @@ int CudaVectorWidth(const Kernel& k) {
 std::string PrintCuda(const Kernel& lowered, const CudaSchedule& schedule, const TuningSnapshot& tuning) {
   // The CUDA passes that follow from the schedule (kernel_passes.h).
   const Kernel kernel = RunKernelPasses(lowered, CudaKernelPasses(), &schedule, tuning);
-  if (schedule.kind == CudaScheduleKind::kCluster) return PrintCudaCluster(kernel, tuning);
+  if (schedule.kind == CudaScheduleKind::kCluster) return PrintCudaCluster(kernel, schedule.cluster, tuning);
   const CudaPrinter printer(tuning);
   if (schedule.split > 1) return printer.PrintSplit(kernel);
   if (schedule.outer) return PrintCudaOuter(kernel, *schedule.outer, tuning);
@@ -455,7 +455,6 @@ std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning) {
 }
 
 int CudaBlockSize(const Kernel& k, const TuningSnapshot& tuning) {
-  if (k.cluster.blocks > 1) return k.cluster.threads;
   if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k, tuning)) return outer->threads();
   return UsesCudaRowLayout(k) ? CudaRowBlockSize(k, tuning) : kCudaBlockSize;
 }
@@ -466,7 +465,6 @@ int64_t CudaGridSize(const Kernel& k, int64_t iterations, const TuningSnapshot& 
     return (iterations + per_block - 1) / per_block;
   }
   if (!k.is_reduction()) return (iterations + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock;
-  if (k.cluster.blocks > 1) return iterations * k.cluster.blocks;
   switch (k.strategy) {
     case RowStrategy::kBlockPerRow: return k.split > 1 ? iterations * k.split : iterations;
     case RowStrategy::kWarpPerRow: {

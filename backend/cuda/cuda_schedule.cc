@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/column_tiles.h"
+#include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/cuda_printer.h"
 
 namespace fusebox::backend {
@@ -27,6 +28,16 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
     s.per_block = kCudaElementsPerBlock;
     return s;
   }
+  // Long rows on sm_90+, opt-in: a thread-block cluster per row (cuda_cluster.h).
+  if (tuning.On(Knob::kClusters)) {
+    if (const ClusterLayout c = CudaClusterLayout(k, k.cuda_arch); c.blocks > 1) {
+      s.kind = CudaScheduleKind::kCluster;
+      s.cluster = c;
+      s.block = c.threads;
+      s.blocks_each = c.blocks;
+      return s;
+    }
+  }
   if (UsesCudaRowLayout(k)) {
     s.rows = ChooseCudaRowLayout(k, tuning);
     s.vector_width = s.rows->vector_width;
@@ -37,12 +48,6 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
     s.split = k.split;
     s.partial_block = CudaPartialBlockSize(k, tuning);
     s.combine_grid = CudaCombineGridSize(k);
-  }
-  if (k.cluster.blocks > 1) {
-    s.kind = CudaScheduleKind::kCluster;
-    s.cluster = k.cluster;
-    s.blocks_each = k.cluster.blocks;
-    return s;
   }
   switch (k.strategy) {
     case RowStrategy::kBlockPerRow:

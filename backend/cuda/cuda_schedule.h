@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/outer_reduction.h"
 #include "backend/cuda/row_layout.h"
 #include "backend/kernel_ir.h"

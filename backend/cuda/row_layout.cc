@@ -91,7 +91,7 @@ int CudaLanesPerRow(int64_t row_length, int vector_width, int64_t min_elements) 
 }
 
 bool UsesCudaRowLayout(const Kernel& k) {
-  return k.is_reduction() && k.split <= 1 && k.cluster.blocks <= 1 && k.strategy != RowStrategy::kThreadPerRow;
+  return k.is_reduction() && k.split <= 1 && k.strategy != RowStrategy::kThreadPerRow;
 }
 
 bool LoopsReadingTwice(const Kernel& k) {

@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_cluster.h"
 
 #include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/cuda_schedule.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/ptx_summary.h"
 #include "frontend/fusebox.h"
@@ -20,16 +21,28 @@ using ::testing::Not;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 using testing_backend::LowerOnly;
 
-// The kernel with the layout an sm_90 device gets, printed and compiled.
+// Clusters are opt-in (Knob::kClusters): the tuning that turns them on.
+backend::TuningSnapshot WithClusters() {
+  backend::TuningSnapshot t = backend::CurrentTuning();
+  t.Set(backend::Knob::kClusters, 1);
+  return t;
+}
+
+// The kernel with the schedule an sm_90 device gets with clusters on,
+// printed and compiled.
 struct Compiled {
   backend::Kernel kernel;
+  backend::CudaSchedule schedule;
+  backend::ClusterLayout cluster;  // the schedule's
   std::string source;
   PtxSummary summary;
   std::string ptx;
 };
 Compiled CompileForSm90(backend::Kernel k) {
-  k.cluster = backend::CudaClusterLayout(k, 90);
-  Compiled c{.kernel = k, .source = backend::PrintCuda(k, backend::CurrentTuning())};
+  k.cuda_arch = 90;
+  const backend::TuningSnapshot tuning = WithClusters();
+  const backend::CudaSchedule s = backend::ChooseCudaSchedule(k, tuning);
+  Compiled c{.kernel = k, .schedule = s, .cluster = s.cluster, .source = backend::PrintCuda(k, s, tuning)};
   auto out = cuda::CompileWithNvrtc(c.source, k.name, 90);
   EXPECT_TRUE(out.ok()) << out.status() << "\n" << c.source;
   if (out.ok()) {
@@ -44,11 +57,12 @@ TEST(CudaClusterTest, SoftmaxOver65536SpreadsEachRowOverEightBlocksWithoutSpills
   EXPECT_EQ(k.kind, fusion::KernelKind::kReduction);
   EXPECT_EQ(k.name.rfind("red_", 0), 0u) << k.name;  // the plan's name stays
   const Compiled c = CompileForSm90(k);
-  EXPECT_EQ(c.kernel.cluster.blocks, 8);
-  EXPECT_EQ(c.kernel.cluster.threads, 512);
-  EXPECT_EQ(c.kernel.cluster.slots, 16);
-  EXPECT_EQ(backend::CudaGridSize(c.kernel, 3, backend::CurrentTuning()), 24);
-  EXPECT_EQ(backend::CudaBlockSize(c.kernel, backend::CurrentTuning()), 512);
+  EXPECT_EQ(c.cluster.blocks, 8);
+  EXPECT_EQ(c.cluster.threads, 512);
+  EXPECT_EQ(c.cluster.slots, 16);
+  EXPECT_EQ(c.schedule.kind, backend::CudaScheduleKind::kCluster);
+  EXPECT_EQ(c.schedule.Grid(3, 132), 24);
+  EXPECT_EQ(c.schedule.block, 512);
   EXPECT_THAT(c.source, HasSubstr("__cluster_dims__(8, 1, 1) __launch_bounds__(512)"));
   // Two reductions (max, sum): each combines across the cluster once.
   EXPECT_THAT(c.ptx, HasSubstr("barrier.cluster.wait"));
@@ -66,8 +80,8 @@ TEST(CudaClusterTest, LayerNormAndSumsPickTheFewestBlocksThatHoldTheRow) {
   // Rows of 24576 (past kPersistentRowLimit): three blocks of 512 threads,
   // 16 values each.
   const Compiled sum24k = CompileForSm90(LowerOnly([](auto& in) { return sum(in[0] * in[0], -1); }, {randn({64, 24576})}));
-  EXPECT_EQ(sum24k.kernel.cluster.blocks, 3);
-  EXPECT_EQ(sum24k.kernel.cluster.slots, 16);
+  EXPECT_EQ(sum24k.cluster.blocks, 3);
+  EXPECT_EQ(sum24k.cluster.slots, 16);
   EXPECT_EQ(sum24k.summary.spill_store_bytes + sum24k.summary.spill_load_bytes, 0) << sum24k.summary.ToString();
   // layer_norm with weight and bias caches three loads per element: 20001
   // (odd) over 8 blocks keeps 3 x 5 values per thread.
@@ -75,30 +89,30 @@ TEST(CudaClusterTest, LayerNormAndSumsPickTheFewestBlocksThatHoldTheRow) {
   const Compiled ln = CompileForSm90(
       LowerOnly([&](auto& in) { return layer_norm(in[0], {20001}, w, b, 1e-5); }, {randn({3, 20001})}));
   EXPECT_EQ(ln.kernel.cached_loads.size(), 3u);
-  EXPECT_EQ(ln.kernel.cluster.blocks, 8);
-  EXPECT_EQ(ln.kernel.cluster.slots, 5);
+  EXPECT_EQ(ln.cluster.blocks, 8);
+  EXPECT_EQ(ln.cluster.slots, 5);
   EXPECT_EQ(ln.summary.spill_store_bytes + ln.summary.spill_load_bytes, 0) << ln.summary.ToString();
   // Two reductions of one pass (two slots, one combine each), and an
   // integer sum accumulating in int64.
   const Compiled two = CompileForSm90(
       LowerOnly([](auto& in) { return sum(in[0], -1) + max(in[0], -1); }, {randn({3, 20000})}));
   EXPECT_EQ(two.kernel.passes.size(), 1u);
-  EXPECT_EQ(two.kernel.cluster.blocks, 3);
+  EXPECT_EQ(two.cluster.blocks, 3);
   EXPECT_THAT(two.source, HasSubstr("blockIdx.x % 3 == 0 && threadIdx.x == 0"));  // the row's store
   const Compiled ints = CompileForSm90(
       LowerOnly([](auto& in) { return sum(in[0].to(DType::kInt32), -1); }, {randn({3, 20000})}));
-  EXPECT_EQ(ints.kernel.cluster.blocks, 3);
+  EXPECT_EQ(ints.cluster.blocks, 3);
   EXPECT_THAT(ints.source, HasSubstr("fb_cluster_reduce<3>(t"));
   // bf16 rows are held as floats, converted once.
   const Compiled bf16 = CompileForSm90(
       LowerOnly([](auto& in) { return softmax(in[0], -1); }, {randn({3, 65536}).to(DType::kBFloat16)}));
-  EXPECT_EQ(bf16.kernel.cluster.blocks, 8);
+  EXPECT_EQ(bf16.cluster.blocks, 8);
   EXPECT_THAT(bf16.source, HasSubstr("float c0[16]"));
   EXPECT_EQ(bf16.summary.spill_store_bytes + bf16.summary.spill_load_bytes, 0) << bf16.summary.ToString();
   // Rows of 100000 take all 8 blocks at 25 values per thread.
   const Compiled big = CompileForSm90(LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({2, 100000})}));
-  EXPECT_EQ(big.kernel.cluster.blocks, 8);
-  EXPECT_EQ(big.kernel.cluster.slots, 25);
+  EXPECT_EQ(big.cluster.blocks, 8);
+  EXPECT_EQ(big.cluster.slots, 25);
   EXPECT_EQ(big.summary.spill_store_bytes + big.summary.spill_load_bytes, 0) << big.summary.ToString();
 }
 
@@ -107,8 +121,13 @@ TEST(CudaClusterTest, OtherKernelsAndOlderArchsKeepTheLoopedPath) {
   // Before sm_90 there are no clusters: the looped kernel (softmax reads its
   // rows three times: 1024 threads, a block per SM walking the rows).
   EXPECT_EQ(backend::CudaClusterLayout(softmax, 80).blocks, 0);
-  EXPECT_EQ(softmax.cluster.blocks, 0);
-  const std::string looped = backend::PrintCuda(softmax, backend::CurrentTuning());
+  softmax.cuda_arch = 80;
+  EXPECT_EQ(backend::ChooseCudaSchedule(softmax, WithClusters()).cluster.blocks, 0);
+  // Off by default: sm_90 keeps the looped kernel too.
+  softmax.cuda_arch = 90;
+  EXPECT_EQ(backend::ChooseCudaSchedule(softmax, backend::CurrentTuning()).cluster.blocks, 0);
+  softmax.cuda_arch = 80;
+  const std::string looped = backend::PrintCuda(softmax, WithClusters());
   EXPECT_THAT(looped, Not(HasSubstr("__cluster_dims__")));
   EXPECT_EQ(backend::CudaBlockSize(softmax, backend::CurrentTuning()), 1024);
   EXPECT_EQ(backend::CudaGridSize(softmax, 3, backend::CurrentTuning()), 3);  // the executable caps it at the SM count
