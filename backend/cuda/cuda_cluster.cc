@@ -4,12 +4,14 @@
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/outer_reduction.h"  // kCudaReferenceSmCount
 
 namespace fusebox::backend {
 namespace {
 
 constexpr int kMinClusterArch = 90;  // thread-block clusters: Hopper and later
 constexpr int kClusterThreads = 512;
+constexpr int kLoopedClusterThreads = 1024;  // looped shares: the most loads in flight
 constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
 // 32-bit registers of row values per thread: the layout aims for at most
 // kTargetWords (the persistent kernels' 16 per input), and takes up to
@@ -62,13 +64,18 @@ class ClusterPrinter : public CPrinter {
   std::string OpenRow(const Kernel& k) const override {
     const ClusterLayout& c = c_;
     const char* idx = k.index64 ? "long long" : "int";
+    const int64_t span = Span(k);
     std::string out = absl::StrCat("// each row over a cluster of ", c.blocks, " blocks of ", c.threads, " threads, ",
-                                   c.slots, " elements per thread and cached load\n",
+                                   c.slots > 0 ? absl::StrCat(c.slots, " elements per thread and cached load\n")
+                                               : absl::StrCat("each block looping over its ", span, " elements\n"),
                                    "extern \"C\" __global__ void __cluster_dims__(", c.blocks, ", 1, 1) __launch_bounds__(",
                                    c.threads, ") ", k.name, "(", ParamList(k, /*restrict_qualified=*/true), ") {\n",
                                    "  const ", idx, " r = blockIdx.x / ", c.blocks, ";\n", "  const ", idx,
-                                   " fb_begin = (", idx, ")(blockIdx.x % ", c.blocks, ") * ",
-                                   int64_t{c.slots} * c.threads, ";\n");
+                                   " fb_begin = (", idx, ")(blockIdx.x % ", c.blocks, ") * ", span, ";\n");
+    if (c.slots == 0) {
+      absl::StrAppend(&out, "  const ", idx, " fb_end = fb_begin + ", span, " < ", k.row_length, " ? fb_begin + ", span,
+                      " : ", k.row_length, ";\n");
+    }
     for (const Pass& pass : k.passes) {
       for (const Accumulator& a : pass.accumulators) {
         absl::StrAppend(&out, "  __shared__ ", ComputeCType(a.dtype), " fb_slot_", Temp(a.temp), ";\n");
@@ -79,8 +86,9 @@ class ClusterPrinter : public CPrinter {
   // Every block waits at the end until the whole cluster has read its slots.
   std::string CloseRow() const override { return "  }\n  fb_cluster_wait();\n}\n"; }
 
-  bool ReadsCachedLoads(const Kernel&) const override { return true; }
+  bool ReadsCachedLoads(const Kernel&) const override { return c_.slots > 0; }
   std::string Preload(const Kernel& k) const override {
+    if (c_.slots == 0) return "";
     std::string out;
     for (size_t c = 0; c < k.cached_loads.size(); ++c) {
       absl::StrAppend(&out, "    ", ComputeCType(k.cached_loads[c].dtype), " c", c, "[", c_.slots, "];\n");
@@ -94,6 +102,10 @@ class ClusterPrinter : public CPrinter {
   }
   std::string OpenRowLoop(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
+    if (c_.slots == 0) {
+      return absl::StrCat("#pragma unroll 4\n    for (", idx, " j = fb_begin + threadIdx.x; j < fb_end; j += ", c_.threads,
+                          ") {\n      {\n");
+    }
     return absl::StrCat("#pragma unroll\n    for (int k = 0; k < ", c_.slots, "; ++k) {\n      const ", idx,
                         " j = fb_begin + threadIdx.x + k * ", c_.threads, ";\n      if (j < ", k.row_length,
                         k.index64 ? "LL" : "", ") {\n");
@@ -114,6 +126,11 @@ class ClusterPrinter : public CPrinter {
   }
 
  private:
+  // Row elements each block of the cluster covers (the last block's may run
+  // past the row's end).
+  int64_t Span(const Kernel& k) const {
+    return c_.slots > 0 ? int64_t{c_.slots} * c_.threads : (k.row_length + c_.blocks - 1) / c_.blocks;
+  }
   const ClusterLayout& c_;
   const TuningSnapshot& tuning_;
 };
@@ -140,6 +157,10 @@ ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
   if (slots(kMaxClusterBlocks) * words <= kMaxWords) {
     return {kMaxClusterBlocks, kClusterThreads, static_cast<int>(slots(kMaxClusterBlocks))};
   }
+  // Too long to hold, and too few rows for a block per SM: each block of a
+  // cluster loops over its share of the row (slots 0), so every SM works.
+  const int sms = k.cuda_sm_count > 0 ? k.cuda_sm_count : kCudaReferenceSmCount;
+  if (k.num_rows < sms) return {kMaxClusterBlocks, kLoopedClusterThreads, 0};
   return {};
 }
 

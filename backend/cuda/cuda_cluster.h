@@ -19,16 +19,18 @@ namespace fusebox::backend {
 struct ClusterLayout {
   int blocks = 0;
   int threads = 0;
-  int slots = 0;
+  int slots = 0;  // 0 (blocks > 1): looped, each block walks its share every pass
   friend bool operator==(const ClusterLayout&, const ClusterLayout&) = default;
 };
 
 
 // Pure: how a device of compute capability `arch` (90 for sm_90) spreads each
 // row of `kernel` over a cluster, or {} (blocks 0) to keep the looped
-// kernel: below sm_90, for argmax/argmin, split or run-time row counts, rows
-// that do not end in the innermost dim, and rows whose values would not fit
-// 32 registers per thread in 8 blocks.
+// kernel: below sm_90, for argmax/argmin, split or run-time row counts, and
+// rows that do not end in the innermost dim. Rows whose values would not fit
+// 32 registers per thread in 8 blocks take a looped cluster (slots 0: each
+// block loops over its share, re-reading it each pass) where the rows are
+// fewer than the device's SMs (Kernel::cuda_sm_count), else the looped kernel.
 ClusterLayout CudaClusterLayout(const Kernel& kernel, int arch);
 
 // ChooseCudaSchedule uses CudaClusterLayout only with Knob::kClusters

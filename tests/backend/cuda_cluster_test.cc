@@ -116,6 +116,27 @@ TEST(CudaClusterTest, LayerNormAndSumsPickTheFewestBlocksThatHoldTheRow) {
   EXPECT_EQ(big.summary.spill_store_bytes + big.summary.spill_load_bytes, 0) << big.summary.ToString();
 }
 
+TEST(CudaClusterTest, FewRowsTooLongToHoldLoopOverTheirClustersShare) {
+  // 63 rows of 262147: 8 blocks of 1024 threads per row, each looping over
+  // 32769 elements in every pass, combining through the cluster.
+  const Compiled c =
+      CompileForSm90(LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({63, 262147})}));
+  EXPECT_EQ(c.cluster, (backend::ClusterLayout{.blocks = 8, .threads = 1024, .slots = 0}));
+  EXPECT_EQ(c.schedule.Grid(63, 132), 63 * 8);
+  EXPECT_EQ(c.schedule.block, 1024);
+  EXPECT_THAT(c.source, HasSubstr("fb_end = fb_begin + 32769 < 262147 ? fb_begin + 32769 : 262147"));
+  EXPECT_THAT(c.source, HasSubstr("j < fb_end; j += 1024"));
+  EXPECT_THAT(c.source, Not(HasSubstr("c0[")));  // nothing held
+  EXPECT_THAT(c.ptx, HasSubstr(".reqnctapercluster 8, 1, 1"));
+  EXPECT_EQ(c.summary.spill_store_bytes + c.summary.spill_load_bytes, 0) << c.summary.ToString();
+  // layer_norm with weight and bias, bf16.
+  Tensor w = randn({262147}).to(DType::kBFloat16), b = randn({262147}).to(DType::kBFloat16);
+  const Compiled ln = CompileForSm90(LowerOnly([&](auto& in) { return layer_norm(in[0], {262147}, w, b, 1e-5); },
+                                               {randn({5, 262147}).to(DType::kBFloat16)}));
+  EXPECT_EQ(ln.cluster.slots, 0);
+  EXPECT_EQ(ln.summary.spill_store_bytes + ln.summary.spill_load_bytes, 0) << ln.summary.ToString();
+}
+
 TEST(CudaClusterTest, OtherKernelsAndOlderArchsKeepTheLoopedPath) {
   backend::Kernel softmax = LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 65536})});
   // Before sm_90 there are no clusters: the looped kernel (softmax reads its
@@ -140,7 +161,12 @@ TEST(CudaClusterTest, OtherKernelsAndOlderArchsKeepTheLoopedPath) {
   EXPECT_EQ(backend::CudaClusterLayout(split, 90).blocks, 0);
   // Rows that do not end in the innermost dim, and rows too long for 8 blocks.
   EXPECT_EQ(backend::CudaClusterLayout(LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({65536, 4})}), 90).blocks, 0);
-  EXPECT_EQ(backend::CudaClusterLayout(LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({2, 1 << 18})}), 90).blocks, 0);
+  // Rows too long for 8 blocks' registers: a looped cluster while the rows
+  // are fewer than the SMs (below), the looped kernel from there.
+  backend::Kernel many = LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({200, 1 << 18})});
+  EXPECT_EQ(backend::CudaClusterLayout(many, 90).blocks, 0) << "200 rows fill 132 SMs";
+  many.cuda_sm_count = 264;
+  EXPECT_EQ(backend::CudaClusterLayout(many, 90).blocks, 8) << "but not 264";
   // Rows a block holds alone stay persistent.
   EXPECT_EQ(backend::CudaClusterLayout(LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 4096})}), 90).blocks, 0);
 }

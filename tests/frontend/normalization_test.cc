@@ -229,5 +229,31 @@ TEST(NormalizationCudaTest, LongRowsOverThreadBlockClusters) {
   }
 }
 
+// Few rows too long for a cluster's registers, with clusters on
+// (FUSEBOX_TUNE_CLUSTERS=1, sm_90+): each of a row's 8 blocks loops over its
+// share in every pass and the blocks combine through the cluster
+// (backend/cuda/cuda_cluster.h, slots 0).
+TEST(NormalizationCudaTest, FewLongRowsOverLoopedClusters) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const Device gpu = Device::cuda();
+  absl::StatusOr<int> arch = cuda::Driver::Get().ComputeCapability(gpu.index);
+  ASSERT_TRUE(arch.ok()) << arch.status();
+  const backend::ScopedTuning clusters({{backend::Knob::kClusters, 1}});
+  for (const int64_t len : {262147, 300001}) {
+    for (const int64_t rows : {1, 3, 63}) {
+      SCOPED_TRACE(absl::StrCat("[", rows, ", ", len, "]"));
+      const Tensor x = RandomTensor({rows, len}, kF32, Domain::kAny, gpu);
+      Check("softmax(-1)", [](const Tensor& t) { return softmax(t, -1); }, x, RefSoftmax(x, -1));
+      const Tensor w = RandomTensor({len}, kF32, Domain::kAny, gpu), b = RandomTensor({len}, kF32, Domain::kAny, gpu);
+      Check("layer_norm(w, b)", [&](const Tensor& t) { return layer_norm(t, {len}, w, b); }, x,
+            RefNorm(x, 1, 1e-5, w, b));
+      auto f = compile([](const Tensor& t) { return softmax(t, -1); });
+      (void)f(x);
+      ASSERT_EQ(f.kernels().size(), 1u);
+      if (*arch >= 90) EXPECT_THAT(f.kernels()[0].source, HasSubstr("j < fb_end")) << "a looped cluster";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fusebox
