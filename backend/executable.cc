@@ -229,11 +229,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       const CudaSchedule& schedule = compiled->schedule = *prepared[k].schedule;
       info.schedule = schedule.ToString();
       if (DebugDump("schedule")) std::fprintf(stderr, "[fusebox schedule] %s: %s\n", group.name.c_str(), info.schedule.c_str());
-      if (schedule.blocks_per_sm > 0) {
-        absl::StatusOr<int> sms = driver.MultiprocessorCount(device.index);
-        if (!sms.ok()) return sms.status();
-        compiled->sm_count = *sms;
-      }
+      compiled->sm_count = sm_count;  // read once above: the grid cap of grid-stride rows
       if (schedule.shared_bytes > 0) {
         if (absl::Status s = driver.SetMaxDynamicSharedBytes(*fn, static_cast<int>(schedule.shared_bytes)); !s.ok()) {
           return s;

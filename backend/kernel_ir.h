@@ -116,7 +116,7 @@ struct Kernel {
   // Layouts that depend on the device's limits (shared memory) read it.
   int cuda_arch = 0;
   // CUDA: the device's SM count, where compiled for one; 0: the reference
-  // device's (cuda/outer_reduction.h). Layouts that fill the device read it.
+  // device's (CudaSmCount, cuda/cuda_cluster.h). Layouts that fill the device read it.
   int cuda_sm_count = 0;
   // CUDA, too few rows (or columns) to fill the GPU: each row is split into
   // `split` chunks whose partial results a first kernel (<name>_partial)

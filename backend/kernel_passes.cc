@@ -26,9 +26,7 @@ constexpr KernelPass kCuda[] = {
     {"held_row_values",
      "rows held on chip keep a value the last pass computed (cuda/held_row_values.h; Knob::kHeldValues)",
      [](const Kernel&, const CudaSchedule* s, const TuningSnapshot& t) {
-       // The kernels the row printer prints (PrintCuda's dispatch), held on chip.
-       return s != nullptr && s->kind != CudaScheduleKind::kCluster && s->split <= 1 && !s->outer && s->rows &&
-              s->rows->on_chip && t.On(Knob::kHeldValues);
+       return s != nullptr && s->row_printer() && s->rows->on_chip && t.On(Knob::kHeldValues);
      },
      ReuseHeldRowValues},
 };

@@ -4,15 +4,12 @@
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 #include "backend/cuda/cuda_printer.h"
-#include "backend/cuda/outer_reduction.h"  // kCudaReferenceSmCount
 
 namespace fusebox::backend {
 namespace {
 
-constexpr int kMinClusterArch = 90;  // thread-block clusters: Hopper and later
 constexpr int kClusterThreads = 512;
 constexpr int kLoopedClusterThreads = 1024;  // looped shares: the most loads in flight
-constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
 // 32-bit registers of row values per thread: the layout aims for at most
 // kTargetWords (the persistent kernels' 16 per input), and takes up to
 // kMaxWords with the largest cluster rather than loop.
@@ -139,7 +136,7 @@ class ClusterPrinter : public CPrinter {
 
 ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
   // Cached loads are recorded only for rows ending in the innermost dim.
-  if (arch < kMinClusterArch || k.kind != fusion::KernelKind::kReduction || k.strategy != RowStrategy::kBlockPerRow ||
+  if (arch < kCudaMinClusterArch || k.kind != fusion::KernelKind::kReduction || k.strategy != RowStrategy::kBlockPerRow ||
       k.split > 1 || k.dynamic_extent || k.cached_loads.empty() || k.passes.empty()) {
     return {};
   }
@@ -151,16 +148,15 @@ ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
   int words = 0;  // registers per row element, over all cached loads
   for (const CachedLoad& c : k.cached_loads) words += DTypeSize(ComputeDType(c.dtype)) > 4 ? 2 : 1;
   auto slots = [&](int blocks) { return (k.row_length + int64_t{blocks} * kClusterThreads - 1) / (int64_t{blocks} * kClusterThreads); };
-  for (int blocks = 2; blocks <= kMaxClusterBlocks; ++blocks) {
+  for (int blocks = 2; blocks <= kCudaMaxClusterBlocks; ++blocks) {
     if (slots(blocks) * words <= kTargetWords) return {blocks, kClusterThreads, static_cast<int>(slots(blocks))};
   }
-  if (slots(kMaxClusterBlocks) * words <= kMaxWords) {
-    return {kMaxClusterBlocks, kClusterThreads, static_cast<int>(slots(kMaxClusterBlocks))};
+  if (slots(kCudaMaxClusterBlocks) * words <= kMaxWords) {
+    return {kCudaMaxClusterBlocks, kClusterThreads, static_cast<int>(slots(kCudaMaxClusterBlocks))};
   }
   // Too long to hold, and too few rows for a block per SM: each block of a
   // cluster loops over its share of the row (slots 0), so every SM works.
-  const int sms = k.cuda_sm_count > 0 ? k.cuda_sm_count : kCudaReferenceSmCount;
-  if (k.num_rows < sms) return {kMaxClusterBlocks, kLoopedClusterThreads, 0};
+  if (k.num_rows < CudaSmCount(k)) return {kCudaMaxClusterBlocks, kLoopedClusterThreads, 0};
   return {};
 }
 

@@ -12,6 +12,14 @@
 
 namespace fusebox::backend {
 
+inline constexpr int kCudaMinClusterArch = 90;    // thread-block clusters: Hopper and later
+inline constexpr int kCudaMaxClusterBlocks = 8;   // the portable cluster size
+// The SM count the rules assume where a kernel is lowered without a device
+// (tests, the kernel snapshot): the reference device's (an H200's 132).
+inline constexpr int kCudaReferenceSmCount = 132;
+// The kernel's device's SM count (Kernel::cuda_sm_count), or the reference's.
+inline int CudaSmCount(const Kernel& k) { return k.cuda_sm_count > 0 ? k.cuda_sm_count : kCudaReferenceSmCount; }
+
 // CUDA, sm_90+: each row spread over a thread-block cluster of `blocks`
 // blocks of `threads` threads, each thread holding `slots` elements of the
 // row per cached load in registers (backend/cuda/cuda_cluster.h). blocks == 0:

@@ -415,7 +415,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
   std::string IndexCheckPrelude() const override {
-    return CPrinter::IndexCheckHelpers("atomicExch((unsigned long long*)&err[0], 1ull) == 0ull");
+    return CudaIndexCheckPrelude();
   }
 
  private:
@@ -425,6 +425,10 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
 }  // namespace
 
 std::string CudaPrelude(const TuningSnapshot& tuning) { return CudaPrinter(tuning).Prelude(); }
+
+std::string CudaIndexCheckPrelude() {
+  return CPrinter::IndexCheckHelpers("atomicExch((unsigned long long*)&err[0], 1ull) == 0ull");
+}
 
 int CudaVectorWidth(const Kernel& k) {
   if (k.is_reduction()) return 1;
@@ -446,7 +450,7 @@ std::string PrintCuda(const Kernel& lowered, const CudaSchedule& schedule, const
   if (schedule.split > 1) return printer.PrintSplit(kernel);
   if (schedule.outer) return PrintCudaOuter(kernel, *schedule.outer, tuning);
   if (schedule.kind == CudaScheduleKind::kPointwiseVector) return printer.PrintVectorized(kernel, schedule.vector_width);
-  if (schedule.rows) return printer.PrintRows(kernel, *schedule.rows);
+  if (schedule.row_printer()) return printer.PrintRows(kernel, *schedule.rows);
   return printer.Print(kernel);
 }
 

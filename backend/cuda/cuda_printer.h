@@ -45,6 +45,8 @@ int CudaBlockSize(const Kernel& kernel, const TuningSnapshot& tuning);
 
 // The fb_* helpers every CUDA kernel source starts with (no headers).
 std::string CudaPrelude(const TuningSnapshot& tuning);
+// Kernels with index checks: CUDA's fb_check_index (CPrinter::IndexCheckHelpers).
+std::string CudaIndexCheckPrelude();
 
 // Split reductions (Kernel::split > 1): CudaGridSize is the partial
 // kernel's grid; this is the final kernel's (a block per row, or a thread per

@@ -55,6 +55,9 @@ struct CudaSchedule {
   ClusterLayout cluster;
   std::optional<CudaOuterLayout> outer;  // multi-pass reductions over outer dims
 
+  // Whether PrintCuda prints the kernel with the row printer (row_printer.h).
+  bool row_printer() const { return kind != CudaScheduleKind::kCluster && split <= 1 && !outer && rows.has_value(); }
+
   int64_t Grid(int64_t iterations, int sm_count) const;
   std::string ToString() const;
   friend bool operator==(const CudaSchedule&, const CudaSchedule&) = default;

@@ -12,8 +12,6 @@
 namespace fusebox::backend {
 namespace {
 
-constexpr int kMinClusterArch = 90;  // thread-block clusters: Hopper and later
-constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
 // Row values held per thread, in 32-bit registers over all held loads: the
 // layout adds lanes until a thread holds at most kTargetWords, and holds up
 // to kMaxWords (of the 64 registers a 1024-thread block leaves each thread;
@@ -108,7 +106,7 @@ class OuterPrinter : public CPrinter {
   std::string Close() const override { return ""; }
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
   std::string IndexCheckPrelude() const override {
-    return CPrinter::IndexCheckHelpers("atomicExch((unsigned long long*)&err[0], 1ull) == 0ull");
+    return CudaIndexCheckPrelude();
   }
 
   std::string OpenRow(const Kernel& k) const override {
@@ -202,10 +200,10 @@ class OuterPrinter : public CPrinter {
 std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k, const TuningSnapshot& tuning) {
   if (!Eligible(k)) return std::nullopt;
   const int arch = k.cuda_arch == 0 ? 90 : k.cuda_arch;
-  const int sms = k.cuda_sm_count > 0 ? k.cuda_sm_count : kCudaReferenceSmCount;
+  const int sms = CudaSmCount(k);
   int element = 1;
   for (const BufferParam& b : k.buffers) element = std::max(element, DTypeSize(b.dtype));
-  const int max_blocks = arch >= kMinClusterArch && !k.dynamic_extent ? kMaxClusterBlocks : 1;
+  const int max_blocks = arch >= kCudaMinClusterArch && !k.dynamic_extent ? kCudaMaxClusterBlocks : 1;
   int words = 0;  // registers per element of the column, over the held loads
   for (int c : HeldSlots(k)) words += DTypeSize(ComputeDType(k.cached_loads[c].dtype)) > 4 ? 2 : 1;
   const int max_threads = tuning.GetInt(Knob::kOuterThreads), min_threads = tuning.GetInt(Knob::kOuterMinThreads);

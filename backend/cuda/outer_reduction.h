@@ -35,13 +35,9 @@ struct CudaOuterLayout {
   friend bool operator==(const CudaOuterLayout&, const CudaOuterLayout&) = default;
 };
 
-// The SM count the rules assume where a kernel is lowered without a device
-// (tests, the kernel snapshot): the reference device's (an H200's 132).
-inline constexpr int kCudaReferenceSmCount = 132;
-
 // Pure: the layout of a column (RowStrategy::kThreadPerRow) kernel that is
 // neither split nor single-pass without per-element stores, from the kernel
-// and its device (Kernel::cuda_arch, Kernel::cuda_sm_count); nullopt for
+// and its device (Kernel::cuda_arch, CudaSmCount in cuda_cluster.h); nullopt for
 // every other kernel (and argmax/argmin, which keep a thread per column).
 std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& kernel, const TuningSnapshot& tuning);
 

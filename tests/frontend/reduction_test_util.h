@@ -207,11 +207,15 @@ inline Want RefNorm(const Tensor& x, int64_t normalized, double eps, const Tenso
   for (int64_t k = normalized; k > 0; --k) dims.push_back(-k);
   const std::vector<double> wv = w.defined() ? w.to_double_vector() : std::vector<double>();
   const std::vector<double> bv = b.defined() ? b.to_double_vector() : std::vector<double>();
-  return RefRowwise(x, dims, [&](const Row& r) {
+  // A row's mean (0 for rms) and 1 / std.
+  auto stats = [&](const Row& r) {
     const double m = rms ? 0 : MeanOf(r);
     double ss = 0;
     for (double e : r) ss += (e - m) * (e - m);
-    const double inv = 1 / std::sqrt(ss / static_cast<double>(r.size()) + eps);
+    return std::pair<double, double>(m, 1 / std::sqrt(ss / static_cast<double>(r.size()) + eps));
+  };
+  return RefRowwise(x, dims, [&](const Row& r) {
+    const auto [m, inv] = stats(r);
     Row out;
     for (size_t k = 0; k < r.size(); ++k) {
       out.push_back((r[k] - m) * inv * (wv.empty() ? 1 : wv[k]) + (bv.empty() ? 0 : bv[k]));
@@ -221,10 +225,7 @@ inline Want RefNorm(const Tensor& x, int64_t normalized, double eps, const Tenso
     // x - mean in float32 is off by a few ulps of |x| + |mean|, which the
     // normalization scales by 1 / std: short rows of near-equal values
     // (layer_norm over 2 elements) are ill-conditioned in any float32 kernel.
-    const double m = rms ? 0 : MeanOf(r);
-    double ss = 0;
-    for (double e : r) ss += (e - m) * (e - m);
-    const double inv = 1 / std::sqrt(ss / static_cast<double>(r.size()) + eps);
+    const auto [m, inv] = stats(r);
     Row slack;
     for (size_t k = 0; k < r.size(); ++k) {
       slack.push_back(2e-6 * (std::fabs(r[k]) + std::fabs(m)) * inv * (wv.empty() ? 1 : std::fabs(wv[k])));
