@@ -235,7 +235,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
           return s;
         }
       }
-      if (schedule.split > 1) {
+      if (schedule.spread.split > 1) {
         absl::StatusOr<CUfunction> partial = driver.GetFunction(*module, group.name + "_partial");
         if (!partial.ok()) return partial.status();
         compiled->cuda_partial_fn = *partial;
@@ -348,8 +348,8 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
     if (device.is_cpu()) {
       ParallelFor(iterations, cost, [&](int64_t begin, int64_t end) { k->cpu_fn(args.data(), begin, end); });
     } else {
-      if (k->ir.split > 1) {
-        const int64_t parts = k->ir.num_rows * k->ir.split;
+      if (k->schedule.spread.split > 1) {
+        const int64_t parts = k->ir.num_rows * k->schedule.spread.split;
         for (const Accumulator& a : k->ir.passes.at(0).accumulators) {
           scratch.push_back(Tensor::empty({parts}, ComputeDType(a.dtype), device));
           args.push_back(scratch.back().data_ptr());
@@ -365,7 +365,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       dims.grid_x = static_cast<unsigned>(schedule.Grid(iterations, k->sm_count));
       dims.block_x = static_cast<unsigned>(schedule.block);
       dims.shared_bytes = static_cast<unsigned>(schedule.shared_bytes);
-      if (schedule.split > 1) {
+      if (schedule.spread.split > 1) {
         PendingLaunch partial = launch;
         partial.function = k->cuda_partial_fn;
         partial.dims = dims;
@@ -383,7 +383,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       }
     }
     if (record.active()) {
-      const int launches = device.is_cuda() && k->ir.split > 1 ? 2 : 1;
+      const int launches = device.is_cuda() && k->schedule.spread.split > 1 ? 2 : 1;
       record.Finish(k->ir.name, InputShapes(k->ir, g, inputs, stored), launches);
     }
   }

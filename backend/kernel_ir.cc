@@ -6,6 +6,10 @@
 
 namespace fusebox::backend {
 
+const char* ReductionAxisName(ReductionAxis axis) {
+  return axis == ReductionAxis::kInner ? "inner" : "outer";
+}
+
 int64_t Kernel::Iterations(const std::vector<int64_t>& symbol_values) const {
   if (!dynamic_extent) return is_reduction() ? num_rows : numel;
   int64_t n = extent_factor;
@@ -53,7 +57,7 @@ std::string Kernel::ToString() const {
     print(body, "  ");
     return out;
   }
-  absl::StrAppend(&out, "  for r in [0, ", num_rows, "):\n");
+  absl::StrAppend(&out, "  for r in [0, ", num_rows, "):  # reduced dims ", ReductionAxisName(axis), "\n");
   for (const Pass& p : passes) {
     absl::StrAppend(&out, "    for j in [0, ", row_length, "):\n");
     print(p.body, "      ");

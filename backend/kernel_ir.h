@@ -87,13 +87,21 @@ struct Pass {
   std::vector<Accumulator> accumulators;
 };
 
-// How a GPU spreads a reduction's rows (the CPU loops over rows either way).
-enum class RowStrategy {
-  kBlockPerRow,   // long rows: 256 threads stride along a row, then combine
-  kWarpPerRow,    // short rows: L lanes of a warp each (CudaLanesPerRow, 1 to 32), shuffles only
-  kThreadPerRow,  // reduced dims are not the innermost: one thread walks a row
-                  // alone, and neighbouring threads read neighbouring addresses
+// Reductions: where the reduced dims lie in the iteration shape, the fact
+// that decides which walk over memory is contiguous.
+enum class ReductionAxis {
+  kInner,  // the reduced dims are the innermost (non-trivial) ones: a row's
+           // elements are adjacent in memory
+  kOuter,  // they are not (sum(x, 0)): a row strides through memory, and
+           // neighbouring rows are adjacent
 };
+const char* ReductionAxisName(ReductionAxis axis);
+
+// Outer reductions over at least this many rows (or a run-time count) are
+// column reductions: enough rows to walk side by side, neighbouring rows at
+// neighbouring addresses (on CUDA a thread per row, cuda/row_spread.h);
+// fewer are walked one row at a time, as inner rows are.
+inline constexpr int64_t kColumnReductionMinRows = 32;
 
 struct Kernel {
   std::string name;
@@ -106,10 +114,10 @@ struct Kernel {
   // the row's results), then `elementwise` over j (stores of full-shape
   // values), then `row_body` (stores of one value per row).
   int64_t num_rows = 0, row_length = 0;
-  RowStrategy strategy = RowStrategy::kBlockPerRow;
+  ReductionAxis axis = ReductionAxis::kInner;
   // Persistent kernels, looped ones whose rows end in the innermost dim
   // (which a CUDA cluster may hold on chip: cuda/cuda_cluster.h), and column
-  // kernels (cuda/outer_reduction.h).
+  // reductions (is_column_reduction; cuda/outer_reduction.h).
   std::vector<CachedLoad> cached_loads;
   // CUDA: the target's compute capability (90 for sm_90), set where the
   // kernel is compiled for a device; 0 (lowered alone, as in tests): sm_90.
@@ -118,17 +126,6 @@ struct Kernel {
   // CUDA: the device's SM count, where compiled for one; 0: the reference
   // device's (CudaSmCount, cuda/cuda_cluster.h). Layouts that fill the device read it.
   int cuda_sm_count = 0;
-  // CUDA, too few rows (or columns) to fill the GPU: each row is split into
-  // `split` chunks whose partial results a first kernel (<name>_partial)
-  // writes to scratch, then a second (<name>) combines each row's partials
-  // and runs row_body. kBlockPerRow: a block per (row, chunk), then a block
-  // per row. kThreadPerRow: a block per (256 columns, chunk), or per (64
-  // columns, group) where `column_tiles`, then a thread per column. 0: not
-  // split.
-  int64_t split = 0;
-  // CUDA column reductions read as 2-D tiles of 4 adjacent columns
-  // (backend/cuda/column_tiles.h), decided with the split at lowering.
-  bool column_tiles = false;
   // Dynamic shapes: the iteration count (numel, or num_rows for reductions)
   // is the kernel argument `fb_n`, computed at launch as `extent_factor`
   // times the run-time sizes of `extent_symbols` (fusion::DimSymbols).
@@ -144,6 +141,10 @@ struct Kernel {
   bool checks_indices = false;
 
   bool is_reduction() const { return kind != fusion::KernelKind::kPointwise; }
+  // See kColumnReductionMinRows.
+  bool is_column_reduction() const {
+    return is_reduction() && axis == ReductionAxis::kOuter && (dynamic_extent || num_rows >= kColumnReductionMinRows);
+  }
   // Reductions: the loops over a row in order, each pass's body and then
   // `elementwise` (loop passes.size()).
   size_t NumRowLoops() const { return passes.size() + 1; }

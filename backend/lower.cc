@@ -182,7 +182,7 @@ class Lowerer {
 }  // namespace
 
 Kernel LowerKernel(const fusion::Plan& plan, const fusion::KernelGroup& group, const TuningSnapshot& tuning) {
-  Kernel kernel = group.kind != fusion::KernelKind::kPointwise ? LowerReduction(plan, group, tuning)
+  Kernel kernel = group.kind != fusion::KernelKind::kPointwise ? LowerReduction(plan, group)
                                                                 : Lowerer(plan, group).Run();
   return RunKernelPasses(std::move(kernel), NeutralKernelPasses(), nullptr, tuning);
 }

@@ -11,8 +11,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "backend/cuda/column_tiles.h"
-#include "backend/cuda/cuda_printer.h"  // kCudaBlockSize: the split fills the GPU
 #include "backend/lower_util.h"
 #include "tensor/error.h"
 
@@ -29,8 +27,8 @@ enum class Ctx { kFull, kRow, kSqueezedRow, kLinear };
 
 class ReductionLowerer {
  public:
-  ReductionLowerer(const fusion::Plan& plan, const fusion::KernelGroup& group, const TuningSnapshot& tuning)
-      : plan_(plan), g_(plan.graph), group_(group), tuning_(tuning) {}
+  ReductionLowerer(const fusion::Plan& plan, const fusion::KernelGroup& group)
+      : plan_(plan), g_(plan.graph), group_(group) {}
 
   Kernel Run() {
     const Shape& shape = group_.iteration_shape;
@@ -52,14 +50,14 @@ class ReductionLowerer {
     kernel_.row_length = Numel(reduced_dims);
     kernel_.numel = kernel_.num_rows * kernel_.row_length;
     const bool dynamic_rows = SetDynamicExtent(row_dims, row_symbols, &kernel_);
-    kernel_.strategy = ChooseStrategy(shape);
+    kernel_.axis = ReducesInnermost(shape) ? ReductionAxis::kInner : ReductionAxis::kOuter;
     // Looped rows that end in the innermost dim record their cached loads
     // too: on CUDA a thread-block cluster may hold them (cuda_cluster.h).
-    // Column kernels record them too: a CUDA block may hold its share of
+    // Column reductions record them too: a CUDA block may hold its share of
     // each column (cuda/outer_reduction.h).
     caches_row_ = kernel_.kind == fusion::KernelKind::kPersistent ||
-                  (kernel_.kind == fusion::KernelKind::kReduction && ReducesInnermost(shape)) ||
-                  kernel_.strategy == RowStrategy::kThreadPerRow;
+                  (kernel_.kind == fusion::KernelKind::kReduction && kernel_.axis == ReductionAxis::kInner) ||
+                  kernel_.is_column_reduction();
     const std::vector<IndexExpr> r =
         Unravel(IndexExpr::Var("r", dynamic_rows ? IndexExpr::kUnbounded : kernel_.num_rows), row_dims);
     const std::vector<IndexExpr> j = Unravel(IndexExpr::Var("j", kernel_.row_length), reduced_dims);
@@ -139,10 +137,6 @@ class ReductionLowerer {
       Store(out, value, Dot(squeezed_index_, ContiguousStrides(g_.node(out).shape)), k++);
     }
     kernel_.index64 = NeedsIndex64(plan_, kernel_, max_bound_);
-    if (!dynamic_rows) {
-      kernel_.column_tiles = CudaColumnTilesFit(kernel_, tuning_);
-      kernel_.split = ChooseSplit();
-    }
     return std::move(kernel_);
   }
 
@@ -153,45 +147,6 @@ class ReductionLowerer {
     while (inner > 0 && shape[inner] == 1) --inner;
     return inner < 0 || IsAxis(inner);
   }
-  RowStrategy ChooseStrategy(const Shape& shape) const {
-    // A run-time row count counts as many rows.
-    if (!ReducesInnermost(shape) && (kernel_.dynamic_extent || kernel_.num_rows >= 32)) return RowStrategy::kThreadPerRow;
-    // Rows up to Knob::kWarpRowLimit (1024) take a warp each, or for short
-    // rows a few of its lanes (CudaLanesPerRow); longer ones a block.
-    if (kernel_.row_length <= tuning_.Get(Knob::kWarpRowLimit)) return RowStrategy::kWarpPerRow;
-    return RowStrategy::kBlockPerRow;
-  }
-
-  // Too few rows to fill a GPU: split single-pass rows with no per-element
-  // stores across ~1000 blocks in all (Kernel::split). A run-time row count
-  // may be large: those kernels never split (the caller checks).
-  int64_t ChooseSplit() const {
-    const Kernel& k = kernel_;
-    if (k.passes.size() != 1 || !k.elementwise.empty() || k.kind != fusion::KernelKind::kReduction) return 0;
-    // Few long rows, a block per row: chunks of at least 8192 elements.
-    if (k.strategy == RowStrategy::kBlockPerRow && k.num_rows < 128 && k.row_length >= (1 << 16)) {
-      return std::clamp<int64_t>(1024 / k.num_rows, 2, k.row_length / 8192);
-    }
-    // Columns: 2-D tiles where an access moves 4 adjacent columns at once
-    // (column_tiles.h), else a thread per column in 256-column blocks: those
-    // split the columns into chunks of at least 64 rows for ~512 blocks in
-    // all (~4 per SM of an H200's 132, all resident at once). Measured on the
-    // H200 with 8192 x 8192 f32 under a read flush:
-    // 512 blocks 4090 GB/s, 256 or 1024 3920, 4096 3650.
-    // Knob::kColumnBlocks (FUSEBOX_TUNE_COLUMN_BLOCKS) is the 512.
-    if (k.strategy == RowStrategy::kThreadPerRow) {
-      if (k.column_tiles) return CudaColumnTileSplit(k);  // groups of 256-row tile steps
-      const int64_t blocks = tuning_.Get(Knob::kColumnBlocks);
-      const int64_t tiles = (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
-      const int64_t split = std::min(blocks / tiles, k.row_length / 64);
-      if (split < 2) return 0;
-      // Chunks are whole unrolled steps (CudaColumnChunk): none left empty.
-      const int64_t chunk = CudaColumnChunk(k.row_length, split, tuning_);
-      return (k.row_length + chunk - 1) / chunk;
-    }
-    return 0;
-  }
-
   bool IsAxis(int64_t d) const { return std::binary_search(group_.axes.begin(), group_.axes.end(), d); }
   bool IsBuffer(NodeId id) const {
     return std::find(group_.buffer_inputs.begin(), group_.buffer_inputs.end(), id) != group_.buffer_inputs.end();
@@ -306,7 +261,6 @@ class ReductionLowerer {
   const fusion::Plan& plan_;
   const Graph& g_;
   const fusion::KernelGroup& group_;
-  const TuningSnapshot& tuning_;
   Kernel kernel_;
   Shape row_shape_;
   std::vector<IndexExpr> full_index_, row_index_, squeezed_index_;
@@ -325,8 +279,8 @@ class ReductionLowerer {
 
 }  // namespace
 
-Kernel LowerReduction(const fusion::Plan& plan, const fusion::KernelGroup& group, const TuningSnapshot& tuning) {
-  return ReductionLowerer(plan, group, tuning).Run();
+Kernel LowerReduction(const fusion::Plan& plan, const fusion::KernelGroup& group) {
+  return ReductionLowerer(plan, group).Run();
 }
 
 }  // namespace fusebox::backend

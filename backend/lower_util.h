@@ -98,6 +98,6 @@ inline bool NeedsIndex64(const fusion::Plan& plan, const Kernel& k, int64_t max_
 }
 
 // Reductions (lower_reduction.cc).
-Kernel LowerReduction(const fusion::Plan& plan, const fusion::KernelGroup& group, const TuningSnapshot& tuning);
+Kernel LowerReduction(const fusion::Plan& plan, const fusion::KernelGroup& group);
 
 }  // namespace fusebox::backend

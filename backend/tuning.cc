@@ -23,7 +23,7 @@ constexpr int64_t kBig = int64_t{1} << 30;
 constexpr KnobInfo kKnobs[] = {
     {Knob::kWarpRowLimit, "FUSEBOX_TUNE_WARP_ROW_LIMIT", kInt, 1024, 1, kBig,
      "reductions over the innermost dim with rows up to this long take a warp per row on CUDA, longer ones a block "
-     "(`lower_reduction.cc`)"},
+     "(`backend/cuda/row_spread.h`)"},
     {Knob::kWarpRowsPerBlock, "FUSEBOX_TUNE_WARP_ROWS_PER_BLOCK", kInt, 1, 1, 32,
      "CUDA: rows per block of the warp-per-row layout where a row takes a whole warp (so blocks of 32 x that many "
      "threads)"},
@@ -79,7 +79,7 @@ constexpr KnobInfo kKnobs[] = {
      "0: a thread per column"},
     {Knob::kColumnBlocks, "FUSEBOX_TUNE_COLUMN_BLOCKS", kInt, 512, 1, kBig,
      "CUDA column reductions over few columns: about how many blocks the split into chunks of rows aims at "
-     "(`lower_reduction.cc`, `ChooseSplit`)"},
+     "(`backend/cuda/row_spread.cc`, `ChooseSplit`)"},
     {Knob::kColumnUnroll, "FUSEBOX_TUNE_COLUMN_UNROLL", kPowerOfTwo, 8, 1, 64,
      "CUDA column reductions (a thread per column): rows each thread loads before folding them"},
     {Knob::kOuterThreads, "FUSEBOX_TUNE_OUTER_THREADS", kPowerOfTwo, 1024, 64, 1024,

@@ -23,7 +23,7 @@ int64_t Ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 bool CudaColumnTilesFit(const Kernel& k, const TuningSnapshot& tuning) {
-  if (!tuning.On(Knob::kColumnTiles) || k.strategy != RowStrategy::kThreadPerRow || k.kind != fusion::KernelKind::kReduction ||
+  if (!tuning.On(Knob::kColumnTiles) || k.kind != fusion::KernelKind::kReduction ||
       k.passes.size() != 1 || !k.elementwise.empty() || k.dynamic_extent) {
     return false;
   }
@@ -37,7 +37,7 @@ bool CudaColumnTilesFit(const Kernel& k, const TuningSnapshot& tuning) {
   return std::any_of(pass.body.begin(), pass.body.end(), [&](const Stmt& s) { return LoadsAdjacentColumns(k, s); });
 }
 
-bool UsesCudaColumnTiles(const Kernel& k) { return k.column_tiles && k.split > 1; }
+bool UsesCudaColumnTiles(const CudaRowSpread& spread) { return spread.column_tiles && spread.split > 1; }
 
 int64_t CudaColumnTileStepsPerGroup(const Kernel& k) {
   return Ceil(Ceil(k.row_length, kCudaColumnTileRows), kCudaColumnTileMaxGroups);
@@ -47,7 +47,9 @@ int64_t CudaColumnTileSplit(const Kernel& k) {
   return Ceil(k.row_length, kCudaColumnTileRows * CudaColumnTileStepsPerGroup(k));
 }
 
-int64_t CudaColumnTileGridSize(const Kernel& k) { return Ceil(k.num_rows, kCudaColumnTileColumns) * k.split; }
+int64_t CudaColumnTileGridSize(const Kernel& k, const CudaRowSpread& spread) {
+  return Ceil(k.num_rows, kCudaColumnTileColumns) * spread.split;
+}
 
 namespace {
 

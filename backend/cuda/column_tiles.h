@@ -4,7 +4,7 @@
 // thread 4 adjacent columns in one 16-byte access, and kCudaColumnTileSteps
 // rows (64 apart) loaded at once; the block folds its 64 partial rows in
 // shared memory and writes one partial row per group, which the split's
-// combine kernel folds (Kernel::split, cuda_printer.cc). Against a thread per
+// combine kernel folds (CudaRowSpread::split, cuda_printer.cc). Against a thread per
 // column (the scalar layout, still used where no access is a run of 4
 // columns) this measured 3837-3884 GB/s for the partial launch of an 8192 x
 // 8192 f32 sum on the H200, against 3666 (bench/experiments/sums.cu).
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/row_spread.h"
 #include "backend/kernel_ir.h"
 #include "backend/tuning.h"
 
@@ -29,24 +30,24 @@ inline constexpr int kCudaColumnTileRows = kCudaColumnTileThreadsY * kCudaColumn
 // many groups (longer columns loop over several tile steps per group).
 inline constexpr int64_t kCudaColumnTileMaxGroups = 64;
 
-// Whether a column reduction's split prints as tiles: one pass with no
+// Whether a column reduction's (kThreadPerRow) split prints as tiles: one pass with no
 // per-element stores and no index accumulators (argmax keeps the scalar
 // layout), at most two accumulators (16 KB of shared memory each), a static
 // extent, columns in whole groups of 4 and at least one full tile's worth
 // (64), at least two groups of 256 rows, and a 4-byte access whose 4
 // adjacent columns are adjacent in memory; and Knob::kColumnTiles is on.
-// Lowering records the answer in Kernel::column_tiles.
+// ChooseCudaRowSpread records the answer in CudaRowSpread::column_tiles.
 bool CudaColumnTilesFit(const Kernel& kernel, const TuningSnapshot& tuning);
-// Split kernels printed as tiles (Kernel::column_tiles, and the split that
-// CudaColumnTileSplit chose).
-bool UsesCudaColumnTiles(const Kernel& kernel);
+// Split kernels printed as tiles (CudaRowSpread::column_tiles, and the split
+// that CudaColumnTileSplit chose).
+bool UsesCudaColumnTiles(const CudaRowSpread& spread);
 // The split of a kernel that fits: groups of whole 256-row steps, at most
 // kCudaColumnTileMaxGroups of them.
 int64_t CudaColumnTileSplit(const Kernel& kernel);
 // Tile steps (256 rows each) per group.
 int64_t CudaColumnTileStepsPerGroup(const Kernel& kernel);
 // The partial kernel's grid: 64-column strips times groups.
-int64_t CudaColumnTileGridSize(const Kernel& kernel);
+int64_t CudaColumnTileGridSize(const Kernel& kernel, const CudaRowSpread& spread);
 
 // The partial kernel `<name>_partial(params)`, where `params` ends with the
 // partial buffers fb_part<c>; the caller prints the prelude and the combine.

@@ -134,10 +134,10 @@ class ClusterPrinter : public CPrinter {
 
 }  // namespace
 
-ClusterLayout CudaClusterLayout(const Kernel& k, int arch) {
+ClusterLayout CudaClusterLayout(const Kernel& k, const CudaRowSpread& spread, int arch) {
   // Cached loads are recorded only for rows ending in the innermost dim.
-  if (arch < kCudaMinClusterArch || k.kind != fusion::KernelKind::kReduction || k.strategy != RowStrategy::kBlockPerRow ||
-      k.split > 1 || k.dynamic_extent || k.cached_loads.empty() || k.passes.empty()) {
+  if (arch < kCudaMinClusterArch || k.kind != fusion::KernelKind::kReduction || spread.strategy != RowStrategy::kBlockPerRow ||
+      spread.split > 1 || k.dynamic_extent || k.cached_loads.empty() || k.passes.empty()) {
     return {};
   }
   for (const Pass& pass : k.passes) {

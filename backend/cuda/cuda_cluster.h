@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "backend/cuda/row_spread.h"
 #include "backend/kernel_ir.h"
 #include "backend/tuning.h"
 
@@ -33,13 +34,13 @@ struct ClusterLayout {
 
 
 // Pure: how a device of compute capability `arch` (90 for sm_90) spreads each
-// row of `kernel` over a cluster, or {} (blocks 0) to keep the looped
+// row of `kernel` (a block per row in `spread`) over a cluster, or {} (blocks 0) to keep the looped
 // kernel: below sm_90, for argmax/argmin, split or run-time row counts, and
 // rows that do not end in the innermost dim. Rows whose values would not fit
 // 32 registers per thread in 8 blocks take a looped cluster (slots 0: each
 // block loops over its share, re-reading it each pass) where the rows are
 // fewer than the device's SMs (Kernel::cuda_sm_count), else the looped kernel.
-ClusterLayout CudaClusterLayout(const Kernel& kernel, int arch);
+ClusterLayout CudaClusterLayout(const Kernel& kernel, const CudaRowSpread& spread, int arch);
 
 // ChooseCudaSchedule uses CudaClusterLayout only with Knob::kClusters
 // (FUSEBOX_TUNE_CLUSTERS=1). On the H200 the cluster softmax over 1024 x

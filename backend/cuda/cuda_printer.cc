@@ -58,7 +58,8 @@ class CudaPrinter : public CPrinter {
   friend std::string fusebox::backend::CudaPrelude(const TuningSnapshot& tuning);
 
  public:
-  explicit CudaPrinter(const TuningSnapshot& tuning) : tuning_(tuning) {}
+  // `spread`: the kernel's schedule's (pointwise kernels and the prelude: {}).
+  explicit CudaPrinter(const TuningSnapshot& tuning, const CudaRowSpread& spread = {}) : tuning_(tuning), spread_(spread) {}
 
  protected:
   std::string Prelude() const override {
@@ -159,7 +160,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   // Reductions reach Print only as unsplit thread-per-row (column) kernels:
   // warp and block rows are printed by PrintRows, splits by PrintSplit.
   std::string OpenRow(const Kernel& k) const override {
-    FUSEBOX_CHECK(k.strategy == RowStrategy::kThreadPerRow, "kernel ", k.name, ": rows of a warp or block go to PrintRows");
+    FUSEBOX_CHECK(spread_.strategy == RowStrategy::kThreadPerRow, "kernel ", k.name, ": rows of a warp or block go to PrintRows");
     const char* idx = k.index64 ? "long long" : "int";
     return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(",
                         Params(k), ") {\n", "  const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize,
@@ -178,16 +179,16 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   // `lanes`: warp rows' lanes per row (CudaRowLayout::threads_per_row); under
   // 32, shuffles of that width among the row's lanes (`fb_mask`), none for 1.
   std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda, int lanes) const {
-    if (k.strategy == RowStrategy::kWarpPerRow && lanes < 32) {
+    if (spread_.strategy == RowStrategy::kWarpPerRow && lanes < 32) {
       if (lanes == 1) return "";
       return a.index_temp >= 0
           ? absl::StrCat("    fb_lanes_argreduce<", lanes, ">(t", a.temp, ", t", a.index_temp, ", ", lambda, ", fb_mask);\n")
           : absl::StrCat("    t", a.temp, " = fb_lanes_reduce<", lanes, ">(t", a.temp, ", ", lambda, ", fb_mask);\n");
     }
-    const char* fn = k.strategy == RowStrategy::kBlockPerRow ? "fb_block_reduce" : "fb_warp_reduce";
-    if (k.strategy == RowStrategy::kThreadPerRow) return "";
+    const char* fn = spread_.strategy == RowStrategy::kBlockPerRow ? "fb_block_reduce" : "fb_warp_reduce";
+    if (spread_.strategy == RowStrategy::kThreadPerRow) return "";
     if (a.index_temp >= 0) {
-      return absl::StrCat("    ", k.strategy == RowStrategy::kBlockPerRow ? "fb_block_argreduce" : "fb_warp_argreduce",
+      return absl::StrCat("    ", spread_.strategy == RowStrategy::kBlockPerRow ? "fb_block_argreduce" : "fb_warp_argreduce",
                           "(t", a.temp, ", t", a.index_temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");\n");
     }
     return absl::StrCat("    t", a.temp, " = ", fn, "(t", a.temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");\n");
@@ -195,19 +196,19 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
  public:
   // Rows along the innermost dims, a warp or a block each (row_printer.h).
   std::string PrintRows(const Kernel& k, const CudaRowLayout& layout) const {
-    return PrintCudaRows(k, layout, {.prelude = Prelude(),
+    return PrintCudaRows(k, spread_, layout, {.prelude = Prelude(),
                              .after_pass = [&](const Accumulator& a, const std::string& lambda,
                                                int lanes) { return AfterPass(k, a, lambda, lanes); },
                              .open_row_stores = OpenRowStores(k)},
                          tuning_);
   }
 
-  // Split rows (Kernel::split): a partial kernel folds each (row, chunk) into
+  // Split rows (CudaRowSpread::split): a partial kernel folds each (row, chunk) into
   // one partial result per accumulator in scratch; the final kernel folds
   // each row's partials and runs the per-row stores.
   //  kBlockPerRow: a block per (row, chunk), combined across the block;
   //    partial (r, p) at r * split + p; then a block per row.
-  //  kThreadPerRow (column reductions): 2-D tiles where Kernel::column_tiles
+  //  kThreadPerRow (column reductions): 2-D tiles where CudaRowSpread::column_tiles
   //    (column_tiles.h), else a block per (256 columns, chunk), a thread
   //    walking its column's chunk kColumnUnroll rows at a time,
   //    unrolled: the rows' loads are independent (only the fold is a chain),
@@ -217,7 +218,8 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   std::string PrintSplit(const Kernel& k) const {
     auto op_template = [](graph::Op op) { return graph::Info(op).cuda_expr; };
     const Pass& pass = k.passes.at(0);
-    const bool columns = k.strategy == RowStrategy::kThreadPerRow;
+    const bool columns = spread_.strategy == RowStrategy::kThreadPerRow;
+    const int64_t split = spread_.split;
     const std::string idx = columns && !k.index64 ? "int" : "long long";
     const std::string sfx = idx == "int" ? "" : "LL";
     const std::string rows = absl::StrCat(k.num_rows, sfx), length = absl::StrCat(k.row_length, sfx);
@@ -228,8 +230,8 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       if (a.index_temp >= 0) absl::StrAppend(&partials, ", long long* __restrict__ fb_part_index", c);
     }
     const std::string params = ParamList(k, /*restrict_qualified=*/true) + partials;
-    const std::string chunk = absl::StrCat(CudaSplitChunk(k, tuning_), sfx);
-    const int64_t tiles = CudaCombineGridSize(k);
+    const std::string chunk = absl::StrCat(CudaSplitChunk(k, spread_, tuning_), sfx);
+    const int64_t tiles = CudaCombineGridSize(k, spread_);
     // Each element of the partial kernel's rows is read once
     // (StreamEverywhere: streaming the column sum's partial measured 3%
     // slower on the H200, unlike a row sum's loads).
@@ -269,9 +271,9 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", name, "(", params, ") {\n");
     };
 
-    const bool tiled = UsesCudaColumnTiles(k);
+    const bool tiled = UsesCudaColumnTiles(spread_);
     std::string out = absl::StrCat(Prelude(), "\n// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ",
-                                   k.row_length, ", each split over ", k.split, " chunks of ", CudaSplitChunk(k, tuning_),
+                                   k.row_length, ", each split over ", split, " chunks of ", CudaSplitChunk(k, spread_, tuning_),
                                    tiled ? absl::StrCat("; tiles of ", kCudaColumnTileThreadsX, " x ", kCudaColumnTileThreadsY,
                                                         " threads, ", kCudaColumnTileWidth, " columns and ",
                                                         kCudaColumnTileSteps, " rows each (column_tiles.h)")
@@ -285,7 +287,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
         absl::StrAppend(&out, "  const ", idx, " part = blockIdx.x / ", tiles, ";\n  const ", idx, " r = (", idx,
                         ")(blockIdx.x % ", tiles, ") * ", kCudaBlockSize, " + threadIdx.x;\n");
       } else {
-        absl::StrAppend(&out, "  const long long r = blockIdx.x / ", k.split, ", part = blockIdx.x % ", k.split, ";\n");
+        absl::StrAppend(&out, "  const long long r = blockIdx.x / ", split, ", part = blockIdx.x % ", split, ";\n");
       }
       absl::StrAppend(&out, "  const ", idx, " begin = part * ", chunk, ", end = begin + ", chunk, " < ", length,
                       " ? begin + ", chunk, " : ", length, ";\n", columns ? absl::StrCat("  if (r < ", rows, ") {\n") : "  {\n");
@@ -305,7 +307,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
         const int64_t run = kCudaColumnRunSteps * unroll;
         std::vector<const Accumulator*> runs;
         for (const Accumulator& a : pass.accumulators) {
-          if (RoundsEachFold(a) && CudaSplitChunk(k, tuning_) > run) runs.push_back(&a);
+          if (RoundsEachFold(a) && CudaSplitChunk(k, spread_, tuning_) > run) runs.push_back(&a);
         }
         if (runs.empty()) {
           absl::StrAppend(&out, steps("end", "    "));
@@ -344,9 +346,9 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       absl::StrAppend(&out, "  const long long r = blockIdx.x;\n  {\n");
     }
     for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
-    absl::StrAppend(&out, columns ? absl::StrCat("    for (int p = 0; p < ", k.split, "; ++p) {\n")
-                                  : absl::StrCat("    for (int p = threadIdx.x; p < ", k.split, "; p += ", kCudaBlockSize, ") {\n"),
-                    partial_slots(columns ? absl::StrCat("[p * ", rows, " + r]") : absl::StrCat("[r * ", k.split, " + p]"),
+    absl::StrAppend(&out, columns ? absl::StrCat("    for (int p = 0; p < ", split, "; ++p) {\n")
+                                  : absl::StrCat("    for (int p = threadIdx.x; p < ", split, "; p += ", kCudaBlockSize, ") {\n"),
+                    partial_slots(columns ? absl::StrCat("[p * ", rows, " + r]") : absl::StrCat("[r * ", split, " + p]"),
                                   /*load=*/true),
                     "    }\n", combine(), OpenRowStores(k), Statements(k, k.row_body, op_template, "      "), "    }\n  }\n}\n");
     return out;
@@ -404,8 +406,8 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   }
 
  protected:
-  std::string OpenRowStores(const Kernel& k) const override {
-    switch (k.strategy) {
+  std::string OpenRowStores(const Kernel&) const override {
+    switch (spread_.strategy) {
       case RowStrategy::kBlockPerRow: return "    if (threadIdx.x == 0) {\n";
       case RowStrategy::kWarpPerRow: return "    if ((threadIdx.x & 31) == 0) {\n";
       case RowStrategy::kThreadPerRow: return "    {\n";
@@ -420,6 +422,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
 
  private:
   const TuningSnapshot& tuning_;
+  const CudaRowSpread spread_;
 };
 
 }  // namespace
@@ -446,8 +449,8 @@ std::string PrintCuda(const Kernel& lowered, const CudaSchedule& schedule, const
   // The CUDA passes that follow from the schedule (kernel_passes.h).
   const Kernel kernel = RunKernelPasses(lowered, CudaKernelPasses(), &schedule, tuning);
   if (schedule.kind == CudaScheduleKind::kCluster) return PrintCudaCluster(kernel, schedule.cluster, tuning);
-  const CudaPrinter printer(tuning);
-  if (schedule.split > 1) return printer.PrintSplit(kernel);
+  const CudaPrinter printer(tuning, schedule.spread);
+  if (schedule.spread.split > 1) return printer.PrintSplit(kernel);
   if (schedule.outer) return PrintCudaOuter(kernel, *schedule.outer, tuning);
   if (schedule.kind == CudaScheduleKind::kPointwiseVector) return printer.PrintVectorized(kernel, schedule.vector_width);
   if (schedule.row_printer()) return printer.PrintRows(kernel, *schedule.rows);
@@ -458,39 +461,39 @@ std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning) {
   return PrintCuda(kernel, ChooseCudaSchedule(kernel, tuning), tuning);
 }
 
-int CudaBlockSize(const Kernel& k, const TuningSnapshot& tuning) {
-  if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k, tuning)) return outer->threads();
-  return UsesCudaRowLayout(k) ? CudaRowBlockSize(k, tuning) : kCudaBlockSize;
+int CudaBlockSize(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
+  if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k, spread, tuning)) return outer->threads();
+  return UsesCudaRowLayout(k, spread) ? CudaRowBlockSize(k, spread, tuning) : kCudaBlockSize;
 }
 
-int64_t CudaGridSize(const Kernel& k, int64_t iterations, const TuningSnapshot& tuning) {
+int64_t CudaGridSize(const Kernel& k, const CudaRowSpread& spread, int64_t iterations, const TuningSnapshot& tuning) {
   if (const int v = CudaVectorWidth(k); v > 1) {
     const int64_t per_block = int64_t{kCudaBlockSize} * v;
     return (iterations + per_block - 1) / per_block;
   }
   if (!k.is_reduction()) return (iterations + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock;
-  switch (k.strategy) {
-    case RowStrategy::kBlockPerRow: return k.split > 1 ? iterations * k.split : iterations;
+  switch (spread.strategy) {
+    case RowStrategy::kBlockPerRow: return spread.split > 1 ? iterations * spread.split : iterations;
     case RowStrategy::kWarpPerRow: {
-      const int rows = ChooseCudaRowLayout(k, tuning).rows_per_block;
+      const int rows = ChooseCudaRowLayout(k, spread, tuning).rows_per_block;
       return (iterations + rows - 1) / rows;
     }
     case RowStrategy::kThreadPerRow:
-      if (UsesCudaColumnTiles(k)) return CudaColumnTileGridSize(k);
-      if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k, tuning)) {
+      if (UsesCudaColumnTiles(spread)) return CudaColumnTileGridSize(k, spread);
+      if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k, spread, tuning)) {
         return (iterations + outer->block_columns() - 1) / outer->block_columns() * outer->blocks;
       }
-      return (iterations + kCudaBlockSize - 1) / kCudaBlockSize * std::max<int64_t>(k.split, 1);
+      return (iterations + kCudaBlockSize - 1) / kCudaBlockSize * std::max<int64_t>(spread.split, 1);
   }
   return 0;
 }
 
-int CudaPartialBlockSize(const Kernel& k, const TuningSnapshot& tuning) {
-  return UsesCudaColumnTiles(k) ? kCudaColumnTileBlock : CudaBlockSize(k, tuning);
+int CudaPartialBlockSize(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
+  return UsesCudaColumnTiles(spread) ? kCudaColumnTileBlock : CudaBlockSize(k, spread, tuning);
 }
 
-int64_t CudaCombineGridSize(const Kernel& k) {
-  return k.strategy == RowStrategy::kThreadPerRow ? (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize : k.num_rows;
+int64_t CudaCombineGridSize(const Kernel& k, const CudaRowSpread& spread) {
+  return spread.strategy == RowStrategy::kThreadPerRow ? (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize : k.num_rows;
 }
 
 int64_t CudaColumnChunk(int64_t rows, int64_t split, const TuningSnapshot& tuning) {
@@ -499,10 +502,10 @@ int64_t CudaColumnChunk(int64_t rows, int64_t split, const TuningSnapshot& tunin
   return (chunk + unroll - 1) / unroll * unroll;
 }
 
-int64_t CudaSplitChunk(const Kernel& k, const TuningSnapshot& tuning) {
-  if (UsesCudaColumnTiles(k)) return int64_t{kCudaColumnTileRows} * CudaColumnTileStepsPerGroup(k);
-  if (k.strategy == RowStrategy::kThreadPerRow) return CudaColumnChunk(k.row_length, k.split, tuning);
-  return (k.row_length + k.split - 1) / k.split;
+int64_t CudaSplitChunk(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
+  if (UsesCudaColumnTiles(spread)) return int64_t{kCudaColumnTileRows} * CudaColumnTileStepsPerGroup(k);
+  if (spread.strategy == RowStrategy::kThreadPerRow) return CudaColumnChunk(k.row_length, spread.split, tuning);
+  return (k.row_length + spread.split - 1) / spread.split;
 }
 
 }  // namespace fusebox::backend

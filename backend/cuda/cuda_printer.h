@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "backend/cuda/row_spread.h"
 #include "backend/kernel_ir.h"
 #include "backend/tuning.h"
 
@@ -36,29 +37,30 @@ std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning);
 // `i`): 8 or 4; 1 for every other kernel.
 int CudaVectorWidth(const Kernel& kernel);
 
-// Launch geometry of a kernel printed by PrintCuda, for `iterations`
-// (Kernel::Iterations: elements, or rows for reductions): blocks, and threads
-// per block (kCudaBlockSize, or a persistent long row's 256 to 1024).
-int64_t CudaGridSize(const Kernel& kernel, int64_t iterations, const TuningSnapshot& tuning);
+// Launch geometry of a kernel printed by PrintCuda with rows spread as
+// `spread` (ChooseCudaRowSpread's), for `iterations` (Kernel::Iterations:
+// elements, or rows for reductions): blocks, and threads per block
+// (kCudaBlockSize, or a persistent long row's 256 to 1024).
+int64_t CudaGridSize(const Kernel& kernel, const CudaRowSpread& spread, int64_t iterations, const TuningSnapshot& tuning);
 // Threads per block of that launch.
-int CudaBlockSize(const Kernel& kernel, const TuningSnapshot& tuning);
+int CudaBlockSize(const Kernel& kernel, const CudaRowSpread& spread, const TuningSnapshot& tuning);
 
 // The fb_* helpers every CUDA kernel source starts with (no headers).
 std::string CudaPrelude(const TuningSnapshot& tuning);
 // Kernels with index checks: CUDA's fb_check_index (CPrinter::IndexCheckHelpers).
 std::string CudaIndexCheckPrelude();
 
-// Split reductions (Kernel::split > 1): CudaGridSize is the partial
+// Split reductions (CudaRowSpread::split > 1): CudaGridSize is the partial
 // kernel's grid; this is the final kernel's (a block per row, or a thread per
 // column).
-int64_t CudaCombineGridSize(const Kernel& kernel);
+int64_t CudaCombineGridSize(const Kernel& kernel, const CudaRowSpread& spread);
 // Threads per block of the partial kernel: CudaBlockSize, or a column
 // tile's 1024 (column_tiles.h).
-int CudaPartialBlockSize(const Kernel& kernel, const TuningSnapshot& tuning);
+int CudaPartialBlockSize(const Kernel& kernel, const CudaRowSpread& spread, const TuningSnapshot& tuning);
 
 // Split reductions: the elements of a row each partial result folds (the
 // last chunk may be shorter); column chunks are whole kColumnUnroll steps.
-int64_t CudaSplitChunk(const Kernel& kernel, const TuningSnapshot& tuning);
+int64_t CudaSplitChunk(const Kernel& kernel, const CudaRowSpread& spread, const TuningSnapshot& tuning);
 // A column of `rows` split `split` ways: chunks of whole kColumnUnroll steps.
 int64_t CudaColumnChunk(int64_t rows, int64_t split, const TuningSnapshot& tuning);
 

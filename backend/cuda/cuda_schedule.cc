@@ -17,7 +17,9 @@ const char* CudaScheduleKindName(CudaScheduleKind kind) {
 
 CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
   CudaSchedule s;
-  s.block = CudaBlockSize(k, tuning);
+  // How the rows spread first: every layout below follows from it.
+  const CudaRowSpread& spread = s.spread = ChooseCudaRowSpread(k, tuning);
+  s.block = CudaBlockSize(k, spread, tuning);
   if (const int v = CudaVectorWidth(k); v > 1) {
     s.kind = CudaScheduleKind::kPointwiseVector;
     s.vector_width = v;
@@ -30,7 +32,7 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
   }
   // Long rows on sm_90+, opt-in: a thread-block cluster per row (cuda_cluster.h).
   if (tuning.On(Knob::kClusters)) {
-    if (const ClusterLayout c = CudaClusterLayout(k, k.cuda_arch); c.blocks > 1) {
+    if (const ClusterLayout c = CudaClusterLayout(k, spread, k.cuda_arch); c.blocks > 1) {
       s.kind = CudaScheduleKind::kCluster;
       s.cluster = c;
       s.block = c.threads;
@@ -38,31 +40,30 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
       return s;
     }
   }
-  if (UsesCudaRowLayout(k)) {
-    s.rows = ChooseCudaRowLayout(k, tuning);
+  if (UsesCudaRowLayout(k, spread)) {
+    s.rows = ChooseCudaRowLayout(k, spread, tuning);
     s.vector_width = s.rows->vector_width;
     if (s.rows->grid_stride) s.blocks_per_sm = tuning.GetInt(Knob::kLongRowBlocks);
     s.shared_bytes = s.rows->shared_bytes;
   }
-  if (k.split > 1) {
-    s.split = k.split;
-    s.partial_block = CudaPartialBlockSize(k, tuning);
-    s.combine_grid = CudaCombineGridSize(k);
+  if (spread.split > 1) {
+    s.partial_block = CudaPartialBlockSize(k, spread, tuning);
+    s.combine_grid = CudaCombineGridSize(k, spread);
   }
-  switch (k.strategy) {
+  switch (spread.strategy) {
     case RowStrategy::kBlockPerRow:
       s.kind = CudaScheduleKind::kBlockPerRow;
-      s.blocks_each = std::max<int64_t>(k.split, 1);
+      s.blocks_each = std::max<int64_t>(spread.split, 1);
       break;
     case RowStrategy::kWarpPerRow:
       s.kind = CudaScheduleKind::kWarpPerRow;
       s.per_block = s.rows->rows_per_block;  // 32 / L rows per warp (CudaRowLayout::threads_per_row = L)
       break;
     case RowStrategy::kThreadPerRow:
-      if (UsesCudaColumnTiles(k)) {
+      if (UsesCudaColumnTiles(spread)) {
         s.kind = CudaScheduleKind::kColumnTiles;
-        s.fixed_grid = CudaColumnTileGridSize(k);
-      } else if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k, tuning)) {
+        s.fixed_grid = CudaColumnTileGridSize(k, spread);
+      } else if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k, spread, tuning)) {
         s.kind = CudaScheduleKind::kOuterTiles;
         s.per_block = outer->block_columns();
         s.blocks_each = outer->blocks;
@@ -70,7 +71,7 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
       } else {
         s.kind = CudaScheduleKind::kThreadPerRow;
         s.per_block = kCudaBlockSize;
-        s.blocks_each = std::max<int64_t>(k.split, 1);
+        s.blocks_each = std::max<int64_t>(spread.split, 1);
       }
       break;
   }
@@ -94,7 +95,9 @@ std::string CudaSchedule::ToString() const {
   }
   if (blocks_per_sm > 0) absl::StrAppend(&s, ", at most ", blocks_per_sm, " blocks per SM (grid-stride)");
   if (shared_bytes > 0) absl::StrAppend(&s, ", shared ", shared_bytes, " B");
-  if (split > 1) absl::StrAppend(&s, ", split ", split, " (partial block ", partial_block, ", combine grid ", combine_grid, ")");
+  if (spread.split > 1) {
+    absl::StrAppend(&s, ", split ", spread.split, " (partial block ", partial_block, ", combine grid ", combine_grid, ")");
+  }
   if (rows) {
     const CudaRowLayout& l = *rows;
     absl::StrAppend(&s, ", rows: ", l.threads_per_row, " threads/row, ", l.rows_per_block, " rows/block, ",

@@ -1,13 +1,13 @@
 // A CUDA kernel's schedule as one value: every launch decision (kind, threads
-// per block, how many iterations a block takes, the split and its partial
-// kernel, the row layout, the grid cap, dynamic shared memory), chosen once
-// per kernel by ChooseCudaSchedule and read by the launch, KernelInfo,
-// explain() and FUSEBOX_DEBUG=schedule. CompileAhead chooses it, PrintCuda
-// dispatches on it (the row and outer printers take their layouts from it)
-// and the launch reads the same value. The split, the column tiles and the
-// cluster are still decided at lowering (Kernel::split, column_tiles,
-// cluster) and copied here; moving them out of the kernel IR is the next
-// step (docs/architecture.md).
+// per block, how many iterations a block takes, how rows spread over threads,
+// the split and its partial kernel, the column tiles, the row layout, the
+// cluster, the grid cap, dynamic shared memory), chosen once per kernel by
+// ChooseCudaSchedule from the kernel IR's target-neutral facts, the device
+// (Kernel::cuda_arch, cuda_sm_count) and the tuning, and read by the launch,
+// KernelInfo, explain() and FUSEBOX_DEBUG=schedule. CompileAhead chooses it,
+// PrintCuda dispatches on it (the row, outer, column-tile and cluster
+// printers take their spread and layouts from it) and the launch reads the
+// same value.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/outer_reduction.h"
 #include "backend/cuda/row_layout.h"
+#include "backend/cuda/row_spread.h"
 #include "backend/kernel_ir.h"
 #include "backend/tuning.h"
 
@@ -46,9 +47,12 @@ struct CudaSchedule {
   int64_t fixed_grid = 0;
   int blocks_per_sm = 0;
   int64_t shared_bytes = 0;  // dynamic shared memory per block
-  // Split reductions: a partial kernel (<name>_partial, grid as above, its own
-  // block size), then a combine of combine_grid blocks of `block` threads.
-  int64_t split = 0;
+  // Reductions: the threads per row, the split, the column tiles (chosen
+  // first; the layouts below follow from it).
+  CudaRowSpread spread;
+  // Split reductions (spread.split > 1): a partial kernel (<name>_partial,
+  // grid as above, its own block size), then a combine of combine_grid
+  // blocks of `block` threads.
   int partial_block = 0;
   int64_t combine_grid = 0;
   std::optional<CudaRowLayout> rows;  // reductions along contiguous rows
@@ -56,7 +60,7 @@ struct CudaSchedule {
   std::optional<CudaOuterLayout> outer;  // multi-pass reductions over outer dims
 
   // Whether PrintCuda prints the kernel with the row printer (row_printer.h).
-  bool row_printer() const { return kind != CudaScheduleKind::kCluster && split <= 1 && !outer && rows.has_value(); }
+  bool row_printer() const { return kind != CudaScheduleKind::kCluster && spread.split <= 1 && !outer && rows.has_value(); }
 
   int64_t Grid(int64_t iterations, int sm_count) const;
   std::string ToString() const;

@@ -64,8 +64,8 @@ FB_INLINE T fb_outer_reduce(T v, F combine, T* part, T* slot) {
 
 std::string Temp(int t) { return absl::StrCat("t", t); }
 
-bool Eligible(const Kernel& k) {
-  if (k.strategy != RowStrategy::kThreadPerRow || k.split > 1 || k.column_tiles) return false;
+bool Eligible(const Kernel& k, const CudaRowSpread& spread) {
+  if (spread.strategy != RowStrategy::kThreadPerRow || spread.split > 1 || spread.column_tiles) return false;
   if (k.passes.size() < 2 && k.elementwise.empty()) return false;  // single-pass sums: column_tiles.h
   for (const Pass& pass : k.passes) {
     for (const Accumulator& a : pass.accumulators) {
@@ -197,8 +197,9 @@ class OuterPrinter : public CPrinter {
 
 }  // namespace
 
-std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k, const TuningSnapshot& tuning) {
-  if (!Eligible(k)) return std::nullopt;
+std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k, const CudaRowSpread& spread,
+                                                     const TuningSnapshot& tuning) {
+  if (!Eligible(k, spread)) return std::nullopt;
   const int arch = k.cuda_arch == 0 ? 90 : k.cuda_arch;
   const int sms = CudaSmCount(k);
   int element = 1;

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/cuda/row_spread.h"
 #include "backend/kernel_ir.h"
 #include "backend/tuning.h"
 
@@ -39,7 +40,8 @@ struct CudaOuterLayout {
 // neither split nor single-pass without per-element stores, from the kernel
 // and its device (Kernel::cuda_arch, CudaSmCount in cuda_cluster.h); nullopt for
 // every other kernel (and argmax/argmin, which keep a thread per column).
-std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& kernel, const TuningSnapshot& tuning);
+std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& kernel, const CudaRowSpread& spread,
+                                                     const TuningSnapshot& tuning);
 
 // The kernel's CUDA source in that layout; PrintCuda calls it. One launch of
 // ceil(columns / layout.block_columns()) * layout.blocks blocks of

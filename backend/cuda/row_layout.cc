@@ -60,8 +60,8 @@ bool ReadsBroadcastOperand(const Kernel& k) {
 // What both one-group loops (LoopsWideRows, LoopsNormRows) need: persistent
 // block rows with a static row count, read more than once, in groups of 4 or
 // more.
-bool MayLoopOneGroupPerStep(const Kernel& k) {
-  return k.strategy == RowStrategy::kBlockPerRow && PersistentRows(k) && RowReads(k) > 1 &&
+bool MayLoopOneGroupPerStep(const Kernel& k, const CudaRowSpread& spread) {
+  return spread.strategy == RowStrategy::kBlockPerRow && PersistentRows(k) && RowReads(k) > 1 &&
          !k.dynamic_extent && ChooseVectorWidth(k) >= 4;
 }
 
@@ -90,41 +90,41 @@ int CudaLanesPerRow(int64_t row_length, int vector_width, int64_t min_elements) 
   return lanes;
 }
 
-bool UsesCudaRowLayout(const Kernel& k) {
-  return k.is_reduction() && k.split <= 1 && k.strategy != RowStrategy::kThreadPerRow;
+bool UsesCudaRowLayout(const Kernel& k, const CudaRowSpread& spread) {
+  return k.is_reduction() && spread.split <= 1 && spread.strategy != RowStrategy::kThreadPerRow;
 }
 
-bool LoopsReadingTwice(const Kernel& k) {
-  return k.strategy == RowStrategy::kBlockPerRow && RowReads(k) == 2 && k.row_length <= kCudaTwoReadLoopLimit &&
+bool LoopsReadingTwice(const Kernel& k, const CudaRowSpread& spread) {
+  return spread.strategy == RowStrategy::kBlockPerRow && RowReads(k) == 2 && k.row_length <= kCudaTwoReadLoopLimit &&
          !k.dynamic_extent;
 }
 
-bool LoopsWideRows(const Kernel& k, const TuningSnapshot& tuning) {
-  return tuning.On(Knob::kWideRowLoop) && MayLoopOneGroupPerStep(k) && k.row_length > kCudaShortRowLength &&
+bool LoopsWideRows(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
+  return tuning.On(Knob::kWideRowLoop) && MayLoopOneGroupPerStep(k, spread) && k.row_length > kCudaShortRowLength &&
          k.row_length <= kCudaWideLoopRowLimit && !ReadsBroadcastOperand(k);
 }
 
-bool LoopsNormRows(const Kernel& k, const TuningSnapshot& tuning) {
-  return tuning.On(Knob::kNormRowLoop) && MayLoopOneGroupPerStep(k) && k.row_length >= kCudaNormLoopMinLength &&
+bool LoopsNormRows(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
+  return tuning.On(Knob::kNormRowLoop) && MayLoopOneGroupPerStep(k, spread) && k.row_length >= kCudaNormLoopMinLength &&
          k.row_length <= kCudaShortRowLength && ReadsBroadcastOperand(k);
 }
 
-bool LoopsOneGroupPerStep(const Kernel& k, const TuningSnapshot& tuning) {
-  return LoopsWideRows(k, tuning) || LoopsNormRows(k, tuning);
+bool LoopsOneGroupPerStep(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
+  return LoopsWideRows(k, spread, tuning) || LoopsNormRows(k, spread, tuning);
 }
 
-CudaRowLayout ChooseCudaRowLayout(const Kernel& k, const TuningSnapshot& tuning) {
+CudaRowLayout ChooseCudaRowLayout(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
   CudaRowLayout layout;
   const int v = layout.vector_width = ChooseVectorWidth(k);
   const int64_t cached = static_cast<int64_t>(PreloadedSlots(k).size());
   // Values each thread holds per cached input, with `threads` per row.
   auto values = [&](int64_t threads) { return (k.row_length + threads * v - 1) / (threads * v) * v; };
-  const bool wide_loop = LoopsOneGroupPerStep(k, tuning);  // block rows only
-  if (k.strategy == RowStrategy::kBlockPerRow) {
+  const bool wide_loop = LoopsOneGroupPerStep(k, spread, tuning);  // block rows only
+  if (spread.strategy == RowStrategy::kBlockPerRow) {
     int threads = 256;
     // Knob::kOnChipRowLimit (A/B runs; 0: none): longer block rows loop.
     const int64_t on_chip_limit = tuning.Get(Knob::kOnChipRowLimit);
-    const bool may_hold = (on_chip_limit <= 0 || k.row_length <= on_chip_limit) && !LoopsReadingTwice(k) && !wide_loop;
+    const bool may_hold = (on_chip_limit <= 0 || k.row_length <= on_chip_limit) && !LoopsReadingTwice(k, spread) && !wide_loop;
     while (PersistentRows(k) && threads < 1024 && values(threads) > TunedRowValues(k, tuning)) threads *= 2;
     const int budget = threads >= 1024 ? kCudaRowRegisterBudget / 2 : kCudaRowRegisterBudget;
     layout.on_chip = may_hold && PersistentRows(k) && values(threads) * cached <= budget;
@@ -170,7 +170,7 @@ CudaRowLayout ChooseCudaRowLayout(const Kernel& k, const TuningSnapshot& tuning)
   // Knob::kLoopMinBlocks=N (A/B runs): every looped block row asks for N
   // blocks per SM (0: none); -1, the default: the rule below.
   const int64_t min_blocks = tuning.Get(Knob::kLoopMinBlocks);
-  if (k.strategy == RowStrategy::kBlockPerRow && !layout.on_chip && !layout.grid_stride) {
+  if (spread.strategy == RowStrategy::kBlockPerRow && !layout.on_chip && !layout.grid_stride) {
     layout.min_blocks = min_blocks >= 0 ? static_cast<int>(min_blocks) : wide_loop ? kCudaOneGroupLoopMinBlocks : 0;
   }
   return layout;
@@ -184,5 +184,7 @@ int64_t CudaRowSharedBytes(int cuda_arch) {
   return cuda_arch > 80 ? int64_t{64} << 10 : int64_t{32} << 10;
 }
 
-int CudaRowBlockSize(const Kernel& k, const TuningSnapshot& tuning) { return ChooseCudaRowLayout(k, tuning).block_size; }
+int CudaRowBlockSize(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
+  return ChooseCudaRowLayout(k, spread, tuning).block_size;
+}
 }  // namespace fusebox::backend

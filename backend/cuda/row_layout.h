@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <set>
 
+#include "backend/cuda/row_spread.h"
 #include "backend/kernel_ir.h"
 #include "backend/tuning.h"
 
@@ -93,7 +94,7 @@ inline constexpr int kCudaLongRowBlocksPerSm = 1;
 // looped, so they stay on chip. Those with a broadcast weight loop one group
 // per step instead (LoopsNormRows, below).
 inline constexpr int64_t kCudaTwoReadLoopLimit = 4096;
-bool LoopsReadingTwice(const Kernel& kernel);
+bool LoopsReadingTwice(const Kernel& kernel, const CudaRowSpread& spread);
 
 // Re-read block rows longer than kCudaShortRowLength, up to
 // kCudaWideLoopRowLimit, in groups of 4 or more elements, that read no
@@ -108,7 +109,7 @@ bool LoopsReadingTwice(const Kernel& kernel);
 // Knob::kWideRowLoop off (FUSEBOX_TUNE_WIDE_ROW_LOOP=0) turns it off, for A/B runs.
 inline constexpr int64_t kCudaWideLoopRowLimit = 8192;
 inline constexpr int kCudaWideLoopThreads = 512;
-bool LoopsWideRows(const Kernel& kernel, const TuningSnapshot& tuning);
+bool LoopsWideRows(const Kernel& kernel, const CudaRowSpread& spread, const TuningSnapshot& tuning);
 
 // Re-read block rows of kCudaNormLoopMinLength to kCudaShortRowLength that
 // read an operand broadcast over the rows (layer_norm and rms_norm over 4096,
@@ -120,9 +121,9 @@ bool LoopsWideRows(const Kernel& kernel, const TuningSnapshot& tuning);
 // same loop measured 3898, and without counted steps 2869.
 // Knob::kNormRowLoop off (FUSEBOX_TUNE_NORM_ROW_LOOP=0) turns it off, for A/B runs.
 inline constexpr int64_t kCudaNormLoopMinLength = 2049;
-bool LoopsNormRows(const Kernel& kernel, const TuningSnapshot& tuning);
+bool LoopsNormRows(const Kernel& kernel, const CudaRowSpread& spread, const TuningSnapshot& tuning);
 // LoopsWideRows or LoopsNormRows: the rows loop one group per step.
-bool LoopsOneGroupPerStep(const Kernel& kernel, const TuningSnapshot& tuning);
+bool LoopsOneGroupPerStep(const Kernel& kernel, const CudaRowSpread& spread, const TuningSnapshot& tuning);
 // Blocks per SM that one-group loops (LoopsOneGroupPerStep) ask
 // ptxas for (32 registers at 512 threads); Knob::kLoopMinBlocks overrides
 // it for every looped block row (0: no bound).
@@ -159,11 +160,13 @@ inline constexpr int kCudaShortRowWarps = 8;
 // (Knob::kLoopThreads), and groups each thread loads per step,
 // kCudaLoopGroups (Knob::kLoopGroups).
 
-// Whether PrintCuda prints `kernel` through PrintCudaRows.
-bool UsesCudaRowLayout(const Kernel& kernel);
-CudaRowLayout ChooseCudaRowLayout(const Kernel& kernel, const TuningSnapshot& tuning);
+// Whether PrintCuda prints `kernel` through PrintCudaRows (warp or block
+// rows, not split). The rules here take the kernel's spread
+// (ChooseCudaRowSpread, the schedule's).
+bool UsesCudaRowLayout(const Kernel& kernel, const CudaRowSpread& spread);
+CudaRowLayout ChooseCudaRowLayout(const Kernel& kernel, const CudaRowSpread& spread, const TuningSnapshot& tuning);
 // Its block_size (launches ask for it).
-int CudaRowBlockSize(const Kernel& kernel, const TuningSnapshot& tuning);
+int CudaRowBlockSize(const Kernel& kernel, const CudaRowSpread& spread, const TuningSnapshot& tuning);
 
 // Shared with the printer.
 // Whether `kernel`'s rows are persistent (fusion's kPersistent: a row is

@@ -78,16 +78,17 @@ struct LoopPlan {
 
 class RowPrinter {
  public:
-  // `layout`: ChooseCudaRowLayout's, of `k` as lowered (held row values
-  // leave it unchanged).
-  RowPrinter(const Kernel& k, const CudaRowLayout& layout, const CudaRowHooks& hooks, const TuningSnapshot& tuning)
-      : k_(k), hooks_(hooks), tuning_(tuning), layout_(layout), v_(layout_.vector_width),
+  // `spread`, `layout`: the schedule's (ChooseCudaRowLayout's), of `k` as
+  // lowered (held row values leave them unchanged).
+  RowPrinter(const Kernel& k, const CudaRowSpread& spread, const CudaRowLayout& layout, const CudaRowHooks& hooks,
+             const TuningSnapshot& tuning)
+      : k_(k), spread_(spread), hooks_(hooks), tuning_(tuning), layout_(layout), v_(layout_.vector_width),
         idx_(k.index64 ? "long long" : "int"), n_(absl::StrCat(k.row_length, k.index64 ? "LL" : "")),
         preloaded_(layout_.on_chip ? PreloadedSlots(k) : std::set<int>{}),
         rereads_rows_(CudaCacheHintLevel(tuning) >= 1 && RereadsRows()) {}
 
   std::string Print() const {
-    const bool warp = k_.strategy == RowStrategy::kWarpPerRow;
+    const bool warp = spread_.strategy == RowStrategy::kWarpPerRow;
     const std::string extent = k_.dynamic_extent ? "fb_n" : absl::StrCat(k_.num_rows, k_.index64 ? "LL" : "");
     std::string out = absl::StrCat(hooks_.prelude, layout_.shared_groups > 0 ? kRowCachePrelude : "", "\n// ", k_.name, ": ");
     if (k_.dynamic_extent) {
@@ -100,8 +101,8 @@ class RowPrinter {
     absl::StrAppend(&out, "; ", lanes, " threads per row", short_rows ? absl::StrCat(" (", 32 / lanes, " rows per warp)") : "",
                     ", groups of ", v_,
                     !PersistentRows(k_) || layout_.on_chip ? ""
-                    : LoopsReadingTwice(k_)            ? ", looped (read twice, the second time from the L2)"
-                    : LoopsOneGroupPerStep(k_, tuning_) ? ", looped (one group per step, the row kept in the L2)"
+                    : LoopsReadingTwice(k_, spread_)            ? ", looped (read twice, the second time from the L2)"
+                    : LoopsOneGroupPerStep(k_, spread_, tuning_) ? ", looped (one group per step, the row kept in the L2)"
                                                        : ", looped (over the register budget)",
                     layout_.shared_groups > 0 ? absl::StrCat(", on chip: the last ", layout_.shared_groups,
                                                              " groups of each thread in shared memory")
@@ -448,6 +449,7 @@ class RowPrinter {
   }
 
   const Kernel& k_;
+  const CudaRowSpread spread_;
   const CudaRowHooks& hooks_;
   const TuningSnapshot& tuning_;
   const CudaRowLayout layout_;
@@ -460,9 +462,9 @@ class RowPrinter {
 
 }  // namespace
 
-std::string PrintCudaRows(const Kernel& kernel, const CudaRowLayout& layout, const CudaRowHooks& hooks,
-                          const TuningSnapshot& tuning) {
-  return RowPrinter(kernel, layout, hooks, tuning).Print();
+std::string PrintCudaRows(const Kernel& kernel, const CudaRowSpread& spread, const CudaRowLayout& layout,
+                          const CudaRowHooks& hooks, const TuningSnapshot& tuning) {
+  return RowPrinter(kernel, spread, layout, hooks, tuning).Print();
 }
 
 }  // namespace fusebox::backend

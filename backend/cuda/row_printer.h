@@ -21,8 +21,8 @@ struct CudaRowHooks {
   std::function<std::string(const Accumulator&, const std::string& combine_lambda, int lanes)> after_pass;
   std::string open_row_stores;
 };
-// `layout`: the kernel's schedule's (ChooseCudaRowLayout, chosen once).
-std::string PrintCudaRows(const Kernel& kernel, const CudaRowLayout& layout, const CudaRowHooks& hooks,
-                          const TuningSnapshot& tuning);
+// `spread` and `layout`: the kernel's schedule's (ChooseCudaRowLayout, chosen once).
+std::string PrintCudaRows(const Kernel& kernel, const CudaRowSpread& spread, const CudaRowLayout& layout,
+                          const CudaRowHooks& hooks, const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

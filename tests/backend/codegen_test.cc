@@ -26,6 +26,7 @@ namespace {
 using ::testing::HasSubstr;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 using testing_backend::LowerOnly;
+using testing_backend::SpreadOf;
 
 std::string ReadFile(const std::string& path) {
   std::stringstream ss;
@@ -179,7 +180,7 @@ TEST(CodegenTest, FewLongRowsAreSplitAcrossBlocksOnCuda) {
   Tensor x = randn({1 << 17});
   backend::Kernel k = LowerOnly([](auto& in) { return sum(in[0] * in[0]); }, {x});
   EXPECT_EQ(k.num_rows, 1);
-  EXPECT_GT(k.split, 1);
+  EXPECT_GT(SpreadOf(k).split, 1);
   const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
   EXPECT_THAT(source, HasSubstr(k.name + "_partial("));
   EXPECT_THAT(source, HasSubstr("fb_part0[blockIdx.x]"));
@@ -188,11 +189,11 @@ TEST(CodegenTest, FewLongRowsAreSplitAcrossBlocksOnCuda) {
   EXPECT_THAT(out->ptx, HasSubstr(".entry " + k.name + "_partial"));
   // argmax splits too, carrying (value, index) pairs through the partials.
   backend::Kernel arg = LowerOnly([](auto& in) { return argmax(in[0]); }, {x});
-  EXPECT_GT(arg.split, 1);
+  EXPECT_GT(SpreadOf(arg).split, 1);
   EXPECT_TRUE(cuda::CompileWithNvrtc(backend::PrintCuda(arg, backend::CurrentTuning()), arg.name, 90).ok());
   // Many rows keep one block (or warp) per row.
   backend::Kernel rows = LowerOnly([](auto& in) { return sum(in[0].reshape({512, 256}), 1); }, {x});
-  EXPECT_EQ(rows.split, 0);
+  EXPECT_EQ(SpreadOf(rows).split, 0);
 }
 
 }  // namespace
@@ -209,17 +210,18 @@ namespace {
 TEST(CodegenTest, FewColumnsAreSplitIntoChunksOnCuda) {
   Tensor x = randn({8192, 1002});
   backend::Kernel k = LowerOnly([](auto& in) { return sum(in[0], 0); }, {x});
-  EXPECT_EQ(k.strategy, backend::RowStrategy::kThreadPerRow);
+  const backend::CudaRowSpread spread = SpreadOf(k);
+  EXPECT_EQ(spread.strategy, backend::RowStrategy::kThreadPerRow);
   EXPECT_EQ(k.num_rows, 1002);
-  ASSERT_GT(k.split, 1);
-  const int64_t chunk = backend::CudaSplitChunk(k, backend::CurrentTuning());
+  ASSERT_GT(spread.split, 1);
+  const int64_t chunk = backend::CudaSplitChunk(k, spread, backend::CurrentTuning());
   EXPECT_EQ(chunk % backend::CurrentTuning().GetInt(backend::Knob::kColumnUnroll), 0);
   EXPECT_GE(chunk, 64);
-  EXPECT_LT((k.split - 1) * chunk, k.row_length) << "no empty chunk";
-  EXPECT_GE(k.split * chunk, k.row_length);
+  EXPECT_LT((spread.split - 1) * chunk, k.row_length) << "no empty chunk";
+  EXPECT_GE(spread.split * chunk, k.row_length);
   // ~512 blocks: 4 column tiles x split chunks.
-  EXPECT_EQ(backend::CudaGridSize(k, k.num_rows, backend::CurrentTuning()), 4 * k.split);
-  EXPECT_EQ(backend::CudaCombineGridSize(k), 4);
+  EXPECT_EQ(backend::CudaGridSize(k, spread, k.num_rows, backend::CurrentTuning()), 4 * spread.split);
+  EXPECT_EQ(backend::CudaCombineGridSize(k, spread), 4);
   const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
   EXPECT_THAT(source, HasSubstr(k.name + "_partial("));
   EXPECT_THAT(source, HasSubstr("fb_part0[part * 1002 + r] = t"));  // chunk-major: coalesced
@@ -237,18 +239,18 @@ TEST(CodegenTest, FewColumnsAreSplitIntoChunksOnCuda) {
 TEST(CodegenTest, ColumnSplitCoversMiddleDimsArgmaxAndSeveralAccumulators) {
   // The reduced dim in the middle: rows (4 x 300 columns) unravel with / and %.
   backend::Kernel mid = LowerOnly([](auto& in) { return mean(in[0], 1, true); }, {randn({4, 2000, 300})});
-  EXPECT_EQ(mid.strategy, backend::RowStrategy::kThreadPerRow);
-  EXPECT_GT(mid.split, 1);
+  EXPECT_EQ(SpreadOf(mid).strategy, backend::RowStrategy::kThreadPerRow);
+  EXPECT_GT(SpreadOf(mid).split, 1);
   // argmax carries (value, index) partials.
   backend::Kernel arg = LowerOnly([](auto& in) { return argmax(in[0], 0); }, {randn({5000, 70})});
-  EXPECT_GT(arg.split, 1);
+  EXPECT_GT(SpreadOf(arg).split, 1);
   const std::string arg_source = backend::PrintCuda(arg, backend::CurrentTuning());
   EXPECT_THAT(arg_source, HasSubstr("fb_part_index0[part * 70 + r] = t"));
   // Two reductions over the same columns share the split.
   backend::Kernel two = LowerOnly([](auto& in) { return sum(in[0], 0) + amax(in[0], {0}); }, {randn({3000, 100})});
   ASSERT_EQ(two.passes.size(), 1u);
   EXPECT_EQ(two.passes[0].accumulators.size(), 2u);
-  EXPECT_GT(two.split, 1);
+  EXPECT_GT(SpreadOf(two).split, 1);
   for (const backend::Kernel* k : {&mid, &arg, &two}) {
     auto out = cuda::CompileWithNvrtc(backend::PrintCuda(*k, backend::CurrentTuning()), k->name, 90);
     EXPECT_TRUE(out.ok()) << k->name << ": " << out.status();
@@ -260,18 +262,18 @@ TEST(CodegenTest, ColumnReductionsThatStayUnsplit) {
   // thread per column.
   Tensor x = randn({4096, 64});
   backend::Kernel two_pass = LowerOnly([](auto& in) { return var(in[0], {0}); }, {x});
-  EXPECT_EQ(two_pass.strategy, backend::RowStrategy::kThreadPerRow);
+  EXPECT_EQ(SpreadOf(two_pass).strategy, backend::RowStrategy::kThreadPerRow);
   EXPECT_GT(two_pass.passes.size(), 1u);
-  EXPECT_EQ(two_pass.split, 0);
+  EXPECT_EQ(SpreadOf(two_pass).split, 0);
   backend::Kernel centered = LowerOnly([](auto& in) { return in[0] - mean(in[0], 0, true); }, {x});
   EXPECT_FALSE(centered.elementwise.empty());
-  EXPECT_EQ(centered.split, 0);
+  EXPECT_EQ(SpreadOf(centered).split, 0);
   // Short columns: nothing to split (chunks would be under 64 rows).
   backend::Kernel short_cols = LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({100, 512})});
-  EXPECT_EQ(short_cols.split, 0);
+  EXPECT_EQ(SpreadOf(short_cols).split, 0);
   // Enough columns to fill the GPU on their own.
   backend::Kernel wide = LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({128, 1 << 17})});
-  EXPECT_EQ(wide.split, 0);
+  EXPECT_EQ(SpreadOf(wide).split, 0);
   const std::string source = backend::PrintCuda(wide, backend::CurrentTuning());
   EXPECT_THAT(source, HasSubstr(absl::StrCat("#pragma unroll ", backend::CurrentTuning().GetInt(backend::Knob::kColumnUnroll), "\n    for (int j = 0; j < 128; ++j)")));
   EXPECT_TRUE(cuda::CompileWithNvrtc(source, wide.name, 90).ok());

@@ -23,6 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing_backend::LowerOnly;
+using testing_backend::SpreadOf;
 
 // PrintCuda, also written to $FUSEBOX_TEST_SOURCE_DIR/<name>_<rows>x<columns>.cu
 // where that is set (to compare the printer's output across a refactor).
@@ -39,13 +40,13 @@ using test_util::CountSubstr;
 TEST(ColumnCodegenTest, ColumnSumsReadTilesOfFourColumns) {
   // 1000 columns: 16 strips of 64, the last one partly past the end.
   const backend::Kernel k = LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({8192, 1000})});
-  ASSERT_TRUE(backend::UsesCudaColumnTiles(k));
-  EXPECT_EQ(k.split, 32) << "groups of 256 rows";
-  EXPECT_EQ(backend::CudaSplitChunk(k, backend::CurrentTuning()), 256);
-  EXPECT_EQ(backend::CudaGridSize(k, k.num_rows, backend::CurrentTuning()), 16 * 32) << "64-column strips x groups";
-  EXPECT_EQ(backend::CudaPartialBlockSize(k, backend::CurrentTuning()), 1024);
-  EXPECT_EQ(backend::CudaBlockSize(k, backend::CurrentTuning()), 256) << "the combine's, a thread per column";
-  EXPECT_EQ(backend::CudaCombineGridSize(k), 4);
+  ASSERT_TRUE(backend::UsesCudaColumnTiles(SpreadOf(k)));
+  EXPECT_EQ(SpreadOf(k).split, 32) << "groups of 256 rows";
+  EXPECT_EQ(backend::CudaSplitChunk(k, SpreadOf(k), backend::CurrentTuning()), 256);
+  EXPECT_EQ(backend::CudaGridSize(k, SpreadOf(k), k.num_rows, backend::CurrentTuning()), 16 * 32) << "64-column strips x groups";
+  EXPECT_EQ(backend::CudaPartialBlockSize(k, SpreadOf(k), backend::CurrentTuning()), 1024);
+  EXPECT_EQ(backend::CudaBlockSize(k, SpreadOf(k), backend::CurrentTuning()), 256) << "the combine's, a thread per column";
+  EXPECT_EQ(backend::CudaCombineGridSize(k, SpreadOf(k)), 4);
   const std::string source = Print(k);
   EXPECT_THAT(source, HasSubstr("red_sum_0_tile<true>("));
   EXPECT_THAT(source, HasSubstr("red_sum_0_tile<false>("));
@@ -67,11 +68,11 @@ TEST(ColumnCodegenTest, ColumnSumsReadTilesOfFourColumns) {
 TEST(ColumnCodegenTest, LongColumnsLoopTileStepsInAtMost64Groups) {
   // 20000 rows: 79 steps of 256, two per group, 40 groups, the last ragged.
   const backend::Kernel k = LowerOnly([](auto& in) { return sum(in[0] * in[0], 0); }, {randn({20000, 256})});
-  ASSERT_TRUE(backend::UsesCudaColumnTiles(k));
+  ASSERT_TRUE(backend::UsesCudaColumnTiles(SpreadOf(k)));
   EXPECT_EQ(backend::CudaColumnTileStepsPerGroup(k), 2);
-  EXPECT_EQ(k.split, 40);
-  EXPECT_EQ(backend::CudaSplitChunk(k, backend::CurrentTuning()), 512);
-  EXPECT_LE(k.split, backend::kCudaColumnTileMaxGroups);
+  EXPECT_EQ(SpreadOf(k).split, 40);
+  EXPECT_EQ(backend::CudaSplitChunk(k, SpreadOf(k), backend::CurrentTuning()), 512);
+  EXPECT_LE(SpreadOf(k).split, backend::kCudaColumnTileMaxGroups);
   const std::string source = Print(k);
   EXPECT_THAT(source, HasSubstr("for (int s = 0; s < 2; ++s)"));
   EXPECT_THAT(source, HasSubstr("if (j < 20000)"));
@@ -84,7 +85,7 @@ TEST(ColumnCodegenTest, LongColumnsLoopTileStepsInAtMost64Groups) {
   // matrix moves in 16-byte loads, the scale in one scalar load per row.
   const backend::Kernel scaled = LowerOnly([](auto& in) { return sum(in[0] * in[1], 0); },
                                            {randn({4096, 512}), randn({4096, 1})});
-  ASSERT_TRUE(backend::UsesCudaColumnTiles(scaled));
+  ASSERT_TRUE(backend::UsesCudaColumnTiles(SpreadOf(scaled)));
   auto scaled_out = cuda::CompileWithNvrtc(Print(scaled), scaled.name, 90);
   ASSERT_TRUE(scaled_out.ok()) << scaled_out.status();
   EXPECT_EQ(CountSubstr(scaled_out->ptx, "ld.global.cs.v4.u32"), 4);
@@ -92,7 +93,7 @@ TEST(ColumnCodegenTest, LongColumnsLoopTileStepsInAtMost64Groups) {
   // Two accumulators (sum and amax), each with its own shared fold; ragged
   // columns (100) and rows (3000).
   const backend::Kernel two = LowerOnly([](auto& in) { return sum(in[0], 0) + amax(in[0], {0}); }, {randn({3000, 100})});
-  ASSERT_TRUE(backend::UsesCudaColumnTiles(two));
+  ASSERT_TRUE(backend::UsesCudaColumnTiles(SpreadOf(two)));
   const std::string two_source = Print(two);
   EXPECT_THAT(two_source, HasSubstr("fb_fold1["));
   EXPECT_THAT(two_source, HasSubstr("if (fb_r0 < 100)"));
@@ -122,9 +123,9 @@ TEST(ColumnCodegenTest, ColumnReductionsThatKeepAThreadPerColumn) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    EXPECT_GT(c.kernel.split, 1);
-    EXPECT_FALSE(backend::UsesCudaColumnTiles(c.kernel));
-    EXPECT_EQ(backend::CudaPartialBlockSize(c.kernel, backend::CurrentTuning()), 256);
+    EXPECT_GT(SpreadOf(c.kernel).split, 1);
+    EXPECT_FALSE(backend::UsesCudaColumnTiles(SpreadOf(c.kernel)));
+    EXPECT_EQ(backend::CudaPartialBlockSize(c.kernel, SpreadOf(c.kernel), backend::CurrentTuning()), 256);
     const std::string source = Print(c.kernel);
     EXPECT_THAT(source, Not(HasSubstr("_tile<")));
     EXPECT_THAT(source, HasSubstr("griddepcontrol.wait")) << "every split's combine is a programmatic dependent";
@@ -132,7 +133,7 @@ TEST(ColumnCodegenTest, ColumnReductionsThatKeepAThreadPerColumn) {
   }
   // Columns of under two groups (511 rows) are not split into tiles.
   const backend::Kernel short_cols = LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({511, 4096})});
-  EXPECT_FALSE(backend::UsesCudaColumnTiles(short_cols));
+  EXPECT_FALSE(backend::UsesCudaColumnTiles(SpreadOf(short_cols)));
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 using testing_backend::LowerOnly;
+using testing_backend::SpreadOf;
 
 // Clusters are opt-in (Knob::kClusters): the tuning that turns them on.
 backend::TuningSnapshot WithClusters() {
@@ -141,7 +142,7 @@ TEST(CudaClusterTest, OtherKernelsAndOlderArchsKeepTheLoopedPath) {
   backend::Kernel softmax = LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 65536})});
   // Before sm_90 there are no clusters: the looped kernel (softmax reads its
   // rows three times: 1024 threads, a block per SM walking the rows).
-  EXPECT_EQ(backend::CudaClusterLayout(softmax, 80).blocks, 0);
+  EXPECT_EQ(backend::CudaClusterLayout(softmax, SpreadOf(softmax), 80).blocks, 0);
   softmax.cuda_arch = 80;
   EXPECT_EQ(backend::ChooseCudaSchedule(softmax, WithClusters()).cluster.blocks, 0);
   // Off by default: sm_90 keeps the looped kernel too.
@@ -150,25 +151,28 @@ TEST(CudaClusterTest, OtherKernelsAndOlderArchsKeepTheLoopedPath) {
   softmax.cuda_arch = 80;
   const std::string looped = backend::PrintCuda(softmax, WithClusters());
   EXPECT_THAT(looped, Not(HasSubstr("__cluster_dims__")));
-  EXPECT_EQ(backend::CudaBlockSize(softmax, backend::CurrentTuning()), 1024);
-  EXPECT_EQ(backend::CudaGridSize(softmax, 3, backend::CurrentTuning()), 3);  // the executable caps it at the SM count
+  EXPECT_EQ(backend::CudaBlockSize(softmax, SpreadOf(softmax), backend::CurrentTuning()), 1024);
+  EXPECT_EQ(backend::CudaGridSize(softmax, SpreadOf(softmax), 3, backend::CurrentTuning()), 3);  // the executable caps it at the SM count
   EXPECT_TRUE(cuda::CompileWithNvrtc(looped, softmax.name, 80).ok());
   // argmax keeps its (value, index) combine.
-  EXPECT_EQ(backend::CudaClusterLayout(LowerOnly([](auto& in) { return argmax(in[0], -1); }, {randn({3, 65536})}), 90).blocks, 0);
+  const backend::Kernel arg = LowerOnly([](auto& in) { return argmax(in[0], -1); }, {randn({3, 65536})});
+  EXPECT_EQ(backend::CudaClusterLayout(arg, SpreadOf(arg), 90).blocks, 0);
   // Few long single-pass rows are split over ~1000 blocks instead.
   backend::Kernel split = LowerOnly([](auto& in) { return sum(in[0], -1); }, {randn({2, 1 << 17})});
-  EXPECT_GT(split.split, 1);
-  EXPECT_EQ(backend::CudaClusterLayout(split, 90).blocks, 0);
+  EXPECT_GT(SpreadOf(split).split, 1);
+  EXPECT_EQ(backend::CudaClusterLayout(split, SpreadOf(split), 90).blocks, 0);
   // Rows that do not end in the innermost dim, and rows too long for 8 blocks.
-  EXPECT_EQ(backend::CudaClusterLayout(LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({65536, 4})}), 90).blocks, 0);
+  const backend::Kernel columns = LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({65536, 4})});
+  EXPECT_EQ(backend::CudaClusterLayout(columns, SpreadOf(columns), 90).blocks, 0);
   // Rows too long for 8 blocks' registers: a looped cluster while the rows
   // are fewer than the SMs (below), the looped kernel from there.
   backend::Kernel many = LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({200, 1 << 18})});
-  EXPECT_EQ(backend::CudaClusterLayout(many, 90).blocks, 0) << "200 rows fill 132 SMs";
+  EXPECT_EQ(backend::CudaClusterLayout(many, SpreadOf(many), 90).blocks, 0) << "200 rows fill 132 SMs";
   many.cuda_sm_count = 264;
-  EXPECT_EQ(backend::CudaClusterLayout(many, 90).blocks, 8) << "but not 264";
+  EXPECT_EQ(backend::CudaClusterLayout(many, SpreadOf(many), 90).blocks, 8) << "but not 264";
   // Rows a block holds alone stay persistent.
-  EXPECT_EQ(backend::CudaClusterLayout(LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 4096})}), 90).blocks, 0);
+  const backend::Kernel short_rows = LowerOnly([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 4096})});
+  EXPECT_EQ(backend::CudaClusterLayout(short_rows, SpreadOf(short_rows), 90).blocks, 0);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ using backend::StmtKind;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 
 using test_util::CountSubstr;
+using testing_backend::SpreadOf;
 
 int CountOps(const std::vector<Stmt>& body, graph::Op op) {
   int n = 0;
@@ -42,7 +43,7 @@ bool StoresIntoSlot(const std::vector<Stmt>& body, int slot) {
 // The row kernel of fn(inputs), lowered: one the CUDA layout holds on chip.
 Kernel LowerRows(Tensor (*fn)(const std::vector<Tensor>&), const std::vector<Tensor>& inputs) {
   Kernel k = testing_backend::LowerAll(fn, inputs).back();
-  EXPECT_TRUE(backend::ChooseCudaRowLayout(k, backend::CurrentTuning()).on_chip);
+  EXPECT_TRUE(backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning()).on_chip);
   return k;
 }
 

@@ -23,6 +23,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing_backend::SpreadOf;
 
 TEST(LanesPerRowTest, TheRuleGivesEachLaneFourElementsOrAGroup) {
   struct Case {
@@ -88,10 +89,10 @@ TEST(LanesPerRowTest, KernelsOfEveryLaneCountCompileWithLog2LShuffles) {
         const std::vector<Tensor> in = {randn({rows, length}).to(dtype), randn({length}).to(dtype),
                                         randn({length}).to(dtype)};
         const backend::Kernel k = testing_backend::LowerAll(op.fn, in).back();
-        ASSERT_EQ(k.strategy, backend::RowStrategy::kWarpPerRow);
+        ASSERT_EQ(SpreadOf(k).strategy, backend::RowStrategy::kWarpPerRow);
         EXPECT_EQ(k.kind, fusion::KernelKind::kPersistent);
         const backend::TuningSnapshot& tuning = backend::CurrentTuning();
-        const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k, tuning);
+        const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k, SpreadOf(k), tuning);
         EXPECT_EQ(layout.threads_per_row, lanes);
         EXPECT_TRUE(layout.on_chip);
         // A block of 8 warps for L < 32, each 32 / L rows; the launch covers every row once.

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "backend/cuda/row_spread.h"
 #include "backend/lower.h"
 #include "frontend/capture.h"
 #include "frontend/fusebox.h"
@@ -29,6 +30,12 @@ backend::Kernel LowerOnly(Fn fn, const std::vector<Tensor>& inputs) {
   std::vector<backend::Kernel> kernels = LowerAll(fn, inputs);
   EXPECT_EQ(kernels.size(), 1u);
   return kernels.at(0);
+}
+
+// The CUDA spread of a lowered kernel under the current tuning, as
+// ChooseCudaSchedule chooses it first (cuda/row_spread.h).
+inline backend::CudaRowSpread SpreadOf(const backend::Kernel& kernel) {
+  return backend::ChooseCudaRowSpread(kernel, backend::CurrentTuning());
 }
 
 }  // namespace fusebox::testing_backend

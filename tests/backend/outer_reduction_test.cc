@@ -24,6 +24,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing_backend::LowerOnly;
+using testing_backend::SpreadOf;
 
 Tensor SoftmaxDim0(const Tensor& x) {
   Tensor shifted = x - max(x, 0, /*keepdim=*/true);
@@ -52,16 +53,16 @@ TEST(OuterReductionTest, FewLongColumnsAreHeldOverAClusterThatFillsTheDevice) {
   // 1023 columns of 16411 f32: warps of 8 columns (a 32-byte sector a warp
   // row) x 4 lanes, 32 warps x 8 blocks per column group hold 17 values each.
   const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({16411, 1023})});
-  ASSERT_EQ(k.strategy, backend::RowStrategy::kThreadPerRow);
+  ASSERT_EQ(SpreadOf(k).strategy, backend::RowStrategy::kThreadPerRow);
   ASSERT_EQ(k.passes.size(), 2u);
-  const auto l = backend::ChooseCudaOuterLayout(k, backend::CurrentTuning());
+  const auto l = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
   ASSERT_TRUE(l.has_value());
   EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .warps = 32, .groups = 1, .blocks = 8, .slots = 17}));
   const backend::CudaSchedule s = backend::ChooseCudaSchedule(k, backend::CurrentTuning());
   EXPECT_EQ(s.kind, backend::CudaScheduleKind::kOuterTiles);
   EXPECT_EQ(s.block, 1024);
   EXPECT_EQ(s.Grid(k.num_rows, 132), 128 * 8) << "128 tiles x 8 blocks";
-  EXPECT_EQ(backend::CudaGridSize(k, k.num_rows, backend::CurrentTuning()), 128 * 8);
+  EXPECT_EQ(backend::CudaGridSize(k, SpreadOf(k), k.num_rows, backend::CurrentTuning()), 128 * 8);
   const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
   EXPECT_THAT(source, HasSubstr("__cluster_dims__(8, 1, 1)"));
   EXPECT_THAT(source, HasSubstr("float c0[17];"));
@@ -73,7 +74,7 @@ TEST(OuterReductionTest, ManyColumnsNeedNoCluster) {
   // 16273 columns: 2035 tiles fill the device alone; 1031 rows over 128
   // lanes leave 9 values a thread.
   const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({1031, 16273})});
-  const auto l = backend::ChooseCudaOuterLayout(k, backend::CurrentTuning());
+  const auto l = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
   ASSERT_TRUE(l.has_value());
   EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .warps = 32, .groups = 1, .blocks = 1, .slots = 9}));
   EXPECT_THAT(backend::PrintCuda(k, backend::CurrentTuning()), Not(HasSubstr("__cluster_dims__")));
@@ -84,7 +85,7 @@ TEST(OuterReductionTest, ShortColumnsCombineInTheWarp) {
   // 37 rows: a warp's 4 lanes hold 10 values each and combine by shuffles
   // alone; 8 column groups make a 256-thread block.
   const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({37, 45399})});
-  const auto l = backend::ChooseCudaOuterLayout(k, backend::CurrentTuning());
+  const auto l = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
   ASSERT_TRUE(l.has_value());
   EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .warps = 1, .groups = 8, .blocks = 1, .slots = 10}));
   const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
@@ -95,7 +96,7 @@ TEST(OuterReductionTest, ShortColumnsCombineInTheWarp) {
 TEST(OuterReductionTest, SixteenBitColumnsTakeASectorOrHalfOneToBeHeld) {
   const backend::Kernel k =
       LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({4099, 1023}).to(DType::kBFloat16)});
-  const auto l = backend::ChooseCudaOuterLayout(k, backend::CurrentTuning());
+  const auto l = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
   ASSERT_TRUE(l.has_value());
   EXPECT_EQ(l->columns, 16) << "32 bytes of bf16";
   ExpectCompiles(k, *l);
@@ -103,7 +104,7 @@ TEST(OuterReductionTest, SixteenBitColumnsTakeASectorOrHalfOneToBeHeld) {
   // columns, 128 lanes a block, hold 17.
   const backend::Kernel tall =
       LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({16411, 1023}).to(DType::kBFloat16)});
-  const auto t = backend::ChooseCudaOuterLayout(tall, backend::CurrentTuning());
+  const auto t = backend::ChooseCudaOuterLayout(tall, SpreadOf(tall), backend::CurrentTuning());
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(*t, (backend::CudaOuterLayout{.columns = 8, .warps = 32, .groups = 1, .blocks = 8, .slots = 17}));
   ExpectCompiles(tall, *t);
@@ -114,7 +115,7 @@ TEST(OuterReductionTest, AMiddleDimWithWeightsHoldsOnlyWhatSeveralPassesRead) {
   // the weight by the last only (a load).
   const backend::Kernel k =
       LowerOnly([](auto& in) { return LayerNormDim1(in[0], in[1]); }, {randn({5, 3001, 37}), randn({1, 3001, 1})});
-  const auto l = backend::ChooseCudaOuterLayout(k, backend::CurrentTuning());
+  const auto l = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
   ASSERT_TRUE(l.has_value());
   EXPECT_GT(l->slots, 0);
   const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
@@ -125,7 +126,7 @@ TEST(OuterReductionTest, AMiddleDimWithWeightsHoldsOnlyWhatSeveralPassesRead) {
 
 TEST(OuterReductionTest, ColumnsTooLongToHoldReloadEachPass) {
   const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({70001, 40})});
-  const auto l = backend::ChooseCudaOuterLayout(k, backend::CurrentTuning());
+  const auto l = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
   ASSERT_TRUE(l.has_value());
   EXPECT_EQ(l->slots, 0);
   EXPECT_EQ(l->blocks, 8) << "5 tiles: the cluster grows to fill the device";
@@ -136,22 +137,20 @@ TEST(OuterReductionTest, ColumnsTooLongToHoldReloadEachPass) {
 TEST(OuterReductionTest, TheClusterFollowsTheDevicesSmCount) {
   backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({4099, 255})});
   k.cuda_sm_count = 132;
-  const auto big = backend::ChooseCudaOuterLayout(k, backend::CurrentTuning());
+  const auto big = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
   k.cuda_sm_count = 16;
-  const auto small = backend::ChooseCudaOuterLayout(k, backend::CurrentTuning());
+  const auto small = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
   ASSERT_TRUE(big.has_value() && small.has_value());
   EXPECT_GT(big->blocks, small->blocks);
   k.cuda_arch = 80;  // no clusters before sm_90
-  EXPECT_EQ(backend::ChooseCudaOuterLayout(k, backend::CurrentTuning())->blocks, 1);
+  EXPECT_EQ(backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning())->blocks, 1);
 }
 
 TEST(OuterReductionTest, SinglePassSumsAndArgmaxKeepTheirLayouts) {
-  EXPECT_FALSE(backend::ChooseCudaOuterLayout(
-                   LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({4099, 1023})}), backend::CurrentTuning())
-                   .has_value());
-  EXPECT_FALSE(backend::ChooseCudaOuterLayout(
-                   LowerOnly([](auto& in) { return argmax(in[0], 0); }, {randn({4099, 1023})}), backend::CurrentTuning())
-                   .has_value());
+  const backend::Kernel sums = LowerOnly([](auto& in) { return sum(in[0], 0); }, {randn({4099, 1023})});
+  EXPECT_FALSE(backend::ChooseCudaOuterLayout(sums, SpreadOf(sums), backend::CurrentTuning()).has_value());
+  const backend::Kernel arg = LowerOnly([](auto& in) { return argmax(in[0], 0); }, {randn({4099, 1023})});
+  EXPECT_FALSE(backend::ChooseCudaOuterLayout(arg, SpreadOf(arg), backend::CurrentTuning()).has_value());
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
+using testing_backend::SpreadOf;
 
 // The last kernel of fn(inputs), lowered.
 template <typename Fn>
@@ -90,12 +91,12 @@ TEST(RowCodegenTest, SoftmaxRowsMoveSixteenBytesWithoutSpills) {
     SCOPED_TRACE(cols);
     backend::Kernel k = LowerLast(Softmax, {randn({64, cols})});
     EXPECT_EQ(k.kind, fusion::KernelKind::kPersistent);
-    const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k, backend::CurrentTuning());
+    const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning());
     EXPECT_EQ(layout.vector_width, 4);
     EXPECT_LE(layout.groups * layout.vector_width, 32);  // registers per cached input
     // Warp rows (one per 32-thread block) up to 1024; then 8 values per
     // thread up to 4096 (512 threads), 16 beyond, at most 1024 threads.
-    EXPECT_EQ(backend::CudaBlockSize(k, backend::CurrentTuning()), cols <= 1024 ? 32 * backend::kCudaWarpRowsPerBlock
+    EXPECT_EQ(backend::CudaBlockSize(k, SpreadOf(k), backend::CurrentTuning()), cols <= 1024 ? 32 * backend::kCudaWarpRowsPerBlock
                                          : cols <= 4096 ? cols / 8
                                          : cols <= 8192 ? cols / 16
                                                         : 1024);
@@ -117,7 +118,7 @@ TEST(RowCodegenTest, RowsReadOnceTakeEightValuesPerThread) {
     // H200 machine prints no ptxas -v lines for one it already compiled).
     backend::Kernel k = LowerLast([](auto& in) { return sum(in[0], -1); }, {randn({37, cols})});
     EXPECT_EQ(k.kind, fusion::KernelKind::kPersistent);
-    const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k, backend::CurrentTuning());
+    const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning());
     EXPECT_EQ(layout.block_size, cols / 8);
     EXPECT_EQ(layout.groups * layout.vector_width, 8);
     const Compiled c = CompileCuda(k);
@@ -141,7 +142,7 @@ TEST(RowCodegenTest, NormsLoadRowsAndWeightsInSixteenBytes) {
     for (const backend::Kernel& k : {LowerLast(LayerNorm, {x, w, b}), LowerLast(RmsNorm, {x, w})}) {
       SCOPED_TRACE(k.name);
       EXPECT_EQ(k.kind, fusion::KernelKind::kPersistent);
-      EXPECT_EQ(backend::ChooseCudaRowLayout(k, backend::CurrentTuning()).vector_width, 4);
+      EXPECT_EQ(backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning()).vector_width, 4);
       const Compiled c = CompileCuda(k);
       ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
       // The weight is read where it is used, not held across the passes.
@@ -153,7 +154,7 @@ TEST(RowCodegenTest, NormsLoadRowsAndWeightsInSixteenBytes) {
 TEST(RowCodegenTest, LoopedRowsLoadSeveralGroupsAhead) {
   backend::Kernel k = LowerLast([](auto& in) { return sum(in[0], -1); }, {randn({64, 16384 + 4})});
   EXPECT_EQ(k.kind, fusion::KernelKind::kReduction);
-  EXPECT_EQ(backend::ChooseCudaRowLayout(k, backend::CurrentTuning()).groups, backend::kCudaLoopGroups);
+  EXPECT_EQ(backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning()).groups, backend::kCudaLoopGroups);
   const Compiled c = CompileCuda(k);
   ExpectVectorizedWithoutSpills(c, /*stores_rows=*/false);
   EXPECT_GE(Count(c.summary.global_loads, 16), backend::kCudaLoopGroups) << c.summary.ToString();
@@ -167,7 +168,7 @@ TEST(RowCodegenTest, RowsOverTheRegisterBudgetLoopInsteadOfSpilling) {
   for (int i = 0; i < 5; ++i) five.push_back(randn({8, 16384}));
   backend::Kernel k = LowerLast(fn, five);
   EXPECT_EQ(k.kind, fusion::KernelKind::kPersistent);
-  EXPECT_FALSE(backend::ChooseCudaRowLayout(k, backend::CurrentTuning()).on_chip);
+  EXPECT_FALSE(backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning()).on_chip);
   const Compiled looped = CompileCuda(k);
   EXPECT_THAT(looped.source, HasSubstr("looped (over the register budget)"));
   ExpectVectorizedWithoutSpills(looped, /*stores_rows=*/true);
@@ -175,8 +176,8 @@ TEST(RowCodegenTest, RowsOverTheRegisterBudgetLoopInsteadOfSpilling) {
   std::vector<Tensor> short_rows;
   for (int i = 0; i < 5; ++i) short_rows.push_back(randn({8, 4096}));
   backend::Kernel quarter = LowerLast(fn, short_rows);
-  EXPECT_TRUE(backend::ChooseCudaRowLayout(quarter, backend::CurrentTuning()).on_chip);
-  EXPECT_EQ(backend::ChooseCudaRowLayout(quarter, backend::CurrentTuning()).shared_groups, 0);
+  EXPECT_TRUE(backend::ChooseCudaRowLayout(quarter, SpreadOf(quarter), backend::CurrentTuning()).on_chip);
+  EXPECT_EQ(backend::ChooseCudaRowLayout(quarter, SpreadOf(quarter), backend::CurrentTuning()).shared_groups, 0);
   ExpectVectorizedWithoutSpills(CompileCuda(quarter), /*stores_rows=*/true);
 }
 
@@ -191,7 +192,7 @@ TEST(RowCodegenTest, LongReReadRowsStayOnChipInRegistersAndSharedMemory) {
   ASSERT_TRUE(backend::CurrentTuning().On(backend::Knob::kSharedRows)) << "FUSEBOX_TUNE_SHARED_ROWS is set";
   const backend::Kernel softmax = LowerLast([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 65536})});
   EXPECT_EQ(softmax.kind, fusion::KernelKind::kReduction);
-  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(softmax, backend::CurrentTuning());
+  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(softmax, SpreadOf(softmax), backend::CurrentTuning());
   EXPECT_TRUE(layout.on_chip);
   EXPECT_FALSE(layout.grid_stride);
   EXPECT_EQ(layout.block_size, 1024);
@@ -224,7 +225,7 @@ TEST(RowCodegenTest, LongReReadRowsStayOnChipInRegistersAndSharedMemory) {
                                    LowerLast([](auto& in) { return ManualSoftmax(in[0]); },
                                              {randn({4, 40000}).to(DType::kBFloat16)})}) {
     SCOPED_TRACE(k.name);
-    EXPECT_GT(backend::ChooseCudaRowLayout(k, backend::CurrentTuning()).shared_groups, 0);
+    EXPECT_GT(backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning()).shared_groups, 0);
     const Compiled other = CompileCuda(k);
     EXPECT_EQ(other.summary.spill_store_bytes + other.summary.spill_load_bytes, 0) << other.summary.ToString();
     EXPECT_EQ(other.summary.stack_frame_bytes, 0) << other.summary.ToString();
@@ -235,11 +236,11 @@ TEST(RowCodegenTest, LongReReadRowsStayOnChipInRegistersAndSharedMemory) {
 
   backend::Kernel on_a100 = softmax;
   on_a100.cuda_arch = 80;  // 128 KB: still fits
-  EXPECT_EQ(backend::ChooseCudaRowLayout(on_a100, backend::CurrentTuning()).shared_groups, 8);
+  EXPECT_EQ(backend::ChooseCudaRowLayout(on_a100, SpreadOf(on_a100), backend::CurrentTuning()).shared_groups, 8);
   backend::Kernel on_ada = softmax;
   on_ada.cuda_arch = 89;  // 64 KB: does not; walks the grid through the L2
-  EXPECT_EQ(backend::ChooseCudaRowLayout(on_ada, backend::CurrentTuning()).shared_groups, 0);
-  EXPECT_TRUE(backend::ChooseCudaRowLayout(on_ada, backend::CurrentTuning()).grid_stride);
+  EXPECT_EQ(backend::ChooseCudaRowLayout(on_ada, SpreadOf(on_ada), backend::CurrentTuning()).shared_groups, 0);
+  EXPECT_TRUE(backend::ChooseCudaRowLayout(on_ada, SpreadOf(on_ada), backend::CurrentTuning()).grid_stride);
 }
 
 TEST(RowCodegenTest, RowsThatCannotVectorizeStayScalar) {
@@ -247,7 +248,7 @@ TEST(RowCodegenTest, RowsThatCannotVectorizeStayScalar) {
   for (int64_t cols : {1023, 4097 + 2, 33}) {
     SCOPED_TRACE(cols);
     backend::Kernel k = LowerLast(Softmax, {randn({8, cols})});
-    EXPECT_EQ(backend::ChooseCudaRowLayout(k, backend::CurrentTuning()).vector_width, cols % 2 == 0 ? 2 : 1);
+    EXPECT_EQ(backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning()).vector_width, cols % 2 == 0 ? 2 : 1);
     const Compiled c = CompileCuda(k);
     EXPECT_EQ(Count(c.summary.global_loads, 16), 0) << c.summary.ToString();
   }
@@ -267,14 +268,15 @@ TEST(RowCodegenTest, ArgmaxHalfPrecisionAndRunTimeRowsCompile) {
     SCOPED_TRACE(k.name);
     ExpectVectorizedWithoutSpills(CompileCuda(k), /*stores_rows=*/false);
   }
-  EXPECT_EQ(backend::ChooseCudaRowLayout(LowerLast(Softmax, {x.to(DType::kBFloat16)}), backend::CurrentTuning()).vector_width, 8);
+  const backend::Kernel bf16 = LowerLast(Softmax, {x.to(DType::kBFloat16)});
+  EXPECT_EQ(backend::ChooseCudaRowLayout(bf16, SpreadOf(bf16), backend::CurrentTuning()).vector_width, 8);
 }
 
 // A one-group loop (LoopsOneGroupPerStep): looped, not grid-stride, 512
 // threads of one group per step, four blocks per SM; compiled.
 Compiled ExpectOneGroupLoop(const backend::Kernel& k) {
-  EXPECT_TRUE(backend::LoopsOneGroupPerStep(k, backend::CurrentTuning()));
-  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k, backend::CurrentTuning());
+  EXPECT_TRUE(backend::LoopsOneGroupPerStep(k, SpreadOf(k), backend::CurrentTuning()));
+  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning());
   EXPECT_FALSE(layout.on_chip);
   EXPECT_FALSE(layout.grid_stride);
   EXPECT_EQ(layout.block_size, backend::kCudaWideLoopThreads);
@@ -293,27 +295,27 @@ Compiled ExpectOneGroupLoop(const backend::Kernel& k) {
 // layouts.
 TEST(RowCodegenTest, WideReReadRowsLoopOneGroupPerStep) {
   const backend::Kernel softmax = LowerLast(Softmax, {randn({19, 8192})});
-  ASSERT_TRUE(backend::LoopsWideRows(softmax, backend::CurrentTuning()));
+  ASSERT_TRUE(backend::LoopsWideRows(softmax, SpreadOf(softmax), backend::CurrentTuning()));
   const Compiled c = ExpectOneGroupLoop(softmax);
   EXPECT_THAT(c.ptx, HasSubstr("ld.global.L1::evict_last.L2::cache_hint.v4"));   // the first two passes keep the row
   EXPECT_THAT(c.ptx, HasSubstr("ld.global.L1::evict_first.L2::cache_hint.v4"));  // the last lets it go
   ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
   // Two inputs, and a length that leaves a partial step: still looped.
-  EXPECT_TRUE(backend::LoopsWideRows(
-      LowerLast([](auto& in) { return ManualSoftmax(in[0] * in[1]); }, {randn({3, 4100}), randn({3, 4100})}), backend::CurrentTuning()));
+  const backend::Kernel two = LowerLast([](auto& in) { return ManualSoftmax(in[0] * in[1]); }, {randn({3, 4100}), randn({3, 4100})});
+  EXPECT_TRUE(backend::LoopsWideRows(two, SpreadOf(two), backend::CurrentTuning()));
 
   for (int64_t cols : {4096, 4099, 12288}) {  // 4099: scalar groups
     SCOPED_TRACE(cols);
     const backend::Kernel k = LowerLast(Softmax, {randn({3, cols})});
-    EXPECT_FALSE(backend::LoopsWideRows(k, backend::CurrentTuning()));
-    EXPECT_TRUE(backend::ChooseCudaRowLayout(k, backend::CurrentTuning()).on_chip);
+    EXPECT_FALSE(backend::LoopsWideRows(k, SpreadOf(k), backend::CurrentTuning()));
+    EXPECT_TRUE(backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning()).on_chip);
   }
   Tensor x = randn({3, 8192}), w = randn({8192}), b = randn({8192});
   for (const backend::Kernel& k : {LowerLast(LayerNorm, {x, w, b}), LowerLast(RmsNorm, {x, w}),
                                    LowerLast([](auto& in) { return sum(in[0], -1); }, {x})}) {
     SCOPED_TRACE(k.name);
-    EXPECT_FALSE(backend::LoopsWideRows(k, backend::CurrentTuning()));
-    EXPECT_TRUE(backend::ChooseCudaRowLayout(k, backend::CurrentTuning()).on_chip);
+    EXPECT_FALSE(backend::LoopsWideRows(k, SpreadOf(k), backend::CurrentTuning()));
+    EXPECT_TRUE(backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning()).on_chip);
   }
 }
 
@@ -331,21 +333,21 @@ TEST(RowCodegenTest, LongReReadRowsWalkTheGridWithOneBlockPerSm) {
   // Two inputs held over 65536: past registers and shared memory.
   const backend::Kernel softmax = LowerLast([](auto& in) { return ManualSoftmax(in[0] * in[1]); },
                                             {randn({3, 65536}), randn({3, 65536})});
-  ASSERT_TRUE(backend::UsesCudaRowLayout(softmax));
-  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(softmax, backend::CurrentTuning());
+  ASSERT_TRUE(backend::UsesCudaRowLayout(softmax, SpreadOf(softmax)));
+  const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(softmax, SpreadOf(softmax), backend::CurrentTuning());
   EXPECT_TRUE(layout.grid_stride);
   EXPECT_FALSE(layout.on_chip);
-  EXPECT_EQ(backend::CudaBlockSize(softmax, backend::CurrentTuning()), 1024);
+  EXPECT_EQ(backend::CudaBlockSize(softmax, SpreadOf(softmax), backend::CurrentTuning()), 1024);
   const Compiled c = CompileCuda(softmax);
   EXPECT_THAT(c.source, HasSubstr("r += gridDim.x"));
   EXPECT_GT(Count(c.summary.global_loads, 16), 0) << c.summary.ToString();
   EXPECT_EQ(c.summary.spill_store_bytes + c.summary.spill_load_bytes, 0) << c.summary.ToString();
 
   const backend::Kernel total = LowerLast([](auto& in) { return sum(in[0], -1); }, {randn({3, 65536})});
-  EXPECT_FALSE(backend::ChooseCudaRowLayout(total, backend::CurrentTuning()).grid_stride);
+  EXPECT_FALSE(backend::ChooseCudaRowLayout(total, SpreadOf(total), backend::CurrentTuning()).grid_stride);
   // Rows over kCudaL2RowBytes would not stay in the L2 either.
   const backend::Kernel huge = LowerLast([](auto& in) { return ManualSoftmax(in[0]); }, {randn({2, 1 << 17})});
-  EXPECT_FALSE(backend::ChooseCudaRowLayout(huge, backend::CurrentTuning()).grid_stride);
+  EXPECT_FALSE(backend::ChooseCudaRowLayout(huge, SpreadOf(huge), backend::CurrentTuning()).grid_stride);
 }
 
 // Eviction hints (backend/cuda/cache_hints.h), in the PTX: a looped row that
@@ -383,22 +385,23 @@ TEST(RowCodegenTest, CacheHintsKeepReReadRowsUntilTheirLastPass) {
 TEST(RowCodegenTest, RowsReadTwiceLoopThroughTheL2) {
   const backend::Kernel rms = LowerLast([](auto& in) { return in[0] * rsqrt(mean(in[0] * in[0], -1, true) + 1e-6); },
                                         {randn({64, 4096})});
-  EXPECT_TRUE(backend::LoopsReadingTwice(rms));
-  EXPECT_FALSE(backend::LoopsNormRows(rms, backend::CurrentTuning()));
-  EXPECT_FALSE(backend::ChooseCudaRowLayout(rms, backend::CurrentTuning()).on_chip);
-  EXPECT_EQ(backend::CudaBlockSize(rms, backend::CurrentTuning()), 256);
+  EXPECT_TRUE(backend::LoopsReadingTwice(rms, SpreadOf(rms)));
+  EXPECT_FALSE(backend::LoopsNormRows(rms, SpreadOf(rms), backend::CurrentTuning()));
+  EXPECT_FALSE(backend::ChooseCudaRowLayout(rms, SpreadOf(rms), backend::CurrentTuning()).on_chip);
+  EXPECT_EQ(backend::CudaBlockSize(rms, SpreadOf(rms), backend::CurrentTuning()), 256);
   const Compiled c = CompileCuda(rms);
   EXPECT_THAT(c.source, HasSubstr("looped (read twice, the second time from the L2)"));
   EXPECT_THAT(c.ptx, HasSubstr("ld.global.L1::evict_last.L2::cache_hint.v4"));
   ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
 
   const backend::Kernel weighted = LowerLast(RmsNorm, {randn({64, 4096}), randn({4096})});
-  EXPECT_TRUE(backend::LoopsReadingTwice(weighted));
-  EXPECT_EQ(backend::CudaBlockSize(weighted, backend::CurrentTuning()), backend::kCudaWideLoopThreads);
-  EXPECT_FALSE(backend::LoopsReadingTwice(LowerLast(RmsNorm, {randn({64, 8192}), randn({8192})})));
+  EXPECT_TRUE(backend::LoopsReadingTwice(weighted, SpreadOf(weighted)));
+  EXPECT_EQ(backend::CudaBlockSize(weighted, SpreadOf(weighted), backend::CurrentTuning()), backend::kCudaWideLoopThreads);
+  const backend::Kernel long_rms = LowerLast(RmsNorm, {randn({64, 8192}), randn({8192})});
+  EXPECT_FALSE(backend::LoopsReadingTwice(long_rms, SpreadOf(long_rms)));
   const backend::Kernel norm = LowerLast(LayerNorm, {randn({64, 2048}), randn({2048}), randn({2048})});
-  EXPECT_FALSE(backend::LoopsReadingTwice(norm));
-  EXPECT_TRUE(backend::ChooseCudaRowLayout(norm, backend::CurrentTuning()).on_chip);
+  EXPECT_FALSE(backend::LoopsReadingTwice(norm, SpreadOf(norm)));
+  EXPECT_TRUE(backend::ChooseCudaRowLayout(norm, SpreadOf(norm), backend::CurrentTuning()).on_chip);
 }
 
 // Norm rows of 2049-4096 with a broadcast weight (LoopsNormRows) loop as
@@ -408,8 +411,8 @@ TEST(RowCodegenTest, RowsReadTwiceLoopThroughTheL2) {
 // the last time, the weights kept, the stores unhinted.
 TEST(RowCodegenTest, NormRowsLoopOneGroupPerStepWithL1Hints) {
   const backend::Kernel norm = LowerLast(LayerNorm, {randn({64, 4096}), randn({4096}), randn({4096})});
-  ASSERT_TRUE(backend::LoopsNormRows(norm, backend::CurrentTuning()));
-  EXPECT_FALSE(backend::LoopsWideRows(norm, backend::CurrentTuning()));
+  ASSERT_TRUE(backend::LoopsNormRows(norm, SpreadOf(norm), backend::CurrentTuning()));
+  EXPECT_FALSE(backend::LoopsWideRows(norm, SpreadOf(norm), backend::CurrentTuning()));
   const Compiled c = ExpectOneGroupLoop(norm);
   EXPECT_THAT(c.source, HasSubstr("fb_step < 2;"));  // counted: 4096 in two steps of 512 x 4
   EXPECT_THAT(c.source, Not(HasSubstr("if (jv < ")));  // the steps tile the row: no group guards
@@ -421,14 +424,15 @@ TEST(RowCodegenTest, NormRowsLoopOneGroupPerStepWithL1Hints) {
   ExpectVectorizedWithoutSpills(c, /*stores_rows=*/true);
   EXPECT_LE(c.summary.registers, 32) << c.summary.ToString();
 
-  EXPECT_TRUE(backend::LoopsNormRows(LowerLast(LayerNorm, {randn({3, 3000}), randn({3000}), randn({3000})}), backend::CurrentTuning()));
+  const backend::Kernel ln = LowerLast(LayerNorm, {randn({3, 3000}), randn({3000}), randn({3000})});
+  EXPECT_TRUE(backend::LoopsNormRows(ln, SpreadOf(ln), backend::CurrentTuning()));
   Tensor x = randn({3, 2048}), w = randn({2048}), b = randn({2048});
   for (const backend::Kernel& k :
        {LowerLast(LayerNorm, {x, w, b}), LowerLast(LayerNorm, {randn({3, 8192}), randn({8192}), randn({8192})}),
         LowerLast([](auto& in) { return ManualSoftmax(in[0]); }, {randn({3, 4096})}),
         LowerLast(LayerNorm, {randn({3, 4095}), randn({4095}), randn({4095})})}) {  // 4095: scalar groups
     SCOPED_TRACE(k.ToString().substr(0, 120));
-    EXPECT_FALSE(backend::LoopsNormRows(k, backend::CurrentTuning()));
+    EXPECT_FALSE(backend::LoopsNormRows(k, SpreadOf(k), backend::CurrentTuning()));
   }
 }
 

@@ -191,9 +191,10 @@ TEST(TuningTest, ClustersKnobGivesAClusterKernel) {
   EXPECT_TRUE(out.ok()) << out.status();
 }
 
-// The knobs that reach CPU kernels (the lowering's rewrite and split choice):
-// compiled results stay right, and a compile under an override never reuses
-// the plan cached under the default tuning.
+// The lowering's rewrite (1 + tanh) and the CUDA spread's knobs (warp rows,
+// column split; ChooseCudaSchedule reads them, the CPU kernels do not): CPU
+// results stay right, and a compile under an override never reuses the plan
+// cached under the default tuning.
 TEST(TuningTest, CpuResultsStayRightUnderTheOverridesAndPlansAreNotShared) {
   const uint64_t seed = FreshSeed();
   Tensor x = randn({512, 48}, Device::cpu(), seed);

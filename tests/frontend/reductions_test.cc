@@ -115,7 +115,7 @@ TEST(ReductionLayoutTest, TransposedAndNarrowed) {
 // ------------------------------------------------------------ column sums
 
 // Reductions whose reduced dim is not the innermost. On the GPU, few columns
-// split each column into chunks (Kernel::split: a partial and a combine
+// split each column into chunks (CudaRowSpread::split: a partial and a combine
 // kernel); one row, short columns and two-pass ops (var) do not split. Fresh
 // random inputs every run.
 void CheckColumnReductions(const Device& device) {

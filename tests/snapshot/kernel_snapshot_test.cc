@@ -22,6 +22,7 @@
 #include "backend/cpu/cpp_printer.h"
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/cuda_schedule.h"
+#include "backend/cuda/row_spread.h"
 #include "backend/extern_kernels.h"
 #include "backend/lower.h"
 #include "bench/suite.h"
@@ -241,21 +242,61 @@ TEST(KernelSnapshot, EveryKernelMatchesTheCommittedText) {
   EXPECT_TRUE(committed.empty()) << "snapshot files of no case: " << absl::StrJoin(committed, ", ");
 }
 
+// The kernel's schedule kinds for each way of spreading rows.
+bool KindFitsStrategy(backend::CudaScheduleKind kind, backend::RowStrategy strategy) {
+  using K = backend::CudaScheduleKind;
+  switch (strategy) {
+    case backend::RowStrategy::kBlockPerRow: return kind == K::kBlockPerRow || kind == K::kCluster;
+    case backend::RowStrategy::kWarpPerRow: return kind == K::kWarpPerRow;
+    case backend::RowStrategy::kThreadPerRow:
+      return kind == K::kThreadPerRow || kind == K::kColumnTiles || kind == K::kOuterTiles;
+  }
+  return false;
+}
+
 // The schedule launches every kernel of the corpus as the printer's rules
-// say (cuda_printer.h, row_layout.h): the launch reads it, not them.
+// say (cuda_printer.h, row_layout.h), given the spread it chose first from
+// the kernel IR's neutral facts (row_spread.h): the launch reads it, not them.
 TEST(CudaSchedule, AgreesWithThePrintersRules) {
-  int kernels = 0;
+  int kernels = 0, splits = 0, tiles = 0;
   ForEachCase([&](const std::string& file, const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
     const fusion::Plan plan = PlanOf(fn, inputs);
     for (const fusion::KernelGroup& group : plan.kernels) {
       if (group.kind == fusion::KernelKind::kExtern) continue;
       const backend::Kernel k = backend::LowerKernel(plan, group, DefaultTuning());
       const backend::CudaSchedule s = backend::ChooseCudaSchedule(k, DefaultTuning());
+      const backend::CudaRowSpread& spread = s.spread;
       ++kernels;
       SCOPED_TRACE(file + ": " + k.name + ": " + s.ToString());
-      EXPECT_EQ(s.block, backend::CudaBlockSize(k, DefaultTuning()));
-      const bool rows = backend::UsesCudaRowLayout(k);
-      const backend::CudaRowLayout layout = rows ? backend::ChooseCudaRowLayout(k, DefaultTuning()) : backend::CudaRowLayout{};
+      // The spread follows from the neutral facts: column reductions take a
+      // thread per row, other rows a warp up to Knob::kWarpRowLimit, else a
+      // block; only static single-pass rows with no per-element stores split.
+      EXPECT_EQ(spread, backend::ChooseCudaRowSpread(k, DefaultTuning()));
+      if (k.is_reduction()) {
+        EXPECT_TRUE(KindFitsStrategy(s.kind, spread.strategy));
+        EXPECT_EQ(spread.strategy == backend::RowStrategy::kThreadPerRow, k.is_column_reduction());
+        if (!k.is_column_reduction()) {
+          EXPECT_EQ(spread.strategy == backend::RowStrategy::kWarpPerRow,
+                    k.row_length <= DefaultTuning().Get(backend::Knob::kWarpRowLimit));
+        }
+      }
+      if (spread.split > 1) {
+        ++splits;
+        EXPECT_TRUE(k.kind == fusion::KernelKind::kReduction && k.passes.size() == 1 && k.elementwise.empty() &&
+                    !k.dynamic_extent);
+      } else {
+        EXPECT_EQ(spread.split, 0) << "no split is 0";
+      }
+      if (spread.column_tiles) {
+        ++tiles;
+        EXPECT_EQ(spread.strategy, backend::RowStrategy::kThreadPerRow);
+        EXPECT_EQ(s.kind, backend::CudaScheduleKind::kColumnTiles);
+      }
+      EXPECT_EQ(s.block, backend::CudaBlockSize(k, spread, DefaultTuning()));
+      const bool rows = backend::UsesCudaRowLayout(k, spread);
+      EXPECT_EQ(s.rows.has_value(), rows);
+      const backend::CudaRowLayout layout =
+          rows ? backend::ChooseCudaRowLayout(k, spread, DefaultTuning()) : backend::CudaRowLayout{};
       EXPECT_EQ(s.shared_bytes, rows ? layout.shared_bytes : 0);
       // Warp rows: every thread of a block is one of its rows' L lanes.
       if (s.kind == backend::CudaScheduleKind::kWarpPerRow) {
@@ -265,17 +306,22 @@ TEST(CudaSchedule, AgreesWithThePrintersRules) {
       const int sms = 132;
       const int64_t cap = rows && layout.grid_stride ? int64_t{sms} * DefaultTuning().Get(backend::Knob::kLongRowBlocks) : 0;
       for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{100003}, k.Iterations({})}) {
-        if (k.split > 1 && n != k.Iterations({})) continue;  // split kernels never run other sizes
-        const int64_t grid = backend::CudaGridSize(k, n, DefaultTuning());
+        if (spread.split > 1 && n != k.Iterations({})) continue;  // split kernels never run other sizes
+        const int64_t grid = backend::CudaGridSize(k, spread, n, DefaultTuning());
         EXPECT_EQ(s.Grid(n, sms), cap > 0 ? std::min(grid, cap) : grid) << n << " iterations";
       }
-      if (k.split > 1) {
-        EXPECT_EQ(s.partial_block, backend::CudaPartialBlockSize(k, DefaultTuning()));
-        EXPECT_EQ(s.combine_grid, backend::CudaCombineGridSize(k));
+      if (spread.split > 1) {
+        EXPECT_EQ(s.partial_block, backend::CudaPartialBlockSize(k, spread, DefaultTuning()));
+        EXPECT_EQ(s.combine_grid, backend::CudaCombineGridSize(k, spread));
       }
+      // The executable looks up <name>_partial exactly where the schedule splits.
+      const std::string source = backend::PrintCuda(k, s, DefaultTuning());
+      EXPECT_EQ(source.find(" " + k.name + "_partial(") != std::string::npos, spread.split > 1);
     }
   });
   EXPECT_GT(kernels, 200);
+  EXPECT_GT(splits, 0);
+  EXPECT_GT(tiles, 0);
 }
 
 // The snapshot can fail: a kernel printed differently is caught.

@@ -1,0 +1,45 @@
+// How a CUDA reduction spreads its rows over the GPU: the threads that share
+// a row (a block, a warp's lanes, or one thread), how many chunks each row is
+// split into, and whether column sums read 2-D tiles. ChooseCudaSchedule
+// chooses it first, from the kernel IR's neutral facts (Kernel::axis, the
+// shapes) and the tuning; every CUDA layout rule and printer then reads it
+// from the schedule (CudaSchedule::spread), never from the kernel IR.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/kernel_ir.h"
+#include "backend/tuning.h"
+
+namespace fusebox::backend {
+
+enum class RowStrategy {
+  kBlockPerRow,   // long rows: 256 threads stride along a row, then combine
+  kWarpPerRow,    // short rows: L lanes of a warp each (CudaLanesPerRow, 1 to 32), shuffles only
+  kThreadPerRow,  // column reductions (Kernel::is_column_reduction): one thread walks a
+                  // row alone, and neighbouring threads read neighbouring addresses
+};
+
+struct CudaRowSpread {
+  RowStrategy strategy = RowStrategy::kBlockPerRow;  // pointwise kernels: unused
+  // Too few rows (or columns) to fill the GPU: each row is split into
+  // `split` chunks whose partial results a first kernel (<name>_partial)
+  // writes to scratch, then a second (<name>) combines each row's partials
+  // and runs row_body. kBlockPerRow: a block per (row, chunk), then a block
+  // per row. kThreadPerRow: a block per (256 columns, chunk), or per (64
+  // columns, group) where `column_tiles`, then a thread per column. 0: not
+  // split.
+  int64_t split = 0;
+  // Column reductions read as 2-D tiles of 4 adjacent columns
+  // (column_tiles.h), with the split CudaColumnTileSplit gives.
+  bool column_tiles = false;
+  friend bool operator==(const CudaRowSpread&, const CudaRowSpread&) = default;
+};
+
+// Pure: the spread of a lowered kernel under `tuning`. Rows up to
+// Knob::kWarpRowLimit (1024) take a warp each, or for short rows a few of its
+// lanes; longer ones a block; column reductions a thread per row. Only
+// static row counts split (a run-time count may be large).
+CudaRowSpread ChooseCudaRowSpread(const Kernel& kernel, const TuningSnapshot& tuning);
+
+}  // namespace fusebox::backend
