@@ -55,7 +55,13 @@ class CPrinter {
   virtual std::string Preload(const Kernel& kernel) const { return ""; }
   virtual bool ReadsCachedLoads(const Kernel& kernel) const { return false; }
 
-  // The hooks' text through a CodeWriter at `depth`: one line, a scope's
+  // Text helpers, also used by printers that are not CPrinters (the CUDA row
+  // printer, backend/cuda/row_printer.h); the statement helpers write at the
+  // writer's depth. Statements' `load_element`, where it returns text, spells
+  // a load's element instead of `buffer[index]` (the CUDA printers'
+  // cache-hinted loads).
+ public:
+  // Hook text through a CodeWriter at `depth`: one line, a scope's
   // opening line (`<header> {`), or the `}` lines of `scopes` nested scopes
   // whose contents are at `depth`.
   template <typename... Pieces>
@@ -71,13 +77,6 @@ class CPrinter {
     return std::move(w).Release();
   }
   static std::string Closing(int depth, int scopes);
-
-  // Text helpers, also used by printers that are not CPrinters (the CUDA row
-  // printer, backend/cuda/row_printer.h); the statement helpers write at the
-  // writer's depth. Statements' `load_element`, where it returns text, spells
-  // a load's element instead of `buffer[index]` (the CUDA printers'
-  // cache-hinted loads).
- public:
   static void Statements(CodeWriter& w, const Kernel& kernel, const std::vector<Stmt>& block,
                          const std::function<const char*(graph::Op)>& op_template, bool cached_loads = false,
                          const std::function<std::string(const Stmt&)>& load_element = {});
