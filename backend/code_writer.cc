@@ -9,10 +9,10 @@ void CodeWriter::Put(int depth, std::string_view line) {
   text_.push_back('\n');
 }
 
-void CodeWriter::Close(const char* closer) {
-  FUSEBOX_CHECK(depth_ > 0, "CodeWriter: a scope closed that was never opened");
-  --depth_;
-  Put(depth_, closer);
+void CodeWriter::Close(int scopes) {
+  FUSEBOX_CHECK(scopes >= 1 && depth_ >= scopes, "CodeWriter: ", scopes, " scopes closed at depth ", depth_);
+  depth_ -= scopes;
+  Put(depth_, std::string(static_cast<size_t>(scopes), '}'));
 }
 
 void CodeWriter::Scope::End() {

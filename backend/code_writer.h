@@ -73,15 +73,14 @@ class CodeWriter {
   Scope Indented(int levels = 1) { return Scope(this, levels, false); }
 
   // Open and Close: a brace scope across functions (one printer hook opens
-  // it, another closes it). `closer` is the closing line (`}}` closes two
-  // scopes on one line).
+  // it, another closes it). Close(2) closes two scopes on one line (`}}`).
   template <typename... Pieces>
   void Open(const Pieces&... header) {
     const std::string h = absl::StrCat(header...);
     Line(h.empty() ? "{" : absl::StrCat(h, " {"));
     ++depth_;
   }
-  void Close(const char* closer = "}");
+  void Close(int scopes = 1);
 
   int depth() const { return depth_; }
   const std::string& text() const { return text_; }

@@ -86,20 +86,24 @@ TEST(CodeWriterTest, OpenAndCloseSpanFunctions) {
   w.Open("if (k < n)");
   EXPECT_EQ(w.depth(), 4);
   w.Line("c[k] = x[k];");
-  w.Close("}}");  // both scopes on one line, as the cluster printer closes its row loop
-  EXPECT_EQ(w.depth(), 3);
+  w.Close(2);  // both scopes on one line, as the cluster printer closes its row loop
+  EXPECT_EQ(w.depth(), 2);
+  w.Open("if (done)");
   w.Close();
   EXPECT_EQ(std::move(w).Release(),
             "    for (int k = 0; k < 4; ++k) {\n"
             "      if (k < n) {\n"
             "        c[k] = x[k];\n"
-            "      }}\n"
+            "    }}\n"
+            "    if (done) {\n"
             "    }\n");
 }
 
 TEST(CodeWriterTest, UnbalancedScopesAreBugs) {
   CodeWriter w;
   EXPECT_THROW(w.Close(), Error) << "nothing is open";
+  w.Open("void f()");
+  EXPECT_THROW(w.Close(2), Error) << "one scope is open";
   auto in = w.Indented();
   EXPECT_THROW(in.Else(), Error) << "an indentation has no braces to branch";
   CodeWriter moved_from;
