@@ -222,27 +222,6 @@ void CPrinter::Statements(CodeWriter& w, const Kernel& kernel, const std::vector
   }
 }
 
-std::string CPrinter::Statements(const Kernel& kernel, const std::vector<Stmt>& block,
-                                 const std::function<const char*(graph::Op)>& op_template, const std::string& indent,
-                                 bool cached_loads, const std::function<std::string(const Stmt&)>& load_element) {
-  CodeWriter w(static_cast<int>(indent.size() / 2));
-  Statements(w, kernel, block, op_template, cached_loads, load_element);
-  return std::move(w).Release();
-}
-
-std::string CPrinter::AccumulatorDecl(const Accumulator& acc, const std::string& indent) {
-  CodeWriter w(static_cast<int>(indent.size() / 2));
-  AccumulatorDecl(w, acc);
-  return std::move(w).Release();
-}
-
-std::string CPrinter::AccumulateStep(const Accumulator& acc, const char* op_template, const std::string& value,
-                                     const std::string& value_index, const std::string& indent) {
-  CodeWriter w(static_cast<int>(indent.size() / 2));
-  AccumulateStep(w, acc, op_template, value, value_index);
-  return std::move(w).Release();
-}
-
 void CPrinter::RowLoop(CodeWriter& w, const Kernel& kernel, const std::function<void()>& body) const {
   w.Raw(OpenRowLoop(kernel));
   {

@@ -89,15 +89,6 @@ class CPrinter {
   static void AccumulateStep(CodeWriter& w, const Accumulator& acc, const char* op_template, const std::string& value,
                              const std::string& value_index);
   static std::string CombineLambda(const Accumulator& acc, const char* op_template);
-  // The same as text indented by `indent`, for the printers not yet written
-  // through a CodeWriter (the CUDA printers; removed once they are).
-  static std::string Statements(const Kernel& kernel, const std::vector<Stmt>& block,
-                                const std::function<const char*(graph::Op)>& op_template, const std::string& indent,
-                                bool cached_loads = false,
-                                const std::function<std::string(const Stmt&)>& load_element = {});
-  static std::string AccumulatorDecl(const Accumulator& acc, const std::string& indent);
-  static std::string AccumulateStep(const Accumulator& acc, const char* op_template, const std::string& value,
-                                    const std::string& value_index, const std::string& indent);
 
   // Helpers both targets define the same way, written with FB_INLINE.
   static const char* CommonPrelude();
