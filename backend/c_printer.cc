@@ -131,20 +131,20 @@ std::string CPrinter::IdentityLiteral(const Accumulator& acc) {
   return Literal(acc.dtype, v);
 }
 
-std::string CPrinter::AccumulatorDecl(const Accumulator& a, const std::string& indent) {
-  std::string out = absl::StrCat(indent, ComputeCType(a.dtype), " ", Temp(a.temp), " = ", IdentityLiteral(a), ";\n");
+void CPrinter::AccumulatorDecl(CodeWriter& w, const Accumulator& a) {
+  w.Line(ComputeCType(a.dtype), " ", Temp(a.temp), " = ", IdentityLiteral(a), ";");
   // An index starts past every real one, so the first element always wins a tie.
-  if (a.index_temp >= 0) absl::StrAppend(&out, indent, "long long ", Temp(a.index_temp), " = 9223372036854775807LL;\n");
-  return out;
+  if (a.index_temp >= 0) w.Line("long long ", Temp(a.index_temp), " = 9223372036854775807LL;");
 }
 
-std::string CPrinter::AccumulateStep(const Accumulator& a, const char* op_template, const std::string& value,
-                                     const std::string& value_index, const std::string& indent) {
+void CPrinter::AccumulateStep(CodeWriter& w, const Accumulator& a, const char* op_template, const std::string& value,
+                              const std::string& value_index) {
   if (a.index_temp < 0) {
-    return absl::StrCat(indent, Temp(a.temp), " = ", absl::Substitute(op_template, Temp(a.temp), value), ";\n");
+    w.Line(Temp(a.temp), " = ", absl::Substitute(op_template, Temp(a.temp), value), ";");
+    return;
   }
-  return absl::StrCat(indent, "if (", absl::Substitute(op_template, value, value_index, Temp(a.temp), Temp(a.index_temp)),
-                      ") { ", Temp(a.temp), " = ", value, "; ", Temp(a.index_temp), " = ", value_index, "; }\n");
+  w.Line("if (", absl::Substitute(op_template, value, value_index, Temp(a.temp), Temp(a.index_temp)), ") { ", Temp(a.temp),
+         " = ", value, "; ", Temp(a.index_temp), " = ", value_index, "; }");
 }
 
 std::string CPrinter::CombineLambda(const Accumulator& a, const char* op_template) {
@@ -161,10 +161,15 @@ std::string CPrinter::LoadExpression(const Kernel& kernel, int buffer, const Ind
   return LoadExpr(b.dtype, absl::StrCat(b.name, "[", index.ToString(), "]"));
 }
 
-std::string CPrinter::Statements(const Kernel& kernel, const std::vector<Stmt>& block,
-                                 const std::function<const char*(graph::Op)>& op_template, const std::string& indent,
-                                 bool cached_loads, const std::function<std::string(const Stmt&)>& load_element) {
-  std::string out;
+std::string CPrinter::Closing(int depth, int scopes) {
+  CodeWriter w(depth);
+  for (int i = 0; i < scopes; ++i) w.Close();
+  return std::move(w).Release();
+}
+
+void CPrinter::Statements(CodeWriter& w, const Kernel& kernel, const std::vector<Stmt>& block,
+                          const std::function<const char*(graph::Op)>& op_template, bool cached_loads,
+                          const std::function<std::string(const Stmt&)>& load_element) {
   for (const Stmt& s : block) {
     const std::string type(ComputeCType(s.dtype));
     switch (s.kind) {
@@ -178,91 +183,105 @@ std::string CPrinter::Statements(const Kernel& kernel, const std::vector<Stmt>& 
           value = LoadExpression(kernel, s.buffer, s.index);
         }
         if (s.mask >= 0) value = absl::StrCat(Temp(s.mask), " ? ", value, " : (", type, ")0");
-        absl::StrAppend(&out, indent, type, " ", Temp(s.result), " = ", value, ";\n");
+        w.Line(type, " ", Temp(s.result), " = ", value, ";");
         break;
       }
       case StmtKind::kIndexCheck: {
         std::string value = absl::StrCat("fb_check_index((long long)", Temp(s.args[0]), ", ", s.hi, "LL, fb_err, ",
                                          IndexCheckCode(s.op, s.dim), "LL)");
         if (s.mask >= 0) value = absl::StrCat(Temp(s.mask), " ? ", value, " : 0LL");
-        absl::StrAppend(&out, indent, "const long long ", Temp(s.result), " = ", value, ";\n");
+        w.Line("const long long ", Temp(s.result), " = ", value, ";");
         break;
       }
       case StmtKind::kInRange: {
         const std::string index = s.index.ToString();
-        absl::StrAppend(&out, indent, "const bool ", Temp(s.result), " = ", s.args.empty() ? "" : Temp(s.args[0]) + " && ",
-                        "(", s.lo, " <= ", index, " && ", index, " < ", s.hi, ");\n");
+        w.Line("const bool ", Temp(s.result), " = ", s.args.empty() ? "" : Temp(s.args[0]) + " && ", "(", s.lo, " <= ",
+               index, " && ", index, " < ", s.hi, ");");
         break;
       }
       case StmtKind::kConstant:
-        absl::StrAppend(&out, indent, "const ", type, " ", Temp(s.result), " = ", Literal(s.dtype, s.constant), ";\n");
+        w.Line("const ", type, " ", Temp(s.result), " = ", Literal(s.dtype, s.constant), ";");
         break;
       case StmtKind::kCompute: {
         std::string a[3];
         for (size_t k = 0; k < s.args.size(); ++k) a[k] = Temp(s.args[k]);
-        absl::StrAppend(&out, indent, type, " ", Temp(s.result), " = ",
-                        absl::Substitute(op_template(s.op), a[0], a[1], a[2], ConvertFn(s.dtype)), ";\n");
+        w.Line(type, " ", Temp(s.result), " = ", absl::Substitute(op_template(s.op), a[0], a[1], a[2], ConvertFn(s.dtype)),
+               ";");
         break;
       }
       case StmtKind::kStore: {
         if (cached_loads && s.cache_slot >= 0) {  // into a held row slot (cuda/held_row_values.h)
-          absl::StrAppend(&out, indent, "c", s.cache_slot, "[k] = ", Temp(s.args[0]), ";\n");
+          w.Line("c", s.cache_slot, "[k] = ", Temp(s.args[0]), ";");
           break;
         }
         const BufferParam& b = kernel.buffers[s.buffer];
-        absl::StrAppend(&out, indent, b.name, "[", s.index.ToString(), "] = ", StoreExpr(b.dtype, Temp(s.args[0])),
-                        ";\n");
+        w.Line(b.name, "[", s.index.ToString(), "] = ", StoreExpr(b.dtype, Temp(s.args[0])), ";");
         break;
       }
     }
   }
-  return out;
 }
 
-std::string CPrinter::PrintPass(const Kernel& kernel, const Pass& pass) const {
+void CPrinter::RowLoop(CodeWriter& w, const Kernel& kernel, const std::function<void()>& body) const {
+  w.Raw(OpenRowLoop(kernel));
+  {
+    auto in = w.Indented();
+    body();
+  }
+  w.Raw(CloseRowLoop(kernel));
+}
+
+void CPrinter::PrintPass(CodeWriter& w, const Kernel& kernel, const Pass& pass) const {
   auto op_template = [this](graph::Op op) { return OpTemplate(op); };
-  std::string out;
-  for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
-  absl::StrAppend(&out, OpenRowLoop(kernel),
-                  Statements(kernel, pass.body, op_template, "      ", ReadsCachedLoads(kernel)));
-  for (const Accumulator& a : pass.accumulators) {
-    absl::StrAppend(&out, AccumulateStep(a, OpTemplate(a.op), Temp(a.value), "(long long)j", "      "));
-  }
-  absl::StrAppend(&out, CloseRowLoop(kernel));
-  for (const Accumulator& a : pass.accumulators) {
-    absl::StrAppend(&out, AfterPass(kernel, a, CombineLambda(a, OpTemplate(a.op))));
-  }
-  return out;
+  for (const Accumulator& a : pass.accumulators) AccumulatorDecl(w, a);
+  RowLoop(w, kernel, [&] {
+    Statements(w, kernel, pass.body, op_template, ReadsCachedLoads(kernel));
+    for (const Accumulator& a : pass.accumulators) AccumulateStep(w, a, OpTemplate(a.op), Temp(a.value), "(long long)j");
+  });
+  for (const Accumulator& a : pass.accumulators) w.Raw(AfterPass(kernel, a, CombineLambda(a, OpTemplate(a.op))));
 }
 
 std::string CPrinter::Print(const Kernel& kernel) const {
   auto op_template = [this](graph::Op op) { return OpTemplate(op); };
-  std::string out = Prelude();
-  if (kernel.checks_indices) absl::StrAppend(&out, IndexCheckPrelude());
+  CodeWriter w;
+  w.Raw(Prelude());
+  if (kernel.checks_indices) w.Raw(IndexCheckPrelude());
+  w.Line();
   if (!kernel.is_reduction()) {
-    absl::StrAppend(&out, "\n// ", kernel.name, ": ",
-                    kernel.dynamic_extent ? "fb_n (run-time)" : absl::StrCat(kernel.numel), " elements");
-    absl::StrAppend(&out, "\n", Open(kernel), Statements(kernel, kernel.body, op_template, "    "), Close());
-    return out;
+    w.Line("// ", kernel.name, ": ", kernel.dynamic_extent ? "fb_n (run-time)" : absl::StrCat(kernel.numel), " elements");
+    w.Raw(Open(kernel));
+    {
+      auto element = w.Indented(2);  // Open leaves the kernel's scope and the element's open
+      Statements(w, kernel, kernel.body, op_template);
+    }
+    w.Raw(Close());
+    return std::move(w).Release();
   }
   if (kernel.dynamic_extent) {
-    absl::StrAppend(&out, "\n// ", kernel.name, ": fb_n (run-time) rows of ", kernel.row_length);
+    w.Line("// ", kernel.name, ": fb_n (run-time) rows of ", kernel.row_length);
   } else {
-    absl::StrAppend(&out, "\n// ", kernel.name, ": ", kernel.numel, " elements, ", kernel.num_rows, " rows of ",
-                    kernel.row_length);
+    w.Line("// ", kernel.name, ": ", kernel.numel, " elements, ", kernel.num_rows, " rows of ", kernel.row_length);
   }
-  absl::StrAppend(&out, "\n", OpenRow(kernel), Preload(kernel));
-  const bool cached = ReadsCachedLoads(kernel);
-  for (const Pass& pass : kernel.passes) absl::StrAppend(&out, PrintPass(kernel, pass));
-  if (!kernel.elementwise.empty()) {
-    absl::StrAppend(&out, OpenRowLoop(kernel), Statements(kernel, kernel.elementwise, op_template, "      ", cached),
-                    CloseRowLoop(kernel));
+  w.Raw(OpenRow(kernel));
+  {
+    auto row = w.Indented(2);  // OpenRow leaves the kernel's scope and the row's open
+    w.Raw(Preload(kernel));
+    const bool cached = ReadsCachedLoads(kernel);
+    for (const Pass& pass : kernel.passes) PrintPass(w, kernel, pass);
+    if (!kernel.elementwise.empty()) {
+      RowLoop(w, kernel, [&] { Statements(w, kernel, kernel.elementwise, op_template, cached); });
+    }
+    if (!kernel.row_body.empty()) {
+      w.Raw(OpenRowStores(kernel));
+      {
+        auto stores = w.Indented();
+        Statements(w, kernel, kernel.row_body, op_template);
+      }
+      w.Line("}");  // OpenRowStores' scope
+    }
   }
-  if (!kernel.row_body.empty()) {
-    absl::StrAppend(&out, OpenRowStores(kernel), Statements(kernel, kernel.row_body, op_template, "      "), "    }\n");
-  }
-  absl::StrAppend(&out, CloseRow());
-  return out;
+  w.Raw(CloseRow());
+  return std::move(w).Release();
 }
 
 }  // namespace fusebox::backend

@@ -20,8 +20,8 @@ bool UsesCascade(const Kernel& kernel, const Pass& pass) {
   return kernel.row_length > kCascadeLaneChain && std::any_of(pass.accumulators.begin(), pass.accumulators.end(), RoundsEachFold);
 }
 
-std::string PrintCascadePass(const Kernel& kernel, const Pass& pass,
-                             const std::function<const char*(graph::Op)>& op_template) {
+void PrintCascadePass(CodeWriter& w, const Kernel& kernel, const Pass& pass,
+                      const std::function<const char*(graph::Op)>& op_template) {
   const int64_t n = kernel.row_length, block = kCascadeLanes * kCascadeLaneChain;
   const std::string row = absl::StrCat(n, "LL"), width = absl::StrCat(block, "LL");
   // Levels between the blocks and the accumulator, so that none folds more
@@ -37,65 +37,62 @@ std::string PrintCascadePass(const Kernel& kernel, const Pass& pass,
   };
   auto above = [&](const Accumulator& a, int k) { return k < levels ? Level(a, k + 1) : Temp(a.temp); };
   // The pass body and every fold, with the cascaded ones into lane `lane`.
-  auto element = [&](const std::string& lane, const std::string& indent) {
-    std::string out = CPrinter::Statements(kernel, pass.body, op_template, indent);
+  auto element = [&](const std::string& lane) {
+    CPrinter::Statements(w, kernel, pass.body, op_template);
     for (const Accumulator& a : pass.accumulators) {
       if (RoundsEachFold(a)) {
-        absl::StrAppend(&out, indent, fold(a, absl::StrCat(Lanes(a), "[", lane, "]"), Temp(a.value)), "\n");
+        w.Line(fold(a, absl::StrCat(Lanes(a), "[", lane, "]"), Temp(a.value)));
       } else {
-        absl::StrAppend(&out, CPrinter::AccumulateStep(a, op_template(a.op), Temp(a.value), "(long long)j", indent));
+        CPrinter::AccumulateStep(w, a, op_template(a.op), Temp(a.value), "(long long)j");
       }
     }
-    return out;
   };
 
-  std::string out;
-  for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, CPrinter::AccumulatorDecl(a, "    "));
-  absl::StrAppend(&out, "    {\n");
+  for (const Accumulator& a : pass.accumulators) CPrinter::AccumulatorDecl(w, a);
+  auto scope = w.Block();
   for (const Accumulator* a : cascaded) {
     for (int k = 1; k <= levels; ++k) {
-      absl::StrAppend(&out, "      ", ComputeCType(a->dtype), " ", Level(*a, k), " = ", CPrinter::IdentityLiteral(*a),
-                      ";\n");
+      w.Line(ComputeCType(a->dtype), " ", Level(*a, k), " = ", CPrinter::IdentityLiteral(*a), ";");
     }
   }
-  absl::StrAppend(&out, "      for (long long jb = 0, fb_block = 1; jb < ", row, "; jb += ", width, ", ++fb_block) {\n",
-                  "        const long long je = jb + ", width, " < ", row, " ? jb + ", width, " : ", row, ";\n");
-  for (const Accumulator* a : cascaded) {
-    absl::StrAppend(&out, "        ", ComputeCType(a->dtype), " ", Lanes(*a), "[", kCascadeLanes, "];\n",
-                    "        for (int l = 0; l < ", kCascadeLanes, "; ++l) ", Lanes(*a), "[l] = ",
-                    CPrinter::IdentityLiteral(*a), ";\n");
-  }
-  // Independent lanes: no reassociation the compiler could not do itself,
-  // so they vectorize without -ffast-math.
-  absl::StrAppend(&out, "        long long jv = jb;\n", "        for (; jv + ", kCascadeLanes, " <= je; jv += ",
-                  kCascadeLanes, ") {\n", "          for (int l = 0; l < ", kCascadeLanes, "; ++l) {\n",
-                  "            const long long j = jv + l;\n", element("l", "            "), "          }\n",
-                  "        }\n");
-  if (n % kCascadeLanes != 0) {  // the row's last elements, in the last block
-    absl::StrAppend(&out, "        for (long long j = jv; j < je; ++j) {\n", element("0", "          "), "        }\n");
-  }
-  for (const Accumulator* a : cascaded) {
-    const std::string lane = Lanes(*a);
-    absl::StrAppend(&out, "        for (int w = ", kCascadeLanes / 2, "; w > 0; w /= 2) for (int l = 0; l < w; ++l) ",
-                    fold(*a, lane + "[l]", lane + "[l + w]"), "\n", "        ",
-                    fold(*a, levels > 0 ? Level(*a, 1) : Temp(a->temp), lane + "[0]"), "\n");
-  }
-  int64_t every = 1;
-  for (int k = 1; k <= levels; ++k) {
-    every *= kCascadeFanIn;
-    absl::StrAppend(&out, "        if (fb_block % ", every, " == 0) {\n");
+  {
+    auto blocks = w.Block("for (long long jb = 0, fb_block = 1; jb < ", row, "; jb += ", width, ", ++fb_block)");
+    w.Line("const long long je = jb + ", width, " < ", row, " ? jb + ", width, " : ", row, ";");
     for (const Accumulator* a : cascaded) {
-      absl::StrAppend(&out, "          ", fold(*a, above(*a, k), Level(*a, k)), " ", Level(*a, k), " = ",
-                      CPrinter::IdentityLiteral(*a), ";\n");
+      w.Line(ComputeCType(a->dtype), " ", Lanes(*a), "[", kCascadeLanes, "];");
+      w.Line("for (int l = 0; l < ", kCascadeLanes, "; ++l) ", Lanes(*a), "[l] = ", CPrinter::IdentityLiteral(*a), ";");
     }
-    absl::StrAppend(&out, "        }\n");
+    // Independent lanes: no reassociation the compiler could not do itself,
+    // so they vectorize without -ffast-math.
+    w.Line("long long jv = jb;");
+    {
+      auto steps = w.Block("for (; jv + ", kCascadeLanes, " <= je; jv += ", kCascadeLanes, ")");
+      auto lanes = w.Block("for (int l = 0; l < ", kCascadeLanes, "; ++l)");
+      w.Line("const long long j = jv + l;");
+      element("l");
+    }
+    if (n % kCascadeLanes != 0) {  // the row's last elements, in the last block
+      auto tail = w.Block("for (long long j = jv; j < je; ++j)");
+      element("0");
+    }
+    for (const Accumulator* a : cascaded) {
+      const std::string lane = Lanes(*a);
+      w.Line("for (int w = ", kCascadeLanes / 2, "; w > 0; w /= 2) for (int l = 0; l < w; ++l) ",
+             fold(*a, lane + "[l]", lane + "[l + w]"));
+      w.Line(fold(*a, levels > 0 ? Level(*a, 1) : Temp(a->temp), lane + "[0]"));
+    }
+    int64_t every = 1;
+    for (int k = 1; k <= levels; ++k) {
+      every *= kCascadeFanIn;
+      auto level = w.Block("if (fb_block % ", every, " == 0)");
+      for (const Accumulator* a : cascaded) {
+        w.Line(fold(*a, above(*a, k), Level(*a, k)), " ", Level(*a, k), " = ", CPrinter::IdentityLiteral(*a), ";");
+      }
+    }
   }
-  absl::StrAppend(&out, "      }\n");
   for (int k = 1; k <= levels; ++k) {
-    for (const Accumulator* a : cascaded) absl::StrAppend(&out, "      ", fold(*a, above(*a, k), Level(*a, k)), "\n");
+    for (const Accumulator* a : cascaded) w.Line(fold(*a, above(*a, k), Level(*a, k)));
   }
-  absl::StrAppend(&out, "    }\n");
-  return out;
 }
 
 }  // namespace fusebox::backend::cpu

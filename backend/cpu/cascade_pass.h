@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "backend/code_writer.h"
 #include "backend/kernel_ir.h"
 
 namespace fusebox::backend::cpu {
@@ -26,7 +27,8 @@ bool UsesCascade(const Kernel& kernel, const Pass& pass);
 // kCascadeLanes * kCascadeLaneChain elements. The body runs once per element
 // in row order, so the other accumulators (max, argmax, integer sums) fold
 // as in a plain loop.
-std::string PrintCascadePass(const Kernel& kernel, const Pass& pass,
-                             const std::function<const char*(graph::Op)>& op_template);
+// Written at `w`'s depth (a row's statements).
+void PrintCascadePass(CodeWriter& w, const Kernel& kernel, const Pass& pass,
+                      const std::function<const char*(graph::Op)>& op_template);
 
 }  // namespace fusebox::backend::cpu

@@ -30,20 +30,20 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
 
   std::string Open(const Kernel& k) const override { return OpenLoop(k, "i"); }
 
-  std::string Close() const override { return "  }\n}\n"; }
+  std::string Close() const override { return Closing(2, 2); }
 
   // [begin, end) are rows.
   std::string OpenRow(const Kernel& k) const override { return OpenLoop(k, "r"); }
-  std::string CloseRow() const override { return "  }\n}\n"; }
+  std::string CloseRow() const override { return Closing(2, 2); }
   std::string OpenRowLoop(const Kernel& k) const override {
-    return absl::StrCat("    for (long long j = 0; j < ", k.row_length, "LL; ++j) {\n");
+    return OpeningAt(2, "for (long long j = 0; j < ", k.row_length, "LL; ++j)");
   }
   std::string AfterPass(const Kernel&, const Accumulator&, const std::string&) const override { return ""; }
-  std::string OpenRowStores(const Kernel&) const override { return "    {\n"; }
+  std::string OpenRowStores(const Kernel&) const override { return OpeningAt(2); }
 
-  std::string PrintPass(const Kernel& k, const Pass& pass) const override {
-    if (!UsesCascade(k, pass)) return CPrinter::PrintPass(k, pass);
-    return PrintCascadePass(k, pass, [this](graph::Op op) { return OpTemplate(op); });
+  void PrintPass(CodeWriter& w, const Kernel& k, const Pass& pass) const override {
+    if (!UsesCascade(k, pass)) return CPrinter::PrintPass(w, k, pass);
+    PrintCascadePass(w, k, pass, [this](graph::Op op) { return OpTemplate(op); });
   }
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cpp_expr; }
@@ -55,15 +55,16 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
   // The signature, the buffers, and the loop over [begin, end) in `var`
   // (elements `i`, or rows `r`).
   static std::string OpenLoop(const Kernel& k, const char* var) {
-    std::string out = absl::StrCat("extern \"C\" void ", k.name, "(void* const* args, long long begin, long long end) {\n");
+    CodeWriter w;
+    w.Open("extern \"C\" void ", k.name, "(void* const* args, long long begin, long long end)");
     for (size_t b = 0; b < k.buffers.size(); ++b) {
       const BufferParam& p = k.buffers[b];
       const std::string type = absl::StrCat(p.is_output ? "" : "const ", StorageCType(p.dtype), "*");
-      absl::StrAppend(&out, "  ", type, " __restrict__ ", p.name, " = (", type, ")args[", b, "];\n");
+      w.Line(type, " __restrict__ ", p.name, " = (", type, ")args[", b, "];");
     }
-    if (k.checks_indices) absl::StrAppend(&out, "  long long* fb_err = (long long*)args[", k.buffers.size(), "];\n");
-    absl::StrAppend(&out, "  for (long long ", var, " = begin; ", var, " < end; ++", var, ") {\n");
-    return out;
+    if (k.checks_indices) w.Line("long long* fb_err = (long long*)args[", k.buffers.size(), "];");
+    w.Open("for (long long ", var, " = begin; ", var, " < end; ++", var, ")");
+    return std::move(w).Release();
   }
 };
 

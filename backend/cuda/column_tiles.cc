@@ -1,10 +1,12 @@
 #include "backend/cuda/column_tiles.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
+#include "backend/code_writer.h"
 #include "backend/cuda/cache_hints.h"
 #include "graph/op.h"
 
@@ -73,16 +75,30 @@ class TilePrinter {
     for (size_t c = 0; c < pass_.accumulators.size(); ++c) absl::StrAppend(&args, ", fb_part", c);
     absl::StrAppend(&args, fold_args);
     const std::string tile = k_.name + "_tile";
-    const std::string decl = absl::StrCat("template <bool fb_vec>\nFB_INLINE void ", tile, "(", params, fold_params, ")");
-    std::string out = absl::StrCat(decl, ";\nextern \"C\" __global__ void __launch_bounds__(", kCudaColumnTileBlock, ") ",
-                                   k_.name, "_partial(", params, ") {\n");
-    for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
-      absl::StrAppend(&out, "  __shared__ __align__(16) ", ComputeCType(pass_.accumulators[c].dtype), " fb_fold", c, "[",
-                      kCudaColumnTileBlock * kCudaColumnTileWidth, "];\n");
+    const std::string decl = absl::StrCat("FB_INLINE void ", tile, "(", params, fold_params, ")");
+    CodeWriter w;
+    w.Line("template <bool fb_vec>");
+    w.Line(decl, ";");
+    {
+      auto kernel = w.Block("extern \"C\" __global__ void __launch_bounds__(", kCudaColumnTileBlock, ") ", k_.name,
+                            "_partial(", params, ")");
+      for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
+        w.Line("__shared__ __align__(16) ", ComputeCType(pass_.accumulators[c].dtype), " fb_fold", c, "[",
+               kCudaColumnTileBlock * kCudaColumnTileWidth, "];");
+      }
+      auto pick = w.Block("if (((", AlignedPointers(), ") & 15) == 0)");
+      w.Line(tile, "<true>(", args, ");");
+      pick.Else();
+      w.Line(tile, "<false>(", args, ");");
     }
-    absl::StrAppend(&out, "  if (((", AlignedPointers(), ") & 15) == 0) {\n    ", tile, "<true>(", args, ");\n  } else {\n    ",
-                    tile, "<false>(", args, ");\n  }\n}\n", decl, " {\n");
-    return absl::StrCat(out, Geometry(), FoldRows(), FoldBlock(), "}\n");
+    w.Line("template <bool fb_vec>");
+    {
+      auto body = w.Block(decl);
+      Geometry(w);
+      FoldRows(w);
+      FoldBlock(w);
+    }
+    return std::move(w).Release();
   }
 
  private:
@@ -104,102 +120,108 @@ class TilePrinter {
 
   // The thread's place (fb_tx along the columns, fb_ty along the rows), its
   // group (`part`) and first column, and its accumulators at the identity.
-  std::string Geometry() const {
+  void Geometry(CodeWriter& w) const {
     const int64_t strips = Ceil(k_.num_rows, kCudaColumnTileColumns);
-    std::string out = absl::StrCat("  const int fb_tx = threadIdx.x % ", kCudaColumnTileThreadsX, ", fb_ty = threadIdx.x / ",
-                                   kCudaColumnTileThreadsX, ";\n  const ", idx_, " part = blockIdx.x / ", strips, ";\n  const ",
-                                   idx_, " fb_r0 = (", idx_, ")(blockIdx.x % ", strips, ") * ", kCudaColumnTileColumns,
-                                   " + fb_tx * ", kCudaColumnTileWidth, ";\n");
+    w.Line("const int fb_tx = threadIdx.x % ", kCudaColumnTileThreadsX, ", fb_ty = threadIdx.x / ", kCudaColumnTileThreadsX, ";");
+    w.Line("const ", idx_, " part = blockIdx.x / ", strips, ";");
+    w.Line("const ", idx_, " fb_r0 = (", idx_, ")(blockIdx.x % ", strips, ") * ", kCudaColumnTileColumns, " + fb_tx * ",
+           kCudaColumnTileWidth, ";");
     for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
       const Accumulator& a = pass_.accumulators[c];
-      absl::StrAppend(&out, "  ", ComputeCType(a.dtype), " fb_acc", c, "[", kCudaColumnTileWidth,
-                      "];\n#pragma unroll\n  for (int e = 0; e < ", kCudaColumnTileWidth, "; ++e) fb_acc", c,
-                      "[e] = ", CPrinter::IdentityLiteral(a), ";\n");
+      w.Line(ComputeCType(a.dtype), " fb_acc", c, "[", kCudaColumnTileWidth, "];");
+      w.Directive("#pragma unroll");
+      w.Line("for (int e = 0; e < ", kCudaColumnTileWidth, "; ++e) fb_acc", c, "[e] = ", CPrinter::IdentityLiteral(a), ";");
     }
-    return out;
   }
 
   // The aligned path's 16-byte loads into registers fb_l<temp>, or 4 scalar
   // loads each where a pointer is not aligned; streamed (read once).
-  std::string Loads() const {
+  void Loads(CodeWriter& w) const {
     const CacheHint hint = StreamReadOnlyReduction(tuning_);
-    std::string out;
     for (const Stmt& s : pass_.body) {
       if (!Hoisted(s)) continue;
       const BufferParam& b = k_.buffers[s.buffer];
       const std::string regs = absl::StrCat("fb_l", s.result);
       const std::string at = absl::StrCat(b.name, " + (", s.index.ToString(), ")");
-      absl::StrAppend(&out, "        ", StorageCType(b.dtype), " ", regs, "[", kCudaColumnTileWidth,
-                      "];\n        if (fb_vec) {\n", "          const ", idx_, " r = fb_r0;\n          *reinterpret_cast<uint4*>(",
-                      regs, ") = ", HintedLoad(hint, absl::StrCat("reinterpret_cast<const uint4*>(", at, ")")), ";\n",
-                      "        } else {\n#pragma unroll\n          for (int e = 0; e < ", kCudaColumnTileWidth,
-                      "; ++e) {\n            const ", idx_, " r = fb_r0 + e;\n            ", regs, "[e] = ",
-                      HintedLoad(hint, at), ";\n          }\n", "        }\n");
+      w.Line(StorageCType(b.dtype), " ", regs, "[", kCudaColumnTileWidth, "];");
+      auto aligned = w.Block("if (fb_vec)");
+      w.Line("const ", idx_, " r = fb_r0;");
+      w.Line("*reinterpret_cast<uint4*>(", regs, ") = ", HintedLoad(hint, absl::StrCat("reinterpret_cast<const uint4*>(", at, ")")),
+             ";");
+      aligned.Else();
+      w.Directive("#pragma unroll");
+      auto column = w.Block("for (int e = 0; e < ", kCudaColumnTileWidth, "; ++e)");
+      w.Line("const ", idx_, " r = fb_r0 + e;");
+      w.Line(regs, "[e] = ", HintedLoad(hint, at), ";");
     }
-    return out;
   }
 
   // `body` once per column of the thread (e), between its accumulators'
   // copies into the pass's temps t<temp> and back.
-  std::string PerColumn(const std::string& indent, const std::string& body) const {
-    std::string out =
-        absl::StrCat(indent, "#pragma unroll\n", indent, "for (int e = 0; e < ", kCudaColumnTileWidth, "; ++e) {\n");
+  void PerColumn(CodeWriter& w, const std::function<void()>& body) const {
+    w.Line("#pragma unroll");
+    auto column = w.Block("for (int e = 0; e < ", kCudaColumnTileWidth, "; ++e)");
     for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
       const Accumulator& a = pass_.accumulators[c];
-      absl::StrAppend(&out, indent, "  ", ComputeCType(a.dtype), " t", a.temp, " = fb_acc", c, "[e];\n");
+      w.Line(ComputeCType(a.dtype), " t", a.temp, " = fb_acc", c, "[e];");
     }
-    absl::StrAppend(&out, body);
-    for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
-      absl::StrAppend(&out, indent, "  fb_acc", c, "[e] = t", pass_.accumulators[c].temp, ";\n");
-    }
-    return absl::StrCat(out, indent, "}\n");
+    body();
+    for (size_t c = 0; c < pass_.accumulators.size(); ++c) w.Line("fb_acc", c, "[e] = t", pass_.accumulators[c].temp, ";");
   }
 
   // The thread's rows of its group: kCudaColumnTileSteps rows 64 apart per
   // tile step (unrolled: their loads are independent), each row's elements
   // folded into the accumulators.
-  std::string FoldRows() const {
+  void FoldRows(CodeWriter& w) const {
     const int64_t group_rows = int64_t{kCudaColumnTileRows} * steps_;
     auto hoisted = [&](const Stmt& s) { return Hoisted(s) ? absl::StrCat("fb_l", s.result, "[e]") : ""; };
-    std::string element = absl::StrCat("          const ", idx_, " r = fb_r0 + e;\n",
-                                       CPrinter::Statements(k_, pass_.body, OpTemplate, "          ", false, hoisted));
-    for (const Accumulator& a : pass_.accumulators) {
-      absl::StrAppend(&element, CPrinter::AccumulateStep(a, OpTemplate(a.op), absl::StrCat("t", a.value), "", "          "));
+    auto columns = w.Block(RaggedColumns() ? absl::StrCat("if (fb_r0 < ", rows_, ")") : "");
+    // The step loop keeps the unrolled loop's indentation.
+    if (steps_ > 1) w.Line("for (int s = 0; s < ", steps_, "; ++s) {");
+    {
+      w.Directive("#pragma unroll");
+      auto rows = w.Block("for (int u = 0; u < ", kCudaColumnTileSteps, "; ++u)");
+      w.Line("const ", idx_, " j = part * ", group_rows, sfx_, steps_ > 1 ? absl::StrCat(" + s * ", kCudaColumnTileRows) : "",
+             " + u * ", kCudaColumnTileThreadsY, " + fb_ty;");
+      auto row = w.Block(k_.row_length % group_rows != 0 ? absl::StrCat("if (j < ", k_.row_length, sfx_, ")") : "");
+      Loads(w);
+      PerColumn(w, [&] {
+        w.Line("const ", idx_, " r = fb_r0 + e;");
+        CPrinter::Statements(w, k_, pass_.body, OpTemplate, false, hoisted);
+        for (const Accumulator& a : pass_.accumulators) {
+          CPrinter::AccumulateStep(w, a, OpTemplate(a.op), absl::StrCat("t", a.value), "");
+        }
+      });
     }
-    std::string out = RaggedColumns() ? absl::StrCat("  if (fb_r0 < ", rows_, ") {\n") : "  {\n";
-    if (steps_ > 1) absl::StrAppend(&out, "    for (int s = 0; s < ", steps_, "; ++s) {\n");
-    absl::StrAppend(&out, "#pragma unroll\n    for (int u = 0; u < ", kCudaColumnTileSteps, "; ++u) {\n      const ", idx_,
-                    " j = part * ", group_rows, sfx_, steps_ > 1 ? absl::StrCat(" + s * ", kCudaColumnTileRows) : "",
-                    " + u * ", kCudaColumnTileThreadsY, " + fb_ty;\n",
-                    k_.row_length % group_rows != 0 ? absl::StrCat("      if (j < ", k_.row_length, sfx_, ") {\n")
-                                                    : "      {\n",
-                    Loads(), PerColumn("        ", element), "      }\n    }\n", steps_ > 1 ? "    }\n" : "", "  }\n");
-    return out;
+    if (steps_ > 1) w.Line("}");
   }
 
   // The block's 64 partial rows through shared memory, folded by its first
   // row of threads into the group's partial row (at part * columns + r,
   // chunk-major, as the combine reads it).
-  std::string FoldBlock() const {
-    const int w = kCudaColumnTileWidth;
-    std::string out, fold;
+  void FoldBlock(CodeWriter& w) const {
+    const int n = kCudaColumnTileWidth;
     for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
-      const Accumulator& a = pass_.accumulators[c];
-      absl::StrAppend(&out, "#pragma unroll\n  for (int e = 0; e < ", w, "; ++e) fb_fold", c, "[fb_ty * ",
-                      kCudaColumnTileColumns, " + fb_tx * ", w, " + e] = fb_acc", c, "[e];\n");
-      absl::StrAppend(&fold, CPrinter::AccumulateStep(a, OpTemplate(a.op),
-                                                      absl::StrCat("fb_fold", c, "[y * ", kCudaColumnTileColumns,
-                                                                   " + fb_tx * ", w, " + e]"),
-                                                      "", "        "));
+      w.Directive("#pragma unroll");
+      w.Line("for (int e = 0; e < ", n, "; ++e) fb_fold", c, "[fb_ty * ", kCudaColumnTileColumns, " + fb_tx * ", n,
+             " + e] = fb_acc", c, "[e];");
     }
-    absl::StrAppend(&out, "  __syncthreads();\n  if (fb_ty == 0", RaggedColumns() ? absl::StrCat(" && fb_r0 < ", rows_) : "",
-                    ") {\n    for (int y = 1; y < ", kCudaColumnTileThreadsY, "; ++y) {\n", PerColumn("      ", fold),
-                    "    }\n");
+    w.Line("__syncthreads();");
+    auto first_row = w.Block("if (fb_ty == 0", RaggedColumns() ? absl::StrCat(" && fb_r0 < ", rows_) : "", ")");
+    {
+      auto rows = w.Block("for (int y = 1; y < ", kCudaColumnTileThreadsY, "; ++y)");
+      PerColumn(w, [&] {
+        for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
+          const Accumulator& a = pass_.accumulators[c];
+          CPrinter::AccumulateStep(w, a, OpTemplate(a.op),
+                                   absl::StrCat("fb_fold", c, "[y * ", kCudaColumnTileColumns, " + fb_tx * ", n, " + e]"), "");
+        }
+      });
+    }
     for (size_t c = 0; c < pass_.accumulators.size(); ++c) {
-      absl::StrAppend(&out, "#pragma unroll\n    for (int e = 0; e < ", w, "; ++e) fb_part", c, "[part * ", rows_,
-                      " + fb_r0 + e] = fb_acc", c, "[e];\n");
+      w.Directive("#pragma unroll");
+      w.Line("for (int e = 0; e < ", n, "; ++e) fb_part", c, "[part * ", rows_, " + fb_r0 + e] = fb_acc", c, "[e];");
     }
-    return absl::StrCat(out, "  }\n");
   }
 
   const Kernel& k_;

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
+#include "backend/code_writer.h"
 #include "backend/cuda/cuda_printer.h"
 
 namespace fusebox::backend {
@@ -62,64 +63,82 @@ class ClusterPrinter : public CPrinter {
     const ClusterLayout& c = c_;
     const char* idx = k.index64 ? "long long" : "int";
     const int64_t span = Span(k);
-    std::string out = absl::StrCat("// each row over a cluster of ", c.blocks, " blocks of ", c.threads, " threads, ",
-                                   c.slots > 0 ? absl::StrCat(c.slots, " elements per thread and cached load\n")
-                                               : absl::StrCat("each block looping over its ", span, " elements\n"),
-                                   "extern \"C\" __global__ void __cluster_dims__(", c.blocks, ", 1, 1) __launch_bounds__(",
-                                   c.threads, ") ", k.name, "(", ParamList(k, /*restrict_qualified=*/true), ") {\n",
-                                   "  const ", idx, " r = blockIdx.x / ", c.blocks, ";\n", "  const ", idx,
-                                   " fb_begin = (", idx, ")(blockIdx.x % ", c.blocks, ") * ", span, ";\n");
+    CodeWriter w;
+    w.Line("// each row over a cluster of ", c.blocks, " blocks of ", c.threads, " threads, ",
+           c.slots > 0 ? absl::StrCat(c.slots, " elements per thread and cached load")
+                       : absl::StrCat("each block looping over its ", span, " elements"));
+    w.Open("extern \"C\" __global__ void __cluster_dims__(", c.blocks, ", 1, 1) __launch_bounds__(", c.threads, ") ", k.name,
+           "(", ParamList(k, /*restrict_qualified=*/true), ")");
+    w.Line("const ", idx, " r = blockIdx.x / ", c.blocks, ";");
+    w.Line("const ", idx, " fb_begin = (", idx, ")(blockIdx.x % ", c.blocks, ") * ", span, ";");
     if (c.slots == 0) {
-      absl::StrAppend(&out, "  const ", idx, " fb_end = fb_begin + ", span, " < ", k.row_length, " ? fb_begin + ", span,
-                      " : ", k.row_length, ";\n");
+      w.Line("const ", idx, " fb_end = fb_begin + ", span, " < ", k.row_length, " ? fb_begin + ", span, " : ", k.row_length,
+             ";");
     }
     for (const Pass& pass : k.passes) {
-      for (const Accumulator& a : pass.accumulators) {
-        absl::StrAppend(&out, "  __shared__ ", ComputeCType(a.dtype), " fb_slot_", Temp(a.temp), ";\n");
-      }
+      for (const Accumulator& a : pass.accumulators) w.Line("__shared__ ", ComputeCType(a.dtype), " fb_slot_", Temp(a.temp), ";");
     }
-    return absl::StrCat(out, "  {\n");
+    w.Open();
+    return std::move(w).Release();
   }
   // Every block waits at the end until the whole cluster has read its slots.
-  std::string CloseRow() const override { return "  }\n  fb_cluster_wait();\n}\n"; }
+  std::string CloseRow() const override {
+    CodeWriter w(2);
+    w.Close();
+    w.Line("fb_cluster_wait();");
+    w.Close();
+    return std::move(w).Release();
+  }
 
   bool ReadsCachedLoads(const Kernel&) const override { return c_.slots > 0; }
   std::string Preload(const Kernel& k) const override {
     if (c_.slots == 0) return "";
-    std::string out;
-    for (size_t c = 0; c < k.cached_loads.size(); ++c) {
-      absl::StrAppend(&out, "    ", ComputeCType(k.cached_loads[c].dtype), " c", c, "[", c_.slots, "];\n");
+    CodeWriter w(2);
+    for (size_t c = 0; c < k.cached_loads.size(); ++c) w.Line(ComputeCType(k.cached_loads[c].dtype), " c", c, "[", c_.slots, "];");
+    w.Raw(OpenRowLoop(k));
+    {
+      auto element = w.Indented(2);  // the loop and its guard
+      for (size_t c = 0; c < k.cached_loads.size(); ++c) {
+        w.Line("c", c, "[k] = ", LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index), ";");
+      }
     }
-    absl::StrAppend(&out, OpenRowLoop(k));
-    for (size_t c = 0; c < k.cached_loads.size(); ++c) {
-      absl::StrAppend(&out, "        c", c, "[k] = ", LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index),
-                      ";\n");
-    }
-    return absl::StrCat(out, CloseRowLoop(k));
+    w.Raw(CloseRowLoop(k));
+    return std::move(w).Release();
   }
+  // Two scopes, closed on one line (CloseRowLoop): the loop and its guard.
   std::string OpenRowLoop(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
+    CodeWriter w(2);
     if (c_.slots == 0) {
-      return absl::StrCat("#pragma unroll 4\n    for (", idx, " j = fb_begin + threadIdx.x; j < fb_end; j += ", c_.threads,
-                          ") {\n      {\n");
+      w.Directive("#pragma unroll 4");
+      w.Open("for (", idx, " j = fb_begin + threadIdx.x; j < fb_end; j += ", c_.threads, ")");
+      w.Open();
+    } else {
+      w.Directive("#pragma unroll");
+      w.Open("for (int k = 0; k < ", c_.slots, "; ++k)");
+      w.Line("const ", idx, " j = fb_begin + threadIdx.x + k * ", c_.threads, ";");
+      w.Open("if (j < ", k.row_length, k.index64 ? "LL" : "", ")");
     }
-    return absl::StrCat("#pragma unroll\n    for (int k = 0; k < ", c_.slots, "; ++k) {\n      const ", idx,
-                        " j = fb_begin + threadIdx.x + k * ", c_.threads, ";\n      if (j < ", k.row_length,
-                        k.index64 ? "LL" : "", ") {\n");
+    return std::move(w).Release();
   }
-  std::string CloseRowLoop(const Kernel&) const override { return "    }}\n"; }
+  std::string CloseRowLoop(const Kernel&) const override {
+    CodeWriter w(4);
+    w.Close(2);
+    return std::move(w).Release();
+  }
 
   std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
-    std::string out = absl::StrCat("    ", Temp(a.temp), " = fb_cluster_reduce<", c_.blocks, ">(", Temp(a.temp),
-                                   ", ", lambda, ", ", IdentityLiteral(a), ", &fb_slot_", Temp(a.temp), ");\n");
+    CodeWriter w(2);
+    w.Line(Temp(a.temp), " = fb_cluster_reduce<", c_.blocks, ">(", Temp(a.temp), ", ", lambda, ", ", IdentityLiteral(a),
+           ", &fb_slot_", Temp(a.temp), ");");
     // After the last read of other blocks' slots: the kernel's final barrier
     // opens here and closes at its end, past the stores.
-    if (&a == &k.passes.back().accumulators.back()) absl::StrAppend(&out, "    fb_cluster_arrive();\n");
-    return out;
+    if (&a == &k.passes.back().accumulators.back()) w.Line("fb_cluster_arrive();");
+    return std::move(w).Release();
   }
   // Per-row values are stored by the row's first block.
   std::string OpenRowStores(const Kernel& k) const override {
-    return absl::StrCat("    if (blockIdx.x % ", c_.blocks, " == 0 && threadIdx.x == 0) {\n");
+    return OpeningAt(2, "if (blockIdx.x % ", c_.blocks, " == 0 && threadIdx.x == 0)");
   }
 
  private:

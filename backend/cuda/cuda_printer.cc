@@ -23,8 +23,16 @@ namespace {
 // The top of a kernel launched as a programmatic dependent of the one before
 // it (LaunchDims::programmatic): wait for that grid's results. A no-op when
 // launched plainly; sm_90 and later only.
-constexpr char kWaitForPriorGrid[] =
-    "#if __CUDA_ARCH__ >= 900\n  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n";
+void WaitForPriorGrid(CodeWriter& w) {
+  w.Directive("#if __CUDA_ARCH__ >= 900");
+  w.Line("asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");");
+  w.Directive("#endif");
+}
+
+// A kernel's signature, launched with kCudaBlockSize threads.
+std::string Signature(const std::string& name, const std::string& params) {
+  return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", name, "(", params, ")");
+}
 
 // Per buffer, the index its loads or stores use in a pointwise kernel whose
 // V-element runs line up in every buffer: every store at `i` itself, every
@@ -139,14 +147,17 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
 
   std::string Open(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
-    return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(",
-                        Params(k), ") {\n", "  const ", idx, " base = (", idx,
-                        ")blockIdx.x * ", kCudaElementsPerBlock, " + threadIdx.x;\n", "#pragma unroll\n",
-                        "  for (int k = 0; k < ", kCudaElementsPerThread, "; ++k) {\n", "    const ", idx,
-                        " i = base + k * ", kCudaBlockSize, ";\n", "    if (i >= ", Extent(k), ") break;\n");
+    CodeWriter w;
+    w.Open(Signature(k.name, Params(k)));
+    w.Line("const ", idx, " base = (", idx, ")blockIdx.x * ", kCudaElementsPerBlock, " + threadIdx.x;");
+    w.Directive("#pragma unroll");
+    w.Open("for (int k = 0; k < ", kCudaElementsPerThread, "; ++k)");
+    w.Line("const ", idx, " i = base + k * ", kCudaBlockSize, ";");
+    w.Line("if (i >= ", Extent(k), ") break;");
+    return std::move(w).Release();
   }
 
-  std::string Close() const override { return "  }\n}\n"; }
+  std::string Close() const override { return Closing(2, 2); }
 
   // The iteration count: a literal, or the run-time argument `fb_n`.
   static std::string Extent(const Kernel& k) {
@@ -162,16 +173,20 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   std::string OpenRow(const Kernel& k) const override {
     FUSEBOX_CHECK(spread_.strategy == RowStrategy::kThreadPerRow, "kernel ", k.name, ": rows of a warp or block go to PrintRows");
     const char* idx = k.index64 ? "long long" : "int";
-    return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(",
-                        Params(k), ") {\n", "  const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize,
-                        " + threadIdx.x;\n", "  if (r < ", Extent(k), ") {\n");
+    CodeWriter w;
+    w.Open(Signature(k.name, Params(k)));
+    w.Line("const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;");
+    w.Open("if (r < ", Extent(k), ")");
+    return std::move(w).Release();
   }
-  std::string CloseRow() const override { return "  }\n}\n"; }
+  std::string CloseRow() const override { return Closing(2, 2); }
   // Unrolled: several rows' loads in flight per thread.
   std::string OpenRowLoop(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
-    return absl::StrCat("#pragma unroll ", tuning_.GetInt(Knob::kColumnUnroll), "\n    for (", idx, " j = 0; j < ", k.row_length,
-                        k.index64 ? "LL" : "", "; ++j) {\n");
+    CodeWriter w(2);
+    w.Directive("#pragma unroll ", tuning_.GetInt(Knob::kColumnUnroll));
+    w.Open("for (", idx, " j = 0; j < ", k.row_length, k.index64 ? "LL" : "", "; ++j)");
+    return std::move(w).Release();
   }
   std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
     return AfterPass(k, a, lambda, 32);
@@ -182,16 +197,16 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     if (spread_.strategy == RowStrategy::kWarpPerRow && lanes < 32) {
       if (lanes == 1) return "";
       return a.index_temp >= 0
-          ? absl::StrCat("    fb_lanes_argreduce<", lanes, ">(t", a.temp, ", t", a.index_temp, ", ", lambda, ", fb_mask);\n")
-          : absl::StrCat("    t", a.temp, " = fb_lanes_reduce<", lanes, ">(t", a.temp, ", ", lambda, ", fb_mask);\n");
+          ? LineAt(2, "fb_lanes_argreduce<", lanes, ">(t", a.temp, ", t", a.index_temp, ", ", lambda, ", fb_mask);")
+          : LineAt(2, "t", a.temp, " = fb_lanes_reduce<", lanes, ">(t", a.temp, ", ", lambda, ", fb_mask);");
     }
     const char* fn = spread_.strategy == RowStrategy::kBlockPerRow ? "fb_block_reduce" : "fb_warp_reduce";
     if (spread_.strategy == RowStrategy::kThreadPerRow) return "";
     if (a.index_temp >= 0) {
-      return absl::StrCat("    ", spread_.strategy == RowStrategy::kBlockPerRow ? "fb_block_argreduce" : "fb_warp_argreduce",
-                          "(t", a.temp, ", t", a.index_temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");\n");
+      return LineAt(2, spread_.strategy == RowStrategy::kBlockPerRow ? "fb_block_argreduce" : "fb_warp_argreduce", "(t", a.temp,
+                    ", t", a.index_temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");");
     }
-    return absl::StrCat("    t", a.temp, " = ", fn, "(t", a.temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");\n");
+    return LineAt(2, "t", a.temp, " = ", fn, "(t", a.temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");");
   }
  public:
   // Rows along the innermost dims, a warp or a block each (row_printer.h).
@@ -239,68 +254,64 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       if (!TouchesEachElementOnce(s.index) || StreamEverywhere(tuning_) == CacheHint::kNormal) return std::string();
       return HintedLoad(CacheHint::kStream, absl::StrCat(k.buffers[s.buffer].name, " + (", s.index.ToString(), ")"));
     };
+    CodeWriter w;
     // One element of the chunk (at `j`) folded into the accumulators.
-    auto fold = [&](const std::string& indent) {
-      std::string out = Statements(k, pass.body, op_template, indent, /*cached_loads=*/false, streamed);
+    auto fold = [&] {
+      Statements(w, k, pass.body, op_template, /*cached_loads=*/false, streamed);
       for (const Accumulator& a : pass.accumulators) {
-        absl::StrAppend(&out, AccumulateStep(a, op_template(a.op), absl::StrCat("t", a.value), "(long long)j", indent));
+        AccumulateStep(w, a, op_template(a.op), absl::StrCat("t", a.value), "(long long)j");
       }
-      return out;
     };
     // Stores (or folds) every accumulator's partial at `slot`.
     auto partial_slots = [&](const std::string& slot, bool load) {
-      std::string out;
       for (size_t c = 0; c < pass.accumulators.size(); ++c) {
         const Accumulator& a = pass.accumulators[c];
         const std::string value = absl::StrCat("fb_part", c, slot), index = absl::StrCat("fb_part_index", c, slot);
         if (load) {
-          absl::StrAppend(&out, AccumulateStep(a, op_template(a.op), value, index, "      "));
+          AccumulateStep(w, a, op_template(a.op), value, index);
           continue;
         }
-        absl::StrAppend(&out, "      ", value, " = t", a.temp, ";\n");
-        if (a.index_temp >= 0) absl::StrAppend(&out, "      ", index, " = t", a.index_temp, ";\n");
+        w.Line(value, " = t", a.temp, ";");
+        if (a.index_temp >= 0) w.Line(index, " = t", a.index_temp, ";");
       }
-      return out;
     };
     auto combine = [&] {
-      std::string out;
-      for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AfterPass(k, a, CombineLambda(a, op_template(a.op))));
-      return out;
-    };
-    auto open = [&](const std::string& name) {
-      return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", name, "(", params, ") {\n");
+      for (const Accumulator& a : pass.accumulators) w.Raw(AfterPass(k, a, CombineLambda(a, op_template(a.op))));
     };
 
     const bool tiled = UsesCudaColumnTiles(spread_);
-    std::string out = absl::StrCat(Prelude(), "\n// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ",
-                                   k.row_length, ", each split over ", split, " chunks of ", CudaSplitChunk(k, spread_, tuning_),
-                                   tiled ? absl::StrCat("; tiles of ", kCudaColumnTileThreadsX, " x ", kCudaColumnTileThreadsY,
-                                                        " threads, ", kCudaColumnTileWidth, " columns and ",
-                                                        kCudaColumnTileSteps, " rows each (column_tiles.h)")
-                                         : "",
-                                   "\n");
+    w.Raw(Prelude());
+    w.Line();
+    w.Line("// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ", k.row_length, ", each split over ", split,
+           " chunks of ", CudaSplitChunk(k, spread_, tuning_),
+           tiled ? absl::StrCat("; tiles of ", kCudaColumnTileThreadsX, " x ", kCudaColumnTileThreadsY, " threads, ",
+                                kCudaColumnTileWidth, " columns and ", kCudaColumnTileSteps, " rows each (column_tiles.h)")
+                 : "");
     if (tiled) {
-      absl::StrAppend(&out, PrintCudaColumnTiles(k, params, tuning_));
+      w.Raw(PrintCudaColumnTiles(k, params, tuning_));
     } else {
-      absl::StrAppend(&out, open(k.name + "_partial"));
+      auto kernel = w.Block(Signature(k.name + "_partial", params));
       if (columns) {
-        absl::StrAppend(&out, "  const ", idx, " part = blockIdx.x / ", tiles, ";\n  const ", idx, " r = (", idx,
-                        ")(blockIdx.x % ", tiles, ") * ", kCudaBlockSize, " + threadIdx.x;\n");
+        w.Line("const ", idx, " part = blockIdx.x / ", tiles, ";");
+        w.Line("const ", idx, " r = (", idx, ")(blockIdx.x % ", tiles, ") * ", kCudaBlockSize, " + threadIdx.x;");
       } else {
-        absl::StrAppend(&out, "  const long long r = blockIdx.x / ", split, ", part = blockIdx.x % ", split, ";\n");
+        w.Line("const long long r = blockIdx.x / ", split, ", part = blockIdx.x % ", split, ";");
       }
-      absl::StrAppend(&out, "  const ", idx, " begin = part * ", chunk, ", end = begin + ", chunk, " < ", length,
-                      " ? begin + ", chunk, " : ", length, ";\n", columns ? absl::StrCat("  if (r < ", rows, ") {\n") : "  {\n");
-      for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
+      w.Line("const ", idx, " begin = part * ", chunk, ", end = begin + ", chunk, " < ", length, " ? begin + ", chunk, " : ",
+             length, ";");
+      auto row = w.Block(columns ? absl::StrCat("if (r < ", rows, ")") : "");
+      for (const Accumulator& a : pass.accumulators) AccumulatorDecl(w, a);
       if (columns) {
         // Chunks are whole steps of kColumnUnroll rows; only the last has a tail.
         const int unroll = tuning_.GetInt(Knob::kColumnUnroll);
-        auto steps = [&](const std::string& bound, const std::string& in) {
-          return absl::StrCat(in, "for (; j0 + ", unroll, " <= ", bound, "; j0 += ", unroll, ") {\n#pragma unroll\n", in,
-                              "  for (int u = 0; u < ", unroll, "; ++u) {\n", in, "    const ", idx, " j = j0 + u;\n",
-                              fold(in + "    "), in, "  }\n", in, "}\n");
+        auto steps = [&](const std::string& bound) {
+          auto step = w.Block("for (; j0 + ", unroll, " <= ", bound, "; j0 += ", unroll, ")");
+          w.Directive("#pragma unroll");
+          auto rows_of_step = w.Block("for (int u = 0; u < ", unroll, "; ++u)");
+          w.Line("const ", idx, " j = j0 + u;");
+          fold();
         };
-        absl::StrAppend(&out, "    ", idx, " j0 = begin;\n");
+        w.Line(idx, " j0 = begin;");
         // Long chunks fold in runs of kCudaColumnRunSteps steps, each into
         // fresh (shadowing) sums and products then added to the chunk's, so
         // no rounding chain grows with the column (RoundsEachFold).
@@ -310,48 +321,67 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
           if (RoundsEachFold(a) && CudaSplitChunk(k, spread_, tuning_) > run) runs.push_back(&a);
         }
         if (runs.empty()) {
-          absl::StrAppend(&out, steps("end", "    "));
+          steps("end");
         } else {
-          absl::StrAppend(&out, "    for (", idx, " fb_run = begin; fb_run < end; fb_run += ", run, ") {\n", "      const ",
-                          idx, " fb_run_end = fb_run + ", run, " < end ? fb_run + ", run, " : end;\n");
-          for (const Accumulator* a : runs) absl::StrAppend(&out, "      ", ComputeCType(a->dtype), " fb_run_t", a->temp, ";\n");
-          absl::StrAppend(&out, "      {\n");
-          for (const Accumulator* a : runs) absl::StrAppend(&out, AccumulatorDecl(*a, "        "));
-          absl::StrAppend(&out, steps("fb_run_end", "        "));
-          for (const Accumulator* a : runs) absl::StrAppend(&out, "        fb_run_t", a->temp, " = t", a->temp, ";\n");
-          absl::StrAppend(&out, "      }\n");
+          auto run_loop = w.Block("for (", idx, " fb_run = begin; fb_run < end; fb_run += ", run, ")");
+          w.Line("const ", idx, " fb_run_end = fb_run + ", run, " < end ? fb_run + ", run, " : end;");
+          for (const Accumulator* a : runs) w.Line(ComputeCType(a->dtype), " fb_run_t", a->temp, ";");
+          {
+            auto fresh = w.Block();
+            for (const Accumulator* a : runs) AccumulatorDecl(w, *a);
+            steps("fb_run_end");
+            for (const Accumulator* a : runs) w.Line("fb_run_t", a->temp, " = t", a->temp, ";");
+          }
           for (const Accumulator* a : runs) {
             const std::string t = absl::StrCat("t", a->temp);
-            absl::StrAppend(&out, "      ", t, " = ", absl::Substitute(op_template(a->op), t, "fb_run_" + t), ";\n");
+            w.Line(t, " = ", absl::Substitute(op_template(a->op), t, "fb_run_" + t), ";");
           }
-          absl::StrAppend(&out, "    }\n");
         }
-        absl::StrAppend(&out, "    for (", idx, " j = j0; j < end; ++j) {\n", fold("      "), "    }\n    {\n",
-                        partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false));
+        {
+          auto tail = w.Block("for (", idx, " j = j0; j < end; ++j)");
+          fold();
+        }
+        auto store = w.Block();
+        partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false);
       } else {
-        absl::StrAppend(&out, "    for (long long j = begin + threadIdx.x; j < end; j += ", kCudaBlockSize, ") {\n",
-                        fold("      "), "    }\n", combine(), "    if (threadIdx.x == 0) {\n",
-                        partial_slots("[blockIdx.x]", /*load=*/false));
+        {
+          auto loop = w.Block("for (long long j = begin + threadIdx.x; j < end; j += ", kCudaBlockSize, ")");
+          fold();
+        }
+        combine();
+        auto store = w.Block("if (threadIdx.x == 0)");
+        partial_slots("[blockIdx.x]", /*load=*/false);
       }
-      absl::StrAppend(&out, "    }\n  }\n}\n");
     }
     // The combine is launched as a programmatic dependent of the partial
     // kernel (Driver::Launch, LaunchDims::programmatic): its blocks may start
     // before the partial kernel ends and wait here for its results.
-    absl::StrAppend(&out, "\n", open(k.name), kWaitForPriorGrid);
+    w.Line();
+    auto kernel = w.Block(Signature(k.name, params));
+    WaitForPriorGrid(w);
     if (columns) {
-      absl::StrAppend(&out, "  const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;\n  if (r < ",
-                      rows, ") {\n");
+      w.Line("const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;");
     } else {
-      absl::StrAppend(&out, "  const long long r = blockIdx.x;\n  {\n");
+      w.Line("const long long r = blockIdx.x;");
     }
-    for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, AccumulatorDecl(a, "    "));
-    absl::StrAppend(&out, columns ? absl::StrCat("    for (int p = 0; p < ", split, "; ++p) {\n")
-                                  : absl::StrCat("    for (int p = threadIdx.x; p < ", split, "; p += ", kCudaBlockSize, ") {\n"),
-                    partial_slots(columns ? absl::StrCat("[p * ", rows, " + r]") : absl::StrCat("[r * ", split, " + p]"),
-                                  /*load=*/true),
-                    "    }\n", combine(), OpenRowStores(k), Statements(k, k.row_body, op_template, "      "), "    }\n  }\n}\n");
-    return out;
+    {
+      auto row = w.Block(columns ? absl::StrCat("if (r < ", rows, ")") : "");
+      for (const Accumulator& a : pass.accumulators) AccumulatorDecl(w, a);
+      {
+        auto parts = w.Block(columns ? absl::StrCat("for (int p = 0; p < ", split, "; ++p)")
+                                     : absl::StrCat("for (int p = threadIdx.x; p < ", split, "; p += ", kCudaBlockSize, ")"));
+        partial_slots(columns ? absl::StrCat("[p * ", rows, " + r]") : absl::StrCat("[r * ", split, " + p]"), /*load=*/true);
+      }
+      combine();
+      w.Raw(OpenRowStores(k));
+      {
+        auto stores = w.Indented();
+        Statements(w, k, k.row_body, op_template);
+      }
+      w.Line("}");  // OpenRowStores' scope
+    }
+    kernel.End();
+    return std::move(w).Release();
   }
 
   // Dense pointwise kernels (CudaVectorWidth > 1): each thread takes V
@@ -365,18 +395,21 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     auto op_template = [](graph::Op op) { return graph::Info(op).cuda_expr; };
     const char* idx = k.index64 ? "long long" : "int";
     const std::vector<std::string> index_of = *VectorIndices(k, v);  // CudaVectorWidth checked it
-    std::string aligned, loads, stores;
+    std::string aligned;
+    CodeWriter loads(2), stores(2);  // the aligned path's, before and after its body
     Kernel lanes = k;  // the body over register arrays, lane `k`
     for (size_t n = 0; n < lanes.buffers.size(); ++n) {
       BufferParam& b = lanes.buffers[n];
       const std::string type = StorageCType(b.dtype);
       absl::StrAppend(&aligned, aligned.empty() ? "" : " | ", "(unsigned long long)", b.name);
-      absl::StrAppend(&loads, "    ", type, " ", b.name, "_v[", v, "];\n");
+      loads.Line(type, " ", b.name, "_v[", v, "];");
       std::string first = "base";
       if (!index_of[n].empty() && index_of[n] != "i") {  // its index at i = base, in a scope of its own
         first = b.name + "_first";
-        absl::StrAppend(&loads, "    ", idx, " ", first, ";\n    {\n      const ", idx, " i = base;\n      ", first, " = ",
-                        index_of[n], ";\n    }\n");
+        loads.Line(idx, " ", first, ";");
+        auto scope = loads.Block();
+        loads.Line("const ", idx, " i = base;");
+        loads.Line(first, " = ", index_of[n], ";");
       }
       // Every element is read or written once (StreamEverywhere).
       const std::string vec =
@@ -384,33 +417,47 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       if (!b.is_output) {
         // A broadcast operand is read again by other threads: never streamed.
         const CacheHint hint = first == "base" ? StreamEverywhere(tuning_) : CacheHint::kNormal;
-        absl::StrAppend(&loads, "    *reinterpret_cast<uint4*>(", b.name, "_v) = ", HintedLoad(hint, vec), ";\n");
+        loads.Line("*reinterpret_cast<uint4*>(", b.name, "_v) = ", HintedLoad(hint, vec), ";");
       } else {
-        absl::StrAppend(&stores, "    ", HintedStore(StreamEverywhere(tuning_), vec, absl::StrCat("*reinterpret_cast<const uint4*>(", b.name, "_v)")), ";\n");
+        stores.Line(HintedStore(StreamEverywhere(tuning_), vec, absl::StrCat("*reinterpret_cast<const uint4*>(", b.name, "_v)")),
+                    ";");
       }
       b.name += "_v";
     }
     for (Stmt& st : lanes.body) {
       if (st.is_access()) st.index = IndexExpr::Var("k", v);
     }
-    std::string out = absl::StrCat(Prelude(), "\n// ", k.name, ": ", k.dynamic_extent ? "fb_n (run-time)" : absl::StrCat(k.numel),
-                                   " elements, ", v, " per thread in 16-byte accesses\n");
-    absl::StrAppend(&out, "extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", k.name, "(", Params(k),
-                    ") {\n  const ", idx, " base = ((", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x) * ", v,
-                    ";\n  if (base + ", v, " <= ", Extent(k), " && ((", aligned, ") & 15) == 0) {\n", loads,
-                    "#pragma unroll\n    for (int k = 0; k < ", v, "; ++k) {\n",
-                    Statements(lanes, lanes.body, op_template, "      "), "    }\n", stores, "  } else {\n",
-                    "    for (int k = 0; k < ", v, "; ++k) {\n      const ", idx, " i = base + k;\n      if (i >= ",
-                    Extent(k), ") break;\n", Statements(k, k.body, op_template, "      "), "    }\n  }\n}\n");
-    return out;
+    CodeWriter w;
+    w.Raw(Prelude());
+    w.Line();
+    w.Line("// ", k.name, ": ", k.dynamic_extent ? "fb_n (run-time)" : absl::StrCat(k.numel), " elements, ", v,
+           " per thread in 16-byte accesses");
+    {
+      auto kernel = w.Block(Signature(k.name, Params(k)));
+      w.Line("const ", idx, " base = ((", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x) * ", v, ";");
+      auto path = w.Block("if (base + ", v, " <= ", Extent(k), " && ((", aligned, ") & 15) == 0)");
+      w.Raw(loads.text());
+      w.Directive("#pragma unroll");
+      {
+        auto each = w.Block("for (int k = 0; k < ", v, "; ++k)");
+        Statements(w, lanes, lanes.body, op_template);
+      }
+      w.Raw(stores.text());
+      path.Else();
+      auto each = w.Block("for (int k = 0; k < ", v, "; ++k)");
+      w.Line("const ", idx, " i = base + k;");
+      w.Line("if (i >= ", Extent(k), ") break;");
+      Statements(w, k, k.body, op_template);
+    }
+    return std::move(w).Release();
   }
 
  protected:
   std::string OpenRowStores(const Kernel&) const override {
     switch (spread_.strategy) {
-      case RowStrategy::kBlockPerRow: return "    if (threadIdx.x == 0) {\n";
-      case RowStrategy::kWarpPerRow: return "    if ((threadIdx.x & 31) == 0) {\n";
-      case RowStrategy::kThreadPerRow: return "    {\n";
+      case RowStrategy::kBlockPerRow: return OpeningAt(2, "if (threadIdx.x == 0)");
+      case RowStrategy::kWarpPerRow: return OpeningAt(2, "if ((threadIdx.x & 31) == 0)");
+      case RowStrategy::kThreadPerRow: return OpeningAt(2);
     }
     return "";
   }

@@ -1,12 +1,14 @@
 #include "backend/cuda/row_printer.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/substitute.h"
 #include "backend/c_printer.h"
+#include "backend/code_writer.h"
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/held_row_values.h"
 
@@ -16,23 +18,20 @@ namespace {
 // `bytes` (4, 8, or a multiple of 16) from `src` to `dst`, both pointers, in
 // accesses of up to 16 bytes; a load from global `src` with `load`, or a store
 // to global `dst` with `store`.
-std::string VectorCopy(const std::string& dst, const std::string& src, int bytes, const std::string& indent,
-                       CacheHint load, CacheHint store) {
+void VectorCopy(CodeWriter& w, const std::string& dst, const std::string& src, int bytes, CacheHint load, CacheHint store) {
   const int chunk = std::min(bytes, 16);
   const char* type = chunk == 16 ? "uint4" : chunk == 8 ? "uint2" : "unsigned int";
-  std::string out;
   for (int c = 0; c < bytes / chunk; ++c) {
     const std::string to = absl::StrCat("reinterpret_cast<", type, "*>(", dst, ")");
     const std::string from = absl::StrCat("reinterpret_cast<const ", type, "*>(", src, ")");
     if (load != CacheHint::kNormal) {
-      absl::StrAppend(&out, indent, to, "[", c, "] = ", HintedLoad(load, absl::StrCat(from, " + ", c)), ";\n");
+      w.Line(to, "[", c, "] = ", HintedLoad(load, absl::StrCat(from, " + ", c)), ";");
     } else if (store != CacheHint::kNormal) {
-      absl::StrAppend(&out, indent, HintedStore(store, absl::StrCat(to, " + ", c), absl::StrCat(from, "[", c, "]")), ";\n");
+      w.Line(HintedStore(store, absl::StrCat(to, " + ", c), absl::StrCat(from, "[", c, "]")), ";");
     } else {
-      absl::StrAppend(&out, indent, to, "[", c, "] = ", from, "[", c, "];\n");
+      w.Line(to, "[", c, "] = ", from, "[", c, "];");
     }
   }
-  return out;
 }
 
 // Rows held in registers and shared memory (CudaRowLayout::shared_groups):
@@ -90,24 +89,25 @@ class RowPrinter {
   std::string Print() const {
     const bool warp = spread_.strategy == RowStrategy::kWarpPerRow;
     const std::string extent = k_.dynamic_extent ? "fb_n" : absl::StrCat(k_.num_rows, k_.index64 ? "LL" : "");
-    std::string out = absl::StrCat(hooks_.prelude, layout_.shared_groups > 0 ? kRowCachePrelude : "", "\n// ", k_.name, ": ");
-    if (k_.dynamic_extent) {
-      absl::StrAppend(&out, "fb_n (run-time) rows of ", k_.row_length);
-    } else {
-      absl::StrAppend(&out, k_.numel, " elements, ", k_.num_rows, " rows of ", k_.row_length);
-    }
+    CodeWriter w;
+    w.Raw(hooks_.prelude);
+    if (layout_.shared_groups > 0) w.Raw(kRowCachePrelude);
+    w.Line();
     const int lanes = layout_.threads_per_row;  // warp rows: L lanes each, 32 / L rows per warp
     const bool short_rows = warp && lanes < 32;
-    absl::StrAppend(&out, "; ", lanes, " threads per row", short_rows ? absl::StrCat(" (", 32 / lanes, " rows per warp)") : "",
-                    ", groups of ", v_,
-                    !PersistentRows(k_) || layout_.on_chip ? ""
-                    : LoopsReadingTwice(k_, spread_)            ? ", looped (read twice, the second time from the L2)"
-                    : LoopsOneGroupPerStep(k_, spread_, tuning_) ? ", looped (one group per step, the row kept in the L2)"
-                                                       : ", looped (over the register budget)",
-                    layout_.shared_groups > 0 ? absl::StrCat(", on chip: the last ", layout_.shared_groups,
-                                                             " groups of each thread in shared memory")
-                                              : "",
-                    "\n", layout_.shared_groups > 0 ? "extern __shared__ __align__(16) unsigned char fb_smem[];\n" : "");
+    w.Line("// ", k_.name, ": ",
+           k_.dynamic_extent ? absl::StrCat("fb_n (run-time) rows of ", k_.row_length)
+                             : absl::StrCat(k_.numel, " elements, ", k_.num_rows, " rows of ", k_.row_length),
+           "; ", lanes, " threads per row", short_rows ? absl::StrCat(" (", 32 / lanes, " rows per warp)") : "",
+           ", groups of ", v_,
+           !PersistentRows(k_) || layout_.on_chip ? ""
+           : LoopsReadingTwice(k_, spread_)            ? ", looped (read twice, the second time from the L2)"
+           : LoopsOneGroupPerStep(k_, spread_, tuning_) ? ", looped (one group per step, the row kept in the L2)"
+                                              : ", looped (over the register budget)",
+           layout_.shared_groups > 0
+               ? absl::StrCat(", on chip: the last ", layout_.shared_groups, " groups of each thread in shared memory")
+               : "");
+    if (layout_.shared_groups > 0) w.Line("extern __shared__ __align__(16) unsigned char fb_smem[];");
     // A warp-per-row block holds rows_per_block rows, one per L lanes.
     int lane_bits = 0;
     while ((1 << lane_bits) < lanes) ++lane_bits;
@@ -115,10 +115,6 @@ class RowPrinter {
         ? absl::StrCat("(", idx_, ")blockIdx.x * ", layout_.rows_per_block, " + ",
                        lane_bits > 0 ? absl::StrCat("(threadIdx.x >> ", lane_bits, ")") : "threadIdx.x")
         : absl::StrCat("(", idx_, ")blockIdx.x");
-    // One block per SM walks the rows (CudaRowLayout::grid_stride), or one row per block / warp.
-    const std::string open_row = layout_.grid_stride
-        ? absl::StrCat("  for (", idx_, " r = blockIdx.x; r < ", extent, "; r += gridDim.x) {\n")
-        : absl::StrCat("  const ", idx_, " r = ", row, ";\n  if (r < ", extent, ") {\n");
     const std::string params =
         absl::StrCat(CPrinter::ParamList(k_, /*restrict_qualified=*/true), k_.dynamic_extent ? ", long long fb_n" : "");
     const std::string aligned = AlignedPointers();
@@ -131,61 +127,79 @@ class RowPrinter {
     const bool instances = !aligned.empty() && layout_.on_chip;
     const std::string kernel =
         absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", layout_.block_size,
-                     layout_.min_blocks > 0 ? absl::StrCat(", ", layout_.min_blocks) : "", ") ", k_.name, "(", params, ") {\n");
+                     layout_.min_blocks > 0 ? absl::StrCat(", ", layout_.min_blocks) : "", ") ", k_.name, "(", params, ")");
     if (instances) {
-      const std::string rows = absl::StrCat("template <bool fb_vec>\nFB_INLINE void ", k_.name, "_rows(", params, ")");
+      const std::string rows = absl::StrCat("FB_INLINE void ", k_.name, "_rows(", params, ")");
       std::string args;
       for (const BufferParam& b : k_.buffers) absl::StrAppend(&args, args.empty() ? "" : ", ", b.name);
       if (k_.dynamic_extent) absl::StrAppend(&args, ", fb_n");
-      absl::StrAppend(&out, rows, ";\n", kernel, "  if (", aligned, ") {\n    ", k_.name, "_rows<true>(", args,
-                      ");\n  } else {\n    ", k_.name, "_rows<false>(", args, ");\n  }\n}\n", rows, " {\n");
+      w.Line("template <bool fb_vec>");
+      w.Line(rows, ";");
+      {
+        auto entry = w.Block(kernel);
+        auto pick = w.Block("if (", aligned, ")");
+        w.Line(k_.name, "_rows<true>(", args, ");");
+        pick.Else();
+        w.Line(k_.name, "_rows<false>(", args, ");");
+      }
+      w.Line("template <bool fb_vec>");
+      w.Open(rows);
     } else {
-      absl::StrAppend(&out, kernel);
+      w.Open(kernel);
+    }
+    // One block per SM walks the rows (CudaRowLayout::grid_stride), or one row per block / warp.
+    if (layout_.grid_stride) {
+      w.Open("for (", idx_, " r = blockIdx.x; r < ", extent, "; r += gridDim.x)");
+    } else {
+      w.Line("const ", idx_, " r = ", row, ";");
+      w.Open("if (r < ", extent, ")");
     }
     // Rows of a warp past the last row skip the whole row (r < extent), so
     // shuffles name the row's own lanes (fb_mask), never the whole warp.
-    absl::StrAppend(&out, open_row, "    const int fb_lane = ",
-                    !warp ? "threadIdx.x" : lanes == 1 ? "0" : absl::StrCat("threadIdx.x & ", lanes - 1), ";\n");
+    w.Line("const int fb_lane = ", !warp ? "threadIdx.x" : lanes == 1 ? "0" : absl::StrCat("threadIdx.x & ", lanes - 1), ";");
     if (short_rows && lanes > 1) {
-      absl::StrAppend(&out, "    const unsigned fb_mask = 0x", absl::Hex((uint64_t{1} << lanes) - 1), "u << (threadIdx.x & ",
-                      32 - lanes, ");\n");
+      w.Line("const unsigned fb_mask = 0x", absl::Hex((uint64_t{1} << lanes) - 1), "u << (threadIdx.x & ", 32 - lanes, ");");
     }
-    if (!aligned.empty() && !instances) absl::StrAppend(&out, "    const bool fb_vec = ", aligned, ";\n");
+    if (!aligned.empty() && !instances) w.Line("const bool fb_vec = ", aligned, ";");
 
     if (layout_.on_chip) {
       int64_t shared_offset = 0;  // elements of fb_smem before this slot's
       for (size_t c = 0; c < k_.cached_loads.size(); ++c) {
         const char* type = ComputeCType(k_.cached_loads[c].dtype);
         if (layout_.shared_groups == 0 || !preloaded_.contains(static_cast<int>(c))) {
-          absl::StrAppend(&out, "    ", type, " c", c, "[", layout_.groups * v_, "];\n");
+          w.Line(type, " c", c, "[", layout_.groups * v_, "];");
           continue;
         }
         const int64_t registers = (layout_.groups - layout_.shared_groups) * v_;
-        absl::StrAppend(&out, "    fb_row_cache<", type, ", ", registers, ", ", layout_.block_size, ", ", v_, "> c", c,
-                        ";\n    c", c, ".s = reinterpret_cast<", type, "*>(fb_smem) + ", shared_offset, " + threadIdx.x * ",
-                        v_, ";\n");
+        w.Line("fb_row_cache<", type, ", ", registers, ", ", layout_.block_size, ", ", v_, "> c", c, ";");
+        w.Line("c", c, ".s = reinterpret_cast<", type, "*>(fb_smem) + ", shared_offset, " + threadIdx.x * ", v_, ";");
         shared_offset += layout_.shared_groups * v_ * layout_.block_size;
       }
       LoopPlan plan{.lanes = k_};
       for (int slot : preloaded_) plan.loads.push_back(CachedAccess(slot, /*next_loop=*/0));
-      if (!plan.loads.empty()) absl::StrAppend(&out, Loop(plan, nullptr, /*preload=*/true));
-      if (AsyncPreload(plan)) absl::StrAppend(&out, "    fb_cp_async_wait();\n");
+      if (!plan.loads.empty()) Loop(w, plan, nullptr, /*preload=*/true);
+      if (AsyncPreload(plan)) w.Line("fb_cp_async_wait();");
     }
     for (size_t p = 0; p < k_.passes.size(); ++p) {
       const Pass& pass = k_.passes[p];
-      for (const Accumulator& a : pass.accumulators) absl::StrAppend(&out, CPrinter::AccumulatorDecl(a, "    "));
-      absl::StrAppend(&out, Loop(Plan(p), &pass.accumulators));
+      for (const Accumulator& a : pass.accumulators) CPrinter::AccumulatorDecl(w, a);
+      Loop(w, Plan(p), &pass.accumulators);
       for (const Accumulator& a : pass.accumulators) {
-        absl::StrAppend(&out, hooks_.after_pass(a, CPrinter::CombineLambda(a, OpTemplate(a.op)), lanes));
+        w.Raw(hooks_.after_pass(a, CPrinter::CombineLambda(a, OpTemplate(a.op)), lanes));
       }
     }
-    if (!k_.elementwise.empty()) absl::StrAppend(&out, Loop(Plan(k_.passes.size()), nullptr));
+    if (!k_.elementwise.empty()) Loop(w, Plan(k_.passes.size()), nullptr);
     if (!k_.row_body.empty()) {
-      absl::StrAppend(&out, short_rows ? "    if (fb_lane == 0) {\n" : hooks_.open_row_stores,
-                      CPrinter::Statements(k_, k_.row_body, OpTemplate, "      "),
-                      "    }\n");
+      w.Raw(short_rows ? CPrinter::OpeningAt(2, "if (fb_lane == 0)") : hooks_.open_row_stores);
+      {
+        auto stores = w.Indented();
+        CPrinter::Statements(w, k_, k_.row_body, OpTemplate);
+      }
+      w.Line("}");  // the stores' scope
     }
-    return absl::StrCat(out, "  }\n}\n");
+    w.Close();  // the row
+    w.Close();  // the function
+    return std::move(w).Release();
   }
 
  private:
@@ -299,7 +313,7 @@ class RowPrinter {
   // them). Looped rows: steps of kCudaLoopGroups groups, each step loading all
   // its groups into c<array> before using any, so the loads are in flight
   // together.
-  std::string Loop(const LoopPlan& plan, const std::vector<Accumulator>* accumulators, bool preload = false) const {
+  void Loop(CodeWriter& w, const LoopPlan& plan, const std::vector<Accumulator>* accumulators, bool preload = false) const {
     const int64_t width = int64_t{layout_.threads_per_row} * v_;  // elements per group of all the row's threads
     const int64_t step = width * layout_.groups;                      // elements per step of a looped row
     const bool persistent = layout_.on_chip;
@@ -322,130 +336,166 @@ class RowPrinter {
         if (RoundsEachFold(a)) runs.push_back(&a);
       }
     }
-    std::string out, loop_in = runs.empty() ? "    " : "        ";
-    if (!runs.empty()) {
-      absl::StrAppend(&out, "    for (int fb_run = 0; fb_run < ", steps, "; fb_run += ", run, ") {\n");
-      for (const Accumulator* a : runs) absl::StrAppend(&out, "      ", ComputeCType(a->dtype), " fb_run_t", a->temp, ";\n");
-      absl::StrAppend(&out, "      {\n");
-      for (const Accumulator* a : runs) absl::StrAppend(&out, CPrinter::AccumulatorDecl(*a, loop_in));
-    }
-    std::string in = loop_in;
-    if (!persistent) {
+    auto run_loop = runs.empty() ? w.Indented(0) : w.Block("for (int fb_run = 0; fb_run < ", steps, "; fb_run += ", run, ")");
+    for (const Accumulator* a : runs) w.Line(ComputeCType(a->dtype), " fb_run_t", a->temp, ";");
+    auto fresh = runs.empty() ? w.Indented(0) : w.Block();
+    for (const Accumulator* a : runs) CPrinter::AccumulatorDecl(w, *a);
+    auto open_steps = [&] {
       const std::string first = runs.empty() ? "0" : "fb_run";
       const std::string bound =
           runs.empty() ? absl::StrCat(steps)
                        : absl::StrCat("(fb_run + ", run, " < ", steps, " ? fb_run + ", run, " : ", steps, ")");
-      absl::StrAppend(&out, in,
-                      counted ? absl::StrCat("for (int fb_step = ", first, "; fb_step < ", bound, "; ++fb_step) {\n", in,
-                                             "  const ", idx_, " jc = (", idx_, ")fb_lane * ", v_, " + (", idx_,
-                                             ")fb_step * ", step, ";\n")
-                              : absl::StrCat("for (", idx_, " jc = (", idx_, ")fb_lane * ", v_, "; jc < ", n_,
-                                             "; jc += ", step, ") {\n"));
-      in += "  ";
+      return counted ? w.Block("for (int fb_step = ", first, "; fb_step < ", bound, "; ++fb_step)")
+                     : w.Block("for (", idx_, " jc = (", idx_, ")fb_lane * ", v_, "; jc < ", n_, "; jc += ", step, ")");
+    };
+    auto step_loop = persistent ? w.Indented(0) : open_steps();
+    if (!persistent) {
+      if (counted) w.Line("const ", idx_, " jc = (", idx_, ")fb_lane * ", v_, " + (", idx_, ")fb_step * ", step, ";");
       for (const Access& a : plan.loads) {
-        absl::StrAppend(&out, in, ComputeCType(k_.buffers[a.buffer].dtype), " c", a.array, "[", layout_.groups * v_, "];\n");
+        w.Line(ComputeCType(k_.buffers[a.buffer].dtype), " c", a.array, "[", layout_.groups * v_, "];");
       }
     }
     const bool guard = persistent ? k_.row_length % width != 0 : !counted || k_.row_length % step != 0;
-    const std::string body_in = in + (guard ? "    " : "  ");
-    const std::string open_groups = absl::StrCat(
-        in, "#pragma unroll\n", in, "for (int q = 0; q < ", layout_.groups, "; ++q) {\n", in, "  const ", idx_, " jv = ",
-        persistent ? absl::StrCat("((", idx_, ")fb_lane + q * ", layout_.threads_per_row, ") * ", v_)
-                   : absl::StrCat("jc + q * ", width),
-        ";\n", guard ? absl::StrCat(in, "  if (jv < ", n_, ") {\n") : "");
-    const std::string close_groups = absl::StrCat(guard ? absl::StrCat(in, "  }\n") : "", in, "}\n");
+    // The loop over the thread's groups (q), `body` for each group within the row.
+    auto groups = [&](const std::function<void()>& body) {
+      w.Line("#pragma unroll");
+      auto loop = w.Block("for (int q = 0; q < ", layout_.groups, "; ++q)");
+      w.Line("const ", idx_, " jv = ",
+             persistent ? absl::StrCat("((", idx_, ")fb_lane + q * ", layout_.threads_per_row, ") * ", v_)
+                        : absl::StrCat("jc + q * ", width),
+             ";");
+      auto in_row = guard ? w.Block("if (jv < ", n_, ")") : w.Indented(0);
+      body();
+    };
     if (preload) {
-      if (!AsyncPreload(plan)) return absl::StrCat(out, open_groups, LoadGroup(plan, body_in), close_groups);
+      if (!AsyncPreload(plan)) return groups([&] { LoadGroup(w, plan); });
       // The groups held in shared memory are copied there by cp.async.
-      std::string copies;
-      for (const Access& a : plan.loads) {
-        absl::StrAppend(&copies, body_in, "  fb_cp_async16(&c", a.array, "[q * ", v_, "], ", k_.buffers[a.buffer].name,
-                        " + (", a.index.ToString(), "));\n");
+      return groups([&] {
+        auto copy = w.Block("if (q >= ", layout_.groups - layout_.shared_groups, " && fb_vec)");
+        w.Line("const ", idx_, " j = jv;");
+        for (const Access& a : plan.loads) {
+          w.Line("fb_cp_async16(&c", a.array, "[q * ", v_, "], ", k_.buffers[a.buffer].name, " + (", a.index.ToString(), "));");
+        }
+        copy.Else();
+        LoadGroup(w, plan);
+      });
+    }
+    if (!persistent && !plan.loads.empty()) groups([&] { LoadGroup(w, plan); });
+    groups([&] {
+      if (persistent) LoadGroup(w, plan);
+      for (const Access& a : plan.stores) w.Line(StorageCType(k_.buffers[a.buffer].dtype), " s", a.array, "[", v_, "];");
+      {
+        if (v_ > 1) w.Line("#pragma unroll");
+        auto element = v_ > 1 ? w.Block("for (int e = 0; e < ", v_, "; ++e)") : w.Block();
+        if (v_ > 1) {
+          w.Line("const int k = q * ", v_, " + e;");
+          w.Line("const ", idx_, " j = jv + e;");
+        } else {
+          w.Line("const int k = q;");
+          w.Line("const ", idx_, " j = jv;");
+        }
+        CPrinter::Statements(w, plan.lanes, plan.body, OpTemplate, /*cached_loads=*/true);
+        if (accumulators != nullptr) {
+          for (const Accumulator& a : *accumulators) {
+            CPrinter::AccumulateStep(w, a, OpTemplate(a.op), absl::StrCat("t", a.value), "(long long)j");
+          }
+        }
       }
-      return absl::StrCat(out, open_groups, body_in, "if (q >= ", layout_.groups - layout_.shared_groups,
-                          " && fb_vec) {\n", body_in, "  const ", idx_, " j = jv;\n", copies, body_in, "} else {\n",
-                          LoadGroup(plan, body_in + "  "), body_in, "}\n", close_groups);
+      StoreGroup(w, plan);
+    });
+    step_loop.End();
+    for (const Accumulator* a : runs) w.Line("fb_run_t", a->temp, " = t", a->temp, ";");
+    fresh.End();
+    for (const Accumulator* a : runs) {
+      const std::string t = absl::StrCat("t", a->temp);
+      w.Line(t, " = ", absl::Substitute(OpTemplate(a->op), t, "fb_run_" + t), ";");
     }
-    if (!persistent && !plan.loads.empty()) absl::StrAppend(&out, open_groups, LoadGroup(plan, body_in), close_groups);
-    absl::StrAppend(&out, open_groups);
-    if (persistent) absl::StrAppend(&out, LoadGroup(plan, body_in));
-    for (const Access& a : plan.stores) {
-      absl::StrAppend(&out, body_in, StorageCType(k_.buffers[a.buffer].dtype), " s", a.array, "[", v_, "];\n");
-    }
-    const std::string e_in = body_in + "  ";
-    if (v_ > 1) {
-      absl::StrAppend(&out, body_in, "#pragma unroll\n", body_in, "for (int e = 0; e < ", v_, "; ++e) {\n", e_in,
-                      "const int k = q * ", v_, " + e;\n", e_in, "const ", idx_, " j = jv + e;\n");
-    } else {
-      absl::StrAppend(&out, body_in, "{\n", e_in, "const int k = q;\n", e_in, "const ", idx_, " j = jv;\n");
-    }
-    absl::StrAppend(&out, CPrinter::Statements(plan.lanes, plan.body, OpTemplate, e_in, /*cached_loads=*/true));
-    if (accumulators != nullptr) {
-      for (const Accumulator& a : *accumulators) {
-        absl::StrAppend(&out, CPrinter::AccumulateStep(a, OpTemplate(a.op), absl::StrCat("t", a.value), "(long long)j", e_in));
-      }
-    }
-    absl::StrAppend(&out, body_in, "}\n", StoreGroup(plan, body_in), close_groups);
-    if (!persistent) absl::StrAppend(&out, loop_in, "}\n");
-    if (!runs.empty()) {
-      for (const Accumulator* a : runs) absl::StrAppend(&out, loop_in, "fb_run_t", a->temp, " = t", a->temp, ";\n");
-      absl::StrAppend(&out, "      }\n");
-      for (const Accumulator* a : runs) {
-        const std::string t = absl::StrCat("t", a->temp);
-        absl::StrAppend(&out, "      ", t, " = ", absl::Substitute(OpTemplate(a->op), t, "fb_run_" + t), ";\n");
-      }
-      absl::StrAppend(&out, "    }\n");
-    }
-    return out;
+  }
+
+  // `line` for each element e of the group, j its position in the row.
+  void EachElement(CodeWriter& w, const std::string& line) const {
+    w.Line("#pragma unroll");
+    auto element = w.Block("for (int e = 0; e < ", v_, "; ++e)");
+    w.Line("const ", idx_, " j = jv + e;");
+    w.Line(line);
+  }
+  // The group's 16-byte accesses where the pointers are aligned (`vector`,
+  // j at the group's first element), else `scalar`.
+  void AlignedOrScalar(CodeWriter& w, const std::function<void()>& vector, const std::function<void()>& scalar) const {
+    auto branch = w.Block("if (fb_vec)");
+    w.Line("const ", idx_, " j = jv;");
+    vector();
+    branch.Else();
+    scalar();
   }
 
   // Loads one group (jv, q in scope) of each staged load into c<array>[q * V + e].
-  std::string LoadGroup(const LoopPlan& plan, const std::string& in) const {
-    std::string out, vector, scalar, convert;
+  void LoadGroup(CodeWriter& w, const LoopPlan& plan) const {
+    auto staged = [](const Access& a) { return absl::StrCat("fb_t", a.array); };
+    bool vector = false;
     for (const Access& a : plan.loads) {
       const BufferParam& b = k_.buffers[a.buffer];
       const std::string load = CPrinter::LoadExpression(k_, a.buffer, a.index);
       if (v_ == 1) {
-        absl::StrAppend(&out, in, "{\n", in, "  const ", idx_, " j = jv;\n", in, "  c", a.array, "[q] = ", load, ";\n", in,
-                        "}\n");
-        continue;
+        auto element = w.Block();
+        w.Line("const ", idx_, " j = jv;");
+        w.Line("c", a.array, "[q] = ", load, ";");
+      } else if (!a.vector) {
+        EachElement(w, absl::StrCat("c", a.array, "[q * ", v_, " + e] = ", load, ";"));
+      } else {
+        w.Line(StorageCType(b.dtype), " ", staged(a), "[", v_, "];");
+        vector = true;
       }
-      if (!a.vector) {
-        absl::StrAppend(&out, in, "#pragma unroll\n", in, "for (int e = 0; e < ", v_, "; ++e) {\n", in, "  const ", idx_,
-                        " j = jv + e;\n", in, "  c", a.array, "[q * ", v_, " + e] = ", load, ";\n", in, "}\n");
-        continue;
-      }
-      const std::string t = absl::StrCat("fb_t", a.array);
-      absl::StrAppend(&out, in, StorageCType(b.dtype), " ", t, "[", v_, "];\n");
-      absl::StrAppend(&vector, VectorCopy(t, absl::StrCat(b.name, " + (", a.index.ToString(), ")"),
-                                          v_ * DTypeSize(b.dtype), in + "  ", a.hint, CacheHint::kNormal));
-      absl::StrAppend(&scalar, in, "  #pragma unroll\n", in, "  for (int e = 0; e < ", v_, "; ++e) {\n", in, "    const ", idx_, " j = jv + e;\n",
-                      in, "    ", t, "[e] = ", b.name, "[", a.index.ToString(), "];\n", in, "  }\n");
-      Kernel staged;
-      staged.buffers.push_back({t, b.dtype});
-      absl::StrAppend(&convert, in, "#pragma unroll\n", in, "for (int e = 0; e < ", v_, "; ++e) c", a.array, "[q * ", v_,
-                      " + e] = ", CPrinter::LoadExpression(staged, 0, IndexExpr::Var("e", v_)), ";\n");
     }
-    if (vector.empty()) return out;
-    // Rows in registers and shared memory: the scalar path's loads of all
-    // groups, hoisted ahead together, would spill; one group at a time.
-    if (layout_.shared_groups > 0) absl::StrAppend(&scalar, in, "  asm volatile(\"\" ::: \"memory\");\n");
-    return absl::StrCat(out, in, "if (fb_vec) {\n", in, "  const ", idx_, " j = jv;\n", vector, in, "} else {\n", scalar, in, "}\n", convert);
+    if (!vector) return;
+    AlignedOrScalar(
+        w,
+        [&] {
+          for (const Access& a : plan.loads) {
+            const BufferParam& b = k_.buffers[a.buffer];
+            if (a.vector) {
+              VectorCopy(w, staged(a), absl::StrCat(b.name, " + (", a.index.ToString(), ")"), v_ * DTypeSize(b.dtype), a.hint,
+                         CacheHint::kNormal);
+            }
+          }
+        },
+        [&] {
+          for (const Access& a : plan.loads) {
+            const BufferParam& b = k_.buffers[a.buffer];
+            if (a.vector) EachElement(w, absl::StrCat(staged(a), "[e] = ", b.name, "[", a.index.ToString(), "];"));
+          }
+          // Rows in registers and shared memory: the scalar path's loads of all
+          // groups, hoisted ahead together, would spill; one group at a time.
+          if (layout_.shared_groups > 0) w.Line("asm volatile(\"\" ::: \"memory\");");
+        });
+    for (const Access& a : plan.loads) {
+      if (!a.vector) continue;
+      Kernel regs;
+      regs.buffers.push_back({staged(a), k_.buffers[a.buffer].dtype});
+      w.Line("#pragma unroll");
+      w.Line("for (int e = 0; e < ", v_, "; ++e) c", a.array, "[q * ", v_,
+             " + e] = ", CPrinter::LoadExpression(regs, 0, IndexExpr::Var("e", v_)), ";");
+    }
   }
 
   // Writes one group of each staged store from s<array>.
-  std::string StoreGroup(const LoopPlan& plan, const std::string& in) const {
-    if (plan.stores.empty()) return "";
-    std::string vector, scalar;
-    for (const Access& a : plan.stores) {
-      const BufferParam& b = k_.buffers[a.buffer];
-      const std::string s = absl::StrCat("s", a.array);
-      absl::StrAppend(&vector, VectorCopy(absl::StrCat(b.name, " + (", a.index.ToString(), ")"), s,
-                                          v_ * DTypeSize(b.dtype), in + "  ", CacheHint::kNormal, a.hint));
-      absl::StrAppend(&scalar, in, "  #pragma unroll\n", in, "  for (int e = 0; e < ", v_, "; ++e) {\n", in, "    const ", idx_, " j = jv + e;\n",
-                      in, "    ", b.name, "[", a.index.ToString(), "] = ", s, "[e];\n", in, "  }\n");
-    }
-    return absl::StrCat(in, "if (fb_vec) {\n", in, "  const ", idx_, " j = jv;\n", vector, in, "} else {\n", scalar, in, "}\n");
+  void StoreGroup(CodeWriter& w, const LoopPlan& plan) const {
+    if (plan.stores.empty()) return;
+    AlignedOrScalar(
+        w,
+        [&] {
+          for (const Access& a : plan.stores) {
+            const BufferParam& b = k_.buffers[a.buffer];
+            VectorCopy(w, absl::StrCat(b.name, " + (", a.index.ToString(), ")"), absl::StrCat("s", a.array),
+                       v_ * DTypeSize(b.dtype), CacheHint::kNormal, a.hint);
+          }
+        },
+        [&] {
+          for (const Access& a : plan.stores) {
+            const BufferParam& b = k_.buffers[a.buffer];
+            EachElement(w, absl::StrCat(b.name, "[", a.index.ToString(), "] = s", a.array, "[e];"));
+          }
+        });
   }
 
   const Kernel& k_;
