@@ -184,7 +184,7 @@ bool IndexExpr::IsVarPlusMultipleOf(const char* var, int64_t m) const {
   return vars == 1;
 }
 
-bool IndexExpr::IsAlignedRunOf(const char* var, int64_t v) const {
+IndexExpr::RunProps IndexExpr::PropsOverAlignedRun(const char* var, int64_t v) const {
   // Two properties over an aligned run b, b + 1, ..., b + v - 1 of `var`:
   // same(e): e has one value over the run; run(e): e takes e(b), e(b) + 1, ...
   // with e(b) a multiple of v. multiple(e): e is always a multiple of v.
@@ -198,35 +198,37 @@ bool IndexExpr::IsAlignedRunOf(const char* var, int64_t v) const {
       default: return false;
     }
   };
-  struct Props {
-    bool same, run;
-  };
-  auto props = [&](auto& self, const IndexExpr& e) -> Props {
+  auto props = [&](auto& self, const IndexExpr& e) -> RunProps {
     const Rep& r = *e.rep_;
     switch (r.kind) {
       case Kind::kConst: return {true, false};
       case Kind::kTemp: return {false, false};  // varies with the loaded index
       case Kind::kVar: return {!is_var(e), is_var(e)};
       case Kind::kAdd: {
-        const Props a = self(self, r.a), b = self(self, r.b);
+        const RunProps a = self(self, r.a), b = self(self, r.b);
         return {a.same && b.same,
                 (a.run && b.same && multiple(multiple, r.b)) || (b.run && a.same && multiple(multiple, r.a))};
       }
       case Kind::kMul: return {self(self, r.a).same, false};  // Make folds * 1 away
       case Kind::kDiv: {
         // (e(b) + k) / d == e(b) / d when v divides both e(b) and d.
-        const Props a = self(self, r.a);
+        const RunProps a = self(self, r.a);
         return {a.same || (a.run && r.value % v == 0), false};
       }
       case Kind::kMod: {
         // (e(b) + k) % m == e(b) % m + k when v divides both e(b) and m.
-        const Props a = self(self, r.a);
+        const RunProps a = self(self, r.a);
         return {a.same, a.run && r.value % v == 0};
       }
     }
     return {false, false};
   };
-  return v >= 1 && props(props, *this).run;
+  if (v < 1) return {false, false};
+  return props(props, *this);
 }
+
+bool IndexExpr::IsAlignedRunOf(const char* var, int64_t v) const { return PropsOverAlignedRun(var, v).run; }
+
+bool IndexExpr::IsUniformOverAlignedRunOf(const char* var, int64_t v) const { return PropsOverAlignedRun(var, v).same; }
 
 }  // namespace fusebox::backend

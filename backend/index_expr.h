@@ -50,6 +50,11 @@ class IndexExpr {
   // pointwise printer asks this of `i` to move such an operand's v elements
   // in one vector access, as it moves the dense ones.
   bool IsAlignedRunOf(const char* var, int64_t v) const;
+  // Whether, over every such run, the expression has one value: constants,
+  // other indices, and `var / d` or `var / d * s` when v divides d (a value
+  // per row whose length v divides). The pointwise printer loads such an
+  // operand once per v elements.
+  bool IsUniformOverAlignedRunOf(const char* var, int64_t v) const;
 
   // Structural identity: the same tree of kinds, constants and variable
   // names (expressions are built simplified, so equal trees are the way
@@ -66,6 +71,12 @@ class IndexExpr {
   explicit IndexExpr(std::shared_ptr<const Rep> rep) : rep_(std::move(rep)) {}
   static std::string Operand(const IndexExpr& e);
   size_t StructuralHash() const;
+  // Over an aligned run of v values of `var`: same (one value), run (v
+  // consecutive values from a multiple of v).
+  struct RunProps {
+    bool same, run;
+  };
+  RunProps PropsOverAlignedRun(const char* var, int64_t v) const;
   static IndexExpr Make(Kind kind, int64_t value, int64_t bound, IndexExpr a, IndexExpr b);
   std::shared_ptr<const Rep> rep_;
 };

@@ -88,6 +88,9 @@ constexpr KnobInfo kKnobs[] = {
     {Knob::kOuterMinThreads, "FUSEBOX_TUNE_OUTER_MIN_THREADS", kPowerOfTwo, 256, 32, 1024,
      "CUDA outer reductions: column groups are put side by side until a block has this many threads (while the "
      "tiles still fill the device)"},
+    {Knob::kPointwiseThreadBytes, "FUSEBOX_TUNE_POINTWISE_THREAD_BYTES", kPowerOfTwo, 16, 4, 64,
+     "CUDA pointwise kernels that cannot move 16-byte vectors (sliced, broadcast, mixed types): bytes of its "
+     "narrowest operand each thread keeps in flight (elements per thread: this over its size, 4 to 8)"},
     {Knob::kOnePlusTanh, "FUSEBOX_TUNE_ONE_PLUS_TANH", kBool, 1, 0, 1,
      "kernels compute `1 + tanh(z)` as `2 * sigmoid(2 * z)` (`backend/one_plus_tanh.h`); 0: as written"},
     {Knob::kFastMath, "FUSEBOX_TUNE_FAST_MATH", kBool, 0, 0, 1,

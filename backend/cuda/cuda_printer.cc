@@ -34,22 +34,34 @@ std::string Signature(const std::string& name, const std::string& params) {
   return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", name, "(", params, ")");
 }
 
-// Per buffer, the index its loads or stores use in a pointwise kernel whose
-// V-element runs line up in every buffer: every store at `i` itself, every
-// load at `i` too or at an aligned run of it (a broadcast bias,
-// IsAlignedRunOf), one index per buffer. Null for any other kernel.
-std::optional<std::vector<std::string>> VectorIndices(const Kernel& k, int v) {
-  std::vector<std::string> index_of(k.buffers.size());
+// Per buffer, how a pointwise kernel whose V-element runs line up in every
+// buffer reaches it: every store at `i` itself, every load at `i` too or at
+// an aligned run of it (a broadcast bias, IsAlignedRunOf), or at one index
+// over each run (`uniform`: a [1] weight, a value per row whose length V
+// divides; IsUniformOverAlignedRunOf), one index per buffer. Null for any
+// other kernel.
+struct VectorAccess {
+  std::string index;  // empty: the buffer is not accessed
+  bool uniform = false;
+};
+std::optional<std::vector<VectorAccess>> VectorIndices(const Kernel& k, int v) {
+  std::vector<VectorAccess> access(k.buffers.size());
   for (const Stmt& s : k.body) {
     if (s.is_data_dependent()) return std::nullopt;  // indices differ per lane
     if (s.kind != StmtKind::kLoad && s.kind != StmtKind::kStore) continue;
     const std::string index = s.index.ToString();
-    if (s.kind == StmtKind::kStore ? index != "i" : !s.index.IsAlignedRunOf("i", v)) return std::nullopt;
-    std::string& seen = index_of[static_cast<size_t>(s.buffer)];
-    if (!seen.empty() && seen != index) return std::nullopt;
-    seen = index;
+    bool uniform = false;
+    if (s.kind == StmtKind::kStore) {
+      if (index != "i") return std::nullopt;
+    } else if (!s.index.IsAlignedRunOf("i", v)) {
+      if (!s.index.IsUniformOverAlignedRunOf("i", v)) return std::nullopt;
+      uniform = true;
+    }
+    VectorAccess& seen = access[static_cast<size_t>(s.buffer)];
+    if (!seen.index.empty() && seen.index != index) return std::nullopt;
+    seen = {index, uniform};
   }
-  return index_of;
+  return access;
 }
 
 // float max/min that propagate NaN as fb_max/fb_min do, in one instruction
@@ -145,17 +157,12 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
                         CommonPrelude(), kNanPropagatingMinMax, CacheHintPrelude(tuning_));
   }
 
+  // CUDA pointwise kernels are printed by PrintPointwise and PrintVectorized.
   std::string Open(const Kernel& k) const override {
-    const char* idx = k.index64 ? "long long" : "int";
-    CodeWriter w;
-    w.Open(Signature(k.name, Params(k)));
-    w.Line("const ", idx, " base = (", idx, ")blockIdx.x * ", kCudaElementsPerBlock, " + threadIdx.x;");
-    w.Directive("#pragma unroll");
-    w.Open("for (int k = 0; k < ", kCudaElementsPerThread, "; ++k)");
-    w.Line("const ", idx, " i = base + k * ", kCudaBlockSize, ";");
-    w.Line("if (i >= ", Extent(k), ") break;");
-    return std::move(w).Release();
+    FUSEBOX_CHECK(false, "kernel ", k.name, ": CUDA pointwise kernels go to PrintPointwise");
+    return "";
   }
+
 
   std::string Close() const override { return Closing(2, 2); }
 
@@ -384,6 +391,38 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     return std::move(w).Release();
   }
 
+  // Other pointwise kernels: each thread takes `per_thread` elements one
+  // block-width apart. A thread whose elements are all in bounds runs them
+  // with no bound check between, so all its loads are in flight before the
+  // first store (a `break` between them kept them one at a time); the grid's
+  // last threads take the checked loop.
+  std::string PrintPointwise(const Kernel& k, int per_thread) const {
+    auto op_template = [](graph::Op op) { return graph::Info(op).cuda_expr; };
+    const char* idx = k.index64 ? "long long" : "int";
+    CodeWriter w;
+    w.Raw(Prelude());
+    if (k.checks_indices) w.Raw(IndexCheckPrelude());
+    w.Line();
+    w.Line("// ", k.name, ": ", k.dynamic_extent ? "fb_n (run-time)" : absl::StrCat(k.numel), " elements, ", per_thread,
+           " per thread");
+    auto kernel = w.Block(Signature(k.name, Params(k)));
+    w.Line("const ", idx, " base = (", idx, ")blockIdx.x * ", int64_t{kCudaBlockSize} * per_thread, " + threadIdx.x;");
+    auto each = [&](bool checked) {
+      w.Directive("#pragma unroll");
+      auto loop = w.Block("for (int k = 0; k < ", per_thread, "; ++k)");
+      w.Line("const ", idx, " i = base + k * ", kCudaBlockSize, ";");
+      if (checked) w.Line("if (i >= ", Extent(k), ") break;");
+      Statements(w, k, k.body, op_template);
+    };
+    auto path = w.Block("if (base + ", int64_t{kCudaBlockSize} * (per_thread - 1), " < ", Extent(k), ")");
+    each(false);
+    path.Else();
+    each(true);
+    path.End();
+    kernel.End();
+    return std::move(w).Release();
+  }
+
   // Dense pointwise kernels (CudaVectorWidth > 1): each thread takes V
   // consecutive elements and moves each buffer's V elements as one 16-byte
   // access (ld.global.v4), when they are in bounds and every pointer is
@@ -394,23 +433,32 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   std::string PrintVectorized(const Kernel& k, int v) const {
     auto op_template = [](graph::Op op) { return graph::Info(op).cuda_expr; };
     const char* idx = k.index64 ? "long long" : "int";
-    const std::vector<std::string> index_of = *VectorIndices(k, v);  // CudaVectorWidth checked it
+    const std::vector<VectorAccess> access = *VectorIndices(k, v);  // CudaVectorWidth checked it
     std::string aligned;
     CodeWriter loads(2), stores(2);  // the aligned path's, before and after its body
     Kernel lanes = k;  // the body over register arrays, lane `k`
     for (size_t n = 0; n < lanes.buffers.size(); ++n) {
       BufferParam& b = lanes.buffers[n];
       const std::string type = StorageCType(b.dtype);
-      absl::StrAppend(&aligned, aligned.empty() ? "" : " | ", "(unsigned long long)", b.name);
-      loads.Line(type, " ", b.name, "_v[", v, "];");
+      const std::string& index = access[n].index;
       std::string first = "base";
-      if (!index_of[n].empty() && index_of[n] != "i") {  // its index at i = base, in a scope of its own
+      auto index_at_base = [&] {  // its index at i = base, in a scope of its own
         first = b.name + "_first";
         loads.Line(idx, " ", first, ";");
         auto scope = loads.Block();
         loads.Line("const ", idx, " i = base;");
-        loads.Line(first, " = ", index_of[n], ";");
+        loads.Line(first, " = ", index, ";");
+      };
+      if (access[n].uniform) {  // one element for the whole run, read by other threads too
+        index_at_base();
+        loads.Line(type, " ", b.name, "_v[1];");
+        loads.Line(b.name, "_v[0] = ", b.name, "[", first, "];");
+        b.name += "_v";
+        continue;
       }
+      absl::StrAppend(&aligned, aligned.empty() ? "" : " | ", "(unsigned long long)", b.name);
+      loads.Line(type, " ", b.name, "_v[", v, "];");
+      if (!index.empty() && index != "i") index_at_base();
       // Every element is read or written once (StreamEverywhere).
       const std::string vec =
           absl::StrCat("reinterpret_cast<", b.is_output ? "" : "const ", "uint4*>(", b.name, " + ", first, ")");
@@ -425,7 +473,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       b.name += "_v";
     }
     for (Stmt& st : lanes.body) {
-      if (st.is_access()) st.index = IndexExpr::Var("k", v);
+      if (st.is_access()) st.index = access[static_cast<size_t>(st.buffer)].uniform ? IndexExpr::Const(0) : IndexExpr::Var("k", v);
     }
     CodeWriter w;
     w.Raw(Prelude());
@@ -482,14 +530,24 @@ std::string CudaIndexCheckPrelude() {
 
 int CudaVectorWidth(const Kernel& k) {
   if (k.is_reduction()) return 1;
-  int size = 0;
-  for (const BufferParam& b : k.buffers) {
-    if (size != 0 && DTypeSize(b.dtype) != size) return 1;
-    size = DTypeSize(b.dtype);
+  // 16 bytes of 4- or 2-byte elements; operands read once per run (uniform)
+  // are scalars and may be of any type.
+  for (const int v : {4, 8}) {
+    const std::optional<std::vector<VectorAccess>> access = VectorIndices(k, v);
+    if (!access) continue;
+    bool fits = true;
+    for (size_t n = 0; n < k.buffers.size(); ++n) {
+      if (!(*access)[n].uniform && DTypeSize(k.buffers[n].dtype) != 16 / v) fits = false;
+    }
+    if (fits) return v;
   }
-  if (size != 2 && size != 4) return 1;
-  const int v = 16 / size;
-  return VectorIndices(k, v) ? v : 1;
+  return 1;
+}
+
+int CudaPointwiseElementsPerThread(const Kernel& k, const TuningSnapshot& tuning) {
+  int narrowest = 8;
+  for (const BufferParam& b : k.buffers) narrowest = std::min(narrowest, DTypeSize(b.dtype));
+  return static_cast<int>(std::clamp<int64_t>(tuning.GetInt(Knob::kPointwiseThreadBytes) / narrowest, 4, 8));
 }
 
 std::string PrintCuda(const Kernel& lowered, const CudaSchedule& schedule, const TuningSnapshot& tuning) {
@@ -501,6 +559,7 @@ std::string PrintCuda(const Kernel& lowered, const CudaSchedule& schedule, const
   if (schedule.outer) return PrintCudaOuter(kernel, *schedule.outer, tuning);
   if (schedule.kind == CudaScheduleKind::kPointwiseVector) return printer.PrintVectorized(kernel, schedule.vector_width);
   if (schedule.row_printer()) return printer.PrintRows(kernel, *schedule.rows);
+  if (schedule.kind == CudaScheduleKind::kPointwise) return printer.PrintPointwise(kernel, schedule.per_block / schedule.block);
   return printer.Print(kernel);
 }
 
@@ -518,7 +577,10 @@ int64_t CudaGridSize(const Kernel& k, const CudaRowSpread& spread, int64_t itera
     const int64_t per_block = int64_t{kCudaBlockSize} * v;
     return (iterations + per_block - 1) / per_block;
   }
-  if (!k.is_reduction()) return (iterations + kCudaElementsPerBlock - 1) / kCudaElementsPerBlock;
+  if (!k.is_reduction()) {
+    const int64_t per_block = int64_t{kCudaBlockSize} * CudaPointwiseElementsPerThread(k, tuning);
+    return (iterations + per_block - 1) / per_block;
+  }
   switch (spread.strategy) {
     case RowStrategy::kBlockPerRow: return spread.split > 1 ? iterations * spread.split : iterations;
     case RowStrategy::kWarpPerRow: {

@@ -1,7 +1,7 @@
 // Kernel IR -> CUDA C++ for NVRTC: 256 threads per block, each thread doing
-// 4 elements one block-width apart (coalesced, and 4 loads in flight per
-// thread), or, for dense pointwise kernels, 16 bytes of consecutive elements
-// per buffer in one vector access; 32-bit index math unless the kernel needs 64. The prelude is a few
+// 4 to 8 elements one block-width apart (coalesced, and the loads of all in
+// flight: CudaPointwiseElementsPerThread), or, for dense pointwise kernels,
+// 16 bytes of consecutive elements per buffer in one vector access; 32-bit index math unless the kernel needs 64. The prelude is a few
 // lines of our own (no CUDA headers), which keeps NVRTC fast.
 #pragma once
 
@@ -14,8 +14,6 @@
 namespace fusebox::backend {
 
 inline constexpr int kCudaBlockSize = 256;
-inline constexpr int kCudaElementsPerThread = 4;
-inline constexpr int kCudaElementsPerBlock = kCudaBlockSize * kCudaElementsPerThread;
 
 // Column reductions: rows of a column each thread loads before folding are
 // Knob::kColumnUnroll (8).
@@ -33,9 +31,14 @@ std::string PrintCuda(const Kernel& kernel, const CudaSchedule& schedule, const 
 std::string PrintCuda(const Kernel& kernel, const TuningSnapshot& tuning);
 
 // Elements per thread of a dense pointwise kernel printed with 16-byte
-// accesses (all buffers of one 2- or 4-byte type, all read and written at
-// `i`): 8 or 4; 1 for every other kernel.
+// accesses (every buffer written at `i` and read at `i` or an aligned run of
+// it is of one 2- or 4-byte type; others are read at one index per run): 8
+// or 4; 1 for every other kernel.
 int CudaVectorWidth(const Kernel& kernel);
+// Elements per thread of any other pointwise kernel, one block-width apart:
+// Knob::kPointwiseThreadBytes of its narrowest buffer's type, 4 to 8 (4
+// 16-bit loads per thread left the H200 short of bytes in flight).
+int CudaPointwiseElementsPerThread(const Kernel& kernel, const TuningSnapshot& tuning);
 
 // Launch geometry of a kernel printed by PrintCuda with rows spread as
 // `spread` (ChooseCudaRowSpread's), for `iterations` (Kernel::Iterations:

@@ -27,7 +27,7 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
     return s;
   }
   if (!k.is_reduction()) {
-    s.per_block = kCudaElementsPerBlock;
+    s.per_block = int64_t{kCudaBlockSize} * CudaPointwiseElementsPerThread(k, tuning);
     return s;
   }
   // Long rows on sm_90+, opt-in: a thread-block cluster per row (cuda_cluster.h).

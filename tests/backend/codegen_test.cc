@@ -83,7 +83,8 @@ TEST(CodegenTest, CpuAndCudaKernelsIndexTheSameWay) {
   }
 }
 
-// IsAlignedRunOf against the index functions it describes, value by value.
+// IsAlignedRunOf and IsUniformOverAlignedRunOf against the index functions
+// they describe, value by value.
 TEST(CodegenTest, AlignedRunsOfTheLoopIndex) {
   using backend::IndexExpr;
   const IndexExpr i = IndexExpr::Var(1 << 20);
@@ -104,24 +105,33 @@ TEST(CodegenTest, AlignedRunsOfTheLoopIndex) {
       {"i % 64 + i / 64 % 2 * 128", i % 64 + i / 64 % 2 * 128, [](int64_t x) { return x % 64 + x / 64 % 2 * 128; }},
       {"i / 2 % 32", i / 2 % 32, [](int64_t x) { return x / 2 % 32; }},
       {"(i + 4) % 12", (i + IndexExpr::Const(4)) % 12, [](int64_t x) { return (x + 4) % 12; }},
+      {"5", IndexExpr::Const(5), [](int64_t) { return int64_t{5}; }},
+      {"i / 64", i / 64, [](int64_t x) { return x / 64; }},
+      {"i / 6", i / 6, [](int64_t x) { return x / 6; }},
+      {"i / 4096 * 7 + 3", i / 4096 * 7 + IndexExpr::Const(3), [](int64_t x) { return x / 4096 * 7 + 3; }},
   };
   for (int64_t v : {4, 8}) {
     for (const Case& c : cases) {
       // The property, by brute force over the first runs.
-      bool holds = true;
+      bool holds = true, same = true;
       for (int64_t b = 0; b < 4096 && holds; b += v) {
         holds = c.f(b) % v == 0;
         for (int64_t k = 1; k < v && holds; ++k) holds = c.f(b + k) == c.f(b) + k;
       }
-      // The predicate may only claim what holds; here it sees every case that does.
+      for (int64_t b = 0; b < 4096 && same; b += v) {
+        for (int64_t k = 1; k < v && same; ++k) same = c.f(b + k) == c.f(b);
+      }
+      // The predicates may only claim what holds; here they see every case that does.
       EXPECT_EQ(c.e.IsAlignedRunOf("i", v), holds) << c.what << " (printed " << c.e.ToString() << "), v = " << v;
+      EXPECT_EQ(c.e.IsUniformOverAlignedRunOf("i", v), same) << c.what << " (printed " << c.e.ToString() << "), v = " << v;
     }
   }
 }
 
 // A bias over rows moves in 16-byte accesses like the dense operands when
-// its length is a multiple of the vector width; not otherwise, and not a
-// value broadcast along the rows (one per row).
+// its length is a multiple of the vector width; not otherwise. A value per
+// row (a [rows, 1] operand) is read once per vector where the row length is
+// a multiple of the width, and so is a [1] weight of any type.
 TEST(CodegenTest, BroadcastBiasIsVectorized) {
   auto bias_gelu = [](auto& in) { return gelu(in[0] + in[1], "tanh"); };
   const backend::Kernel bias = LowerOnly(bias_gelu, {randn({64, 48}), randn({48})});
@@ -138,7 +148,18 @@ TEST(CodegenTest, BroadcastBiasIsVectorized) {
                                                            randn({48}).to(DType::kBFloat16)})),
             8);
   EXPECT_EQ(backend::CudaVectorWidth(LowerOnly(bias_gelu, {randn({64, 6}), randn({6})})), 1);
-  EXPECT_EQ(backend::CudaVectorWidth(LowerOnly(bias_gelu, {randn({64, 48}), randn({64, 1})})), 1);
+  const backend::Kernel per_row = LowerOnly(bias_gelu, {randn({64, 48}), randn({64, 1})});
+  EXPECT_EQ(backend::CudaVectorWidth(per_row), 4);
+  const std::string per_row_source = backend::PrintCuda(per_row, backend::CurrentTuning());
+  EXPECT_THAT(per_row_source, HasSubstr("in1_v[0] = in1[in1_first];"));
+  auto per_row_out = cuda::CompileWithNvrtc(per_row_source, per_row.name, 90);
+  ASSERT_TRUE(per_row_out.ok()) << per_row_out.status();
+  const PtxSummary per_row_ptx = backend::SummarizePtx(per_row_out->ptx, per_row_out->log);
+  EXPECT_EQ(per_row_ptx.global_loads.at(16), 1) << per_row_ptx.ToString();  // x; the row's value is one scalar load
+  EXPECT_EQ(backend::CudaVectorWidth(LowerOnly(bias_gelu, {randn({64, 6}), randn({64, 1})})), 1);
+  // A bf16 row scaled by a f32 [1] weight: the weight is a scalar, the rows bf16 vectors.
+  auto scaled = [](auto& in) { return (in[0].to(DType::kFloat32) * in[1]).to(DType::kBFloat16); };
+  EXPECT_EQ(backend::CudaVectorWidth(LowerOnly(scaled, {randn({64, 48}).to(DType::kBFloat16), randn({1})})), 8);
 
   // The shapes CudaTest.BroadcastOperandsInVectorizedKernels runs on the GPU:
   // rows a multiple of the width read the bias as a run (`in1_first`); a
@@ -163,9 +184,16 @@ TEST(CodegenTest, IndicesPast2To31Use64Bits) {
   backend::Kernel big = LowerOnly([](auto& in) { return exp(in[0].expand({3, int64_t{1} << 30})); }, {one});
   EXPECT_TRUE(big.index64);
   const std::string source = backend::PrintCuda(big, backend::CurrentTuning());
-  EXPECT_THAT(source, HasSubstr("const long long base = (long long)blockIdx.x"));
+  EXPECT_THAT(source, HasSubstr("const long long base = ((long long)blockIdx.x"));  // one value: 16-byte stores
   EXPECT_THAT(source, HasSubstr("3221225472LL"));
   EXPECT_TRUE(cuda::CompileWithNvrtc(source, big.name, 90).ok());
+  // A value per row of 2^30 + 1 (no multiple of the width): the scalar path.
+  backend::Kernel rows = LowerOnly([](auto& in) { return exp(in[0].expand({3, (int64_t{1} << 30) + 1})); }, {randn({3, 1})});
+  EXPECT_TRUE(rows.index64);
+  const std::string scalar = backend::PrintCuda(rows, backend::CurrentTuning());
+  EXPECT_THAT(scalar, HasSubstr("const long long base = (long long)blockIdx.x * 1024 + threadIdx.x;"));
+  EXPECT_THAT(scalar, HasSubstr("3221225475LL"));
+  EXPECT_TRUE(cuda::CompileWithNvrtc(scalar, rows.name, 90).ok());
   backend::Kernel small = LowerOnly([](auto& in) { return exp(in[0].expand({3, 1 << 20})); }, {one});
   EXPECT_FALSE(small.index64);
 }

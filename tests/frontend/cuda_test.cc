@@ -129,6 +129,45 @@ TEST(CudaTest, BroadcastOperandsInVectorizedKernels) {
   }
 }
 
+// Operands read once per vector (a value per row, a [1] weight of another
+// type) in the 16-byte path, and the scalar path's two loops (every element
+// of a thread in bounds; the grid's last threads checked) on a sliced x and a
+// row broadcast whose length is no multiple of the width, over sizes whose
+// tails end anywhere in the last block. All against float64.
+TEST(CudaTest, UniformOperandsAndScalarPointwiseTails) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = FreshSeed();
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    const double tol = dtype == DType::kFloat32 ? 1e-5 : 2e-2;
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 64}, {129, 48}, {33, 4099}, {1031, 7}, {2049, 1}}) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " [" << rows << ", " << cols << "]");
+      const uint64_t s = seed + rows * 131 + cols;
+      Tensor wide = randn({rows, cols + 3}, Device::cuda(0), s).to(dtype);
+      Tensor x = wide.narrow(1, 1, cols);  // sliced: rows 3 elements apart
+      Tensor dense = x.contiguous();
+      Tensor per_row = randn({rows, 1}, Device::cuda(0), s + 1).to(dtype);
+      Tensor weight = randn({1}, Device::cuda(0), s + 2);  // f32 for every dtype
+      const std::vector<double> xv = dense.to_double_vector(), rv = per_row.to_double_vector(), wv = weight.to_double_vector();
+      auto check = [&](const Tensor& got_t, auto want_at, const char* what) {
+        SCOPED_TRACE(what);
+        const std::vector<double> got = got_t.to(DType::kFloat32).to_double_vector();
+        ASSERT_EQ(got.size(), xv.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          const double want = want_at(i);
+          ASSERT_NEAR(got[i], want, tol * (1 + std::fabs(want))) << "at " << i;
+        }
+      };
+      const size_t c = static_cast<size_t>(cols);
+      auto row_gelu = compile([](const Tensor& a, const Tensor& r) { return gelu(a + r, "tanh"); });
+      check(row_gelu(dense, per_row), [&](size_t i) { return GeluRef(xv[i] + rv[i / c]); }, "dense + per row");
+      check(row_gelu(x, per_row), [&](size_t i) { return GeluRef(xv[i] + rv[i / c]); }, "sliced + per row");
+      auto scaled = compile([](const Tensor& a, const Tensor& w) { return (a.to(DType::kFloat32) * w + 1.0).to(a.dtype()); });
+      check(scaled(dense, weight), [&](size_t i) { return xv[i] * wv[0] + 1.0; }, "dense times a f32 [1] weight");
+      check(scaled(x, weight), [&](size_t i) { return xv[i] * wv[0] + 1.0; }, "sliced times a f32 [1] weight");
+    }
+  }
+}
+
 TEST(CudaTest, FreedMemoryIsReusedByTheCachingAllocator) {
   SKIP_WITHOUT_CUDA();
   auto& alloc = cuda::CachingAllocator::ForDevice(0);
