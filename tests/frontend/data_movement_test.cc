@@ -8,9 +8,11 @@
 // GPU variants skip without a device.
 #include <cmath>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/index_flag.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -354,6 +356,39 @@ TEST(DataMovementGpuTest, IndexOpsAndBadIndicesOnCuda) {
   const Tensor good = RandomIndex({4}, 5, kI64);
   EXPECT_TRUE(AllClose(index_select(x.to(gpu), 0, good.to(gpu)), IndexSelectRef(x, 0, good), "after a bad index"));
   EXPECT_TRUE(AllClose((x.to(gpu) + 1).to(Device::cpu()) - 1, Expected{x.shape(), kF32, x.to_double_vector()}, "x + 1 - 1"));
+}
+
+// A compiled gather on CUDA does not wait for its kernel: the bad index is
+// reported by the first read of the result (and of anything computed from
+// it), the context stays usable, and good runs read no flag until read.
+TEST(DataMovementGpuTest, CompiledBadIndexThrowsWhenTheResultIsRead) {
+  SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda();
+  const Tensor x = RandomTensor({5, 3}, kF32);
+  const Tensor xg = x.to(gpu);
+  auto f = compile([](const Tensor& a, const Tensor& i) { return exp(index_select(a * 2, 0, i)); });
+  auto g = compile([](const Tensor& y) { return y + 1; });
+  const Tensor bad = Tensor::from_vector(std::vector<double>{0, 7, 4, 2}, {4}, kI64, gpu);
+  Tensor y, later;
+  EXPECT_NO_THROW(y = f(xg, bad));   // no wait at the call
+  EXPECT_NO_THROW(later = g(y));     // nor in a run that reads it
+  const std::string want = "index_select: index 7 is out of range for dim 0 of size 5";
+  std::vector<std::function<void()>> reads = {
+      [&] { y.to_vector(); }, [&] { y.to(Device::cpu()); }, [&] { y.data_ptr(); },
+      [&] { y.narrow(0, 1, 1).narrow(1, 0, 1).item(); }, [&] { later.to_vector(); },
+      [&] { std::ostringstream os; os << later; }, [&] { (later * 2).to_vector(); }};
+  for (size_t k = 0; k < reads.size(); ++k) EXPECT_THAT(ErrorOf(reads[k]), HasSubstr(want)) << "read " << k;
+  // Good runs afterwards: right, and not one wait for a flag while unread.
+  const cuda::IndexFlagCounts before = cuda::GetIndexFlagCounts();
+  const Tensor good = RandomIndex({4}, 5, kI64);
+  const Tensor good_gpu = good.to(gpu);
+  Tensor last;
+  for (int run = 0; run < 20; ++run) last = g(f(xg, good_gpu));
+  EXPECT_EQ(cuda::GetIndexFlagCounts().waits, before.waits);
+  Expected want_values = IndexSelectRef(x, 0, good);
+  for (double& v : want_values.values) v = static_cast<double>(std::exp(static_cast<float>(v * 2))) + 1;
+  EXPECT_TRUE(AllClose(last, want_values, "g(f(x, good)) after a bad index"));
+  EXPECT_LE(cuda::GetIndexFlagCounts().waits, before.waits + 1);  // the read waited at most once
 }
 
 }  // namespace
