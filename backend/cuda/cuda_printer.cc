@@ -195,7 +195,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
  public:
   // Rows along the innermost dims, a warp or a block each (row_printer.h).
   std::string PrintRows(const Kernel& k, const CudaRowLayout& layout) const {
-    return PrintCudaRows(k, layout, {.prelude = Prelude(),
+    return PrintCudaRows(k, layout, {.prelude = KernelPrelude(k),
                              .after_pass = [&](const Accumulator& a, const std::string& lambda,
                                                int lanes) { return AfterPass(k, a, lambda, lanes); },
                              .open_row_stores = OpenRowStores(k)},
@@ -270,7 +270,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     };
 
     const bool tiled = UsesCudaColumnTiles(k);
-    std::string out = absl::StrCat(Prelude(), "\n// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ",
+    std::string out = absl::StrCat(KernelPrelude(k), "\n// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ",
                                    k.row_length, ", each split over ", k.split, " chunks of ", CudaSplitChunk(k, tuning_),
                                    tiled ? absl::StrCat("; tiles of ", kCudaColumnTileThreadsX, " x ", kCudaColumnTileThreadsY,
                                                         " threads, ", kCudaColumnTileWidth, " columns and ",
@@ -414,6 +414,9 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   }
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
+  // The prelude of a kernel printed outside CPrinter::Print (rows, splits):
+  // with the index-check helpers where it gathers.
+  std::string KernelPrelude(const Kernel& k) const { return k.checks_indices ? Prelude() + IndexCheckPrelude() : Prelude(); }
   std::string IndexCheckPrelude() const override {
     return CudaIndexCheckPrelude();
   }

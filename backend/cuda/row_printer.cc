@@ -135,6 +135,7 @@ class RowPrinter {
       const std::string rows = absl::StrCat("template <bool fb_vec>\nFB_INLINE void ", k_.name, "_rows(", params, ")");
       std::string args;
       for (const BufferParam& b : k_.buffers) absl::StrAppend(&args, args.empty() ? "" : ", ", b.name);
+      if (k_.checks_indices) absl::StrAppend(&args, ", fb_err");
       if (k_.dynamic_extent) absl::StrAppend(&args, ", fb_n");
       absl::StrAppend(&out, rows, ";\n", kernel, "  if (", aligned, ") {\n    ", k_.name, "_rows<true>(", args,
                       ");\n  } else {\n    ", k_.name, "_rows<false>(", args, ");\n  }\n}\n", rows, " {\n");
@@ -278,7 +279,8 @@ class RowPrinter {
         }
       } else if (s.kind == StmtKind::kLoad) {
         s.cache_slot = -1;  // a plain load, unless staged below
-        if (!s.index.DependsOn("j")) continue;
+        // Gathered and masked loads stay in the body, after their index and mask.
+        if (!s.index.DependsOn("j") || s.is_data_dependent()) continue;
         s.cache_slot = static_cast<int>(plan.loads.size());
         plan.loads.push_back({s.buffer, s.index, s.cache_slot, Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_),
                               LoadHint(s.buffer, s.index, loop + 1)});

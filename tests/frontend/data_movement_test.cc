@@ -17,11 +17,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "tests/frontend/data_movement_refs.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
 namespace {
 
+using namespace test_move;  // NOLINT: the references
 using test_util::AllClose;
 using test_util::ErrorOf;
 using test_util::Expected;
@@ -31,69 +33,9 @@ using ::testing::HasSubstr;
 constexpr DType kF32 = DType::kFloat32, kF16 = DType::kFloat16, kBF16 = DType::kBFloat16, kI32 = DType::kInt32,
                 kI64 = DType::kInt64;
 
-// Row-major multi-index of `flat` over `shape`, and back.
-std::vector<int64_t> Unflatten(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> at(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    at[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return at;
-}
-int64_t Flatten(const std::vector<int64_t>& at, const Shape& shape) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + at[d];
-  return flat;
-}
-
-// Random indices in [0, size) of `shape`.
-Tensor RandomIndex(const Shape& shape, int64_t size, DType dtype, Device device = Device::cpu()) {
-  std::vector<double> v(Numel(shape));
-  for (double& x : v) x = static_cast<double>(test_util::Rng()() % static_cast<uint64_t>(size));
-  return Tensor::from_vector(v, shape, dtype, device);
-}
-
 // A non-contiguous copy of `t` (2-D and up): the same values read through a transpose.
 Tensor Strided(const Tensor& t) {
   return t.transpose(0, 1).contiguous().transpose(0, 1);
-}
-
-Expected IndexSelectRef(const Tensor& x, int64_t dim, const Tensor& index) {
-  const std::vector<double> xv = x.to_double_vector(), iv = index.to_double_vector();
-  Expected e{.shape = x.shape(), .dtype = x.dtype()};
-  e.shape[dim] = index.numel();
-  for (int64_t f = 0; f < Numel(e.shape); ++f) {
-    std::vector<int64_t> at = Unflatten(f, e.shape);
-    at[dim] = static_cast<int64_t>(iv[at[dim]]);
-    e.values.push_back(xv[Flatten(at, x.shape())]);
-  }
-  return e;
-}
-
-Expected GatherRef(const Tensor& x, int64_t dim, const Tensor& index) {
-  const std::vector<double> xv = x.to_double_vector(), iv = index.to_double_vector();
-  Expected e{.shape = index.shape(), .dtype = x.dtype()};
-  for (int64_t f = 0; f < Numel(e.shape); ++f) {
-    std::vector<int64_t> at = Unflatten(f, e.shape);
-    at[dim] = static_cast<int64_t>(iv[f]);
-    e.values.push_back(xv[Flatten(at, x.shape())]);
-  }
-  return e;
-}
-
-Expected CatRef(const std::vector<Tensor>& xs, int64_t dim, DType dtype) {
-  Expected e{.shape = xs[0].shape(), .dtype = dtype};
-  e.shape[dim] = 0;
-  for (const Tensor& x : xs) e.shape[dim] += x.shape()[dim];
-  std::vector<std::vector<double>> values;
-  for (const Tensor& x : xs) values.push_back(x.to_double_vector());
-  for (int64_t f = 0; f < Numel(e.shape); ++f) {
-    std::vector<int64_t> at = Unflatten(f, e.shape);
-    size_t k = 0;
-    while (at[dim] >= xs[k].shape()[dim]) at[dim] -= xs[k++].shape()[dim];
-    e.values.push_back(values[k][Flatten(at, xs[k].shape())]);
-  }
-  return e;
 }
 
 struct Case {
@@ -292,22 +234,6 @@ TEST(GatherFusionTest, PointwiseProducersAndConsumersFuseIntoOneKernel) {
   const Tensor shifted = Tensor::from_vector(plus_one, {6, 3}, kI64, Device::cpu());
   EXPECT_TRUE(AllClose(g(a, i2, one), GatherRef(a, 1, shifted), "gather(a, 1, idx + one)"));
   EXPECT_EQ(g.kernels().size(), 1u);
-}
-
-TEST(GatherFusionTest, AReductionOverAGatherLoadsItFromAKernelBefore) {
-  const Tensor w = RandomTensor({10, 33}, kF32);
-  const Tensor idx = RandomIndex({7}, 10, kI64);
-  auto f = compile([](const Tensor& i, const Tensor& w) { return sum(embedding(i, w) * 3, -1); });
-  const Tensor y = f(idx, w);
-  const Expected rows = IndexSelectRef(w, 0, idx);
-  Expected want{.shape = {7}, .dtype = kF32};
-  for (int64_t r = 0; r < 7; ++r) {
-    double s = 0;
-    for (int64_t c = 0; c < 33; ++c) s += static_cast<float>(rows.values[r * 33 + c] * 3);
-    want.values.push_back(s);
-  }
-  EXPECT_TRUE(AllClose(y, want, "sum(embedding(idx, w) * 3, -1)"));
-  EXPECT_EQ(f.kernels().size(), 2u);
 }
 
 // ------------------------------------------------------------ nn::Embedding
