@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "absl/container/inlined_vector.h"
@@ -15,6 +16,7 @@
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/cuda_schedule.h"
 #include "backend/cuda/driver.h"
+#include "backend/cuda/index_flag.h"
 #include "backend/cuda/launch_graph.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/row_printer.h"
@@ -26,6 +28,7 @@
 #include "backend/source_hooks.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
+#include "tensor/pending_error.h"
 
 namespace fusebox::backend {
 namespace {
@@ -246,6 +249,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
     exe->infos_.push_back(std::move(info));
     exe->kernels_.push_back(std::move(compiled));
   }
+  exe->checks_indices_ = std::any_of(exe->kernels_.begin(), exe->kernels_.end(), [](const auto& k) { return k->ir.checks_indices; });
   const int64_t max_elements = cuda::GraphLaunchMaxElements(tuning);
   const bool chainable = std::all_of(exe->kernels_.begin(), exe->kernels_.end(), [&](const auto& k) {
     return k->extern_node < 0 && !k->programmatic_combine && k->ir.numel <= max_elements;
@@ -292,19 +296,20 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
   // combine is queued (to the end of the run: launches may be batched).
   std::vector<Tensor> scratch;
   // Kernels that check indices share one error flag (index_check.h), zeroed
-  // here and read after the last launch.
-  Tensor index_flag;
-  const bool checks = std::any_of(kernels_.begin(), kernels_.end(), [](const auto& k) { return k->ir.checks_indices; });
-  if (checks) {
-    index_flag = Tensor::empty({kIndexCheckWords}, DType::kInt64, device);
-    const int64_t zeros[kIndexCheckWords] = {};
-    if (device.is_cpu()) {
-      std::memcpy(index_flag.data_ptr(), zeros, sizeof(zeros));
-    } else if (absl::Status s = cuda::Driver::Get().CopyHostToDevice(
-                   device.index, reinterpret_cast<CUdeviceptr>(index_flag.data_ptr()), zeros, sizeof(zeros));
-               !s.ok()) {
-      return s;
-    }
+  // here. On the CPU it is read after the last kernel; on CUDA its copy to
+  // the host is queued and the results carry the check (cuda/index_flag.h).
+  Tensor cpu_flag;
+  std::optional<cuda::IndexFlag> cuda_flag;
+  void* flag_words = nullptr;
+  if (checks_indices_ && device.is_cpu()) {
+    cpu_flag = Tensor::empty({kIndexCheckWords}, DType::kInt64, device);
+    flag_words = UncheckedDataPtr(cpu_flag);
+    std::memset(flag_words, 0, kIndexCheckWords * sizeof(int64_t));
+  } else if (checks_indices_) {
+    absl::StatusOr<cuda::IndexFlag> flag = cuda::IndexFlag::Begin(device.index);
+    if (!flag.ok()) return flag.status();
+    cuda_flag = *std::move(flag);
+    flag_words = cuda_flag->device_words();
   }
   for (const auto& k : kernels_) {
     if (k->extern_node >= 0) {
@@ -329,17 +334,17 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
         const graph::NodeId target = g.StoreTarget(b.node);
         Tensor out = target < 0 ? Tensor::empty(shape_of(b.node), node.dtype, device)
                                 : inputs[g.node(target).input_index];
-        args.push_back(out.data_ptr());
+        args.push_back(UncheckedDataPtr(out));
         stored.emplace(b.node, std::move(out));
       } else if (node.op == graph::Op::kInput) {
-        args.push_back(inputs[node.input_index].data_ptr());
+        args.push_back(UncheckedDataPtr(inputs[node.input_index]));
       } else {  // stored by an earlier kernel of this plan
         auto it = stored.find(b.node);
         if (it == stored.end()) return absl::InternalError(absl::StrCat("kernel ", k->ir.name, " reads %", b.node, " before it is computed"));
-        args.push_back(it->second.data_ptr());
+        args.push_back(UncheckedDataPtr(it->second));
       }
     }
-    if (k->ir.checks_indices) args.push_back(index_flag.data_ptr());
+    if (k->ir.checks_indices) args.push_back(flag_words);
     // A reduction over an empty dim still stores its identity in every row.
     const int64_t iterations = k->ir.Iterations(sizes);
     if (iterations == 0) continue;
@@ -352,10 +357,10 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
         const int64_t parts = k->ir.num_rows * k->schedule.spread.split;
         for (const Accumulator& a : k->ir.passes.at(0).accumulators) {
           scratch.push_back(Tensor::empty({parts}, ComputeDType(a.dtype), device));
-          args.push_back(scratch.back().data_ptr());
+          args.push_back(UncheckedDataPtr(scratch.back()));
           if (a.index_temp >= 0) {
             scratch.push_back(Tensor::empty({parts}, DType::kInt64, device));
-            args.push_back(scratch.back().data_ptr());
+            args.push_back(UncheckedDataPtr(scratch.back()));
           }
         }
       }
@@ -390,18 +395,24 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
   if (!pending.empty()) {  // batched: one graph launch
     if (absl::Status s = IssueLaunches(device.index, absl::MakeSpan(pending), launch_graph_.get()); !s.ok()) return s;
   }
-  if (checks) {
-    // On CUDA the copy waits for the launches: a plan with index checks
-    // synchronizes once per run (the context stays usable after a bad index).
-    int64_t flag[kIndexCheckWords];
-    if (device.is_cpu()) {
-      std::memcpy(flag, index_flag.data_ptr(), sizeof(flag));
-    } else if (absl::Status s = cuda::Driver::Get().CopyDeviceToHost(
-                   device.index, flag, reinterpret_cast<CUdeviceptr>(index_flag.data_ptr()), sizeof(flag));
-               !s.ok()) {
-      return s;
-    }
+  if (checks_indices_ && device.is_cpu()) {  // the kernels ran to completion
+    const auto* flag = static_cast<const int64_t*>(flag_words);
     if (flag[0] != 0) return absl::InvalidArgumentError(IndexCheckMessage(flag));
+  }
+  // What this run computed carries the checks still pending for what it
+  // read, and its own: a bad index fails the first read of its results.
+  PendingError::Probe own;
+  if (cuda_flag.has_value()) {
+    absl::StatusOr<PendingError::Probe> probe = std::move(*cuda_flag).End();
+    if (!probe.ok()) return probe.status();
+    own = *std::move(probe);
+  }
+  absl::InlinedVector<std::shared_ptr<PendingError>, 4> read;
+  for (const Tensor& t : inputs) {
+    if (t.defined() && t.impl().storage != nullptr) read.push_back(t.impl().storage->pending());
+  }
+  if (std::shared_ptr<PendingError> pending = PendingError::Join(std::move(own), read)) {
+    for (auto& [node, value] : stored) value.impl().storage->set_pending(pending);
   }
   std::vector<Tensor> outputs;
   for (graph::NodeId out : g.outputs()) {

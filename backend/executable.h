@@ -31,6 +31,9 @@ class Executable {
   // `inputs[k]` is bound to the input node with input_index k. Returns one
   // tensor per graph output (inputs returned as such are aliased, not copied;
   // an output with a store target is written into, and is, that input).
+  // A bad index fails the CPU run; on CUDA the values it computed carry the
+  // check instead, with those still pending for its inputs
+  // (tensor/pending_error.h): it throws when they are read.
   // `stored_values`, if given, receives every value a kernel stored, by node
   // (the numerics check compares them with an unfused run).
   using StoredValues = absl::flat_hash_map<graph::NodeId, Tensor>;
@@ -40,6 +43,7 @@ class Executable {
   const std::vector<KernelInfo>& kernels() const { return infos_; }
   int compiled_kernels() const { return compiled_kernels_; }  // cache misses while building
   const TuningSnapshot& tuning() const { return tuning_; }    // what it was compiled under
+  bool checks_indices() const { return checks_indices_; }      // some kernel has index checks
 
   ~Executable();
 
@@ -51,6 +55,7 @@ class Executable {
   std::vector<KernelInfo> infos_;
   std::vector<std::unique_ptr<CompiledKernel>> kernels_;
   int compiled_kernels_ = 0;
+  bool checks_indices_ = false;
   // CUDA plans of small kernels that a graph can chain (no extern kernel,
   // no programmatic launch; launch_graph.h): Run() issues their launches as
   // one graph.

@@ -46,7 +46,7 @@ absl::StatusOr<OperandView> Resolve(const graph::Graph& g, graph::NodeId id, abs
   if (base == nullptr) return absl::InternalError(absl::StrCat("matmul operand %", id, " is not where the plan put it"));
   const size_t r = n.shape.size();
   OperandView v{.batch = r == 3 ? strides[0] : 0, .row = strides[r - 2], .col = strides[r - 1], .shape = n.shape};
-  v.ptr = static_cast<const char*>(base->data_ptr()) + offset * DTypeSize(n.dtype);
+  v.ptr = static_cast<const char*>(UncheckedDataPtr(*base)) + offset * DTypeSize(n.dtype);
   return v;
 }
 
@@ -112,12 +112,12 @@ absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, graph::NodeId id, absl::
   if (operand_shapes != nullptr) *operand_shapes = {a->shape, b->shape};
   GemmProblem p = Problem(mm, *a, *b);
   p.epilogue = chain.epilogue;
-  const void* bias = chain.bias >= 0 ? inputs[g.node(chain.bias).input_index].data_ptr() : nullptr;
+  const void* bias = chain.bias >= 0 ? UncheckedDataPtr(inputs[g.node(chain.bias).input_index]) : nullptr;
   const Device device = g.device();
   Tensor out = Tensor::empty(mm.shape, mm.dtype, device);
   if (out.numel() == 0) return out;
-  absl::Status s = device.is_cuda() ? cuda::CublasLtGemm(device.index, p, a->ptr, b->ptr, out.data_ptr(), bias)
-                                    : cpu::BlasGemm(p, a->ptr, b->ptr, out.data_ptr(), bias);
+  absl::Status s = device.is_cuda() ? cuda::CublasLtGemm(device.index, p, a->ptr, b->ptr, UncheckedDataPtr(out), bias)
+                                    : cpu::BlasGemm(p, a->ptr, b->ptr, UncheckedDataPtr(out), bias);
   if (!s.ok()) return s;
   return out;
 }

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "backend/lower_move.h"
 #include "backend/lower_util.h"
 #include "tensor/error.h"
 
@@ -182,6 +183,7 @@ class ReductionLowerer {
 
   int Emit(Stmt s) {
     if (s.kind != StmtKind::kStore) s.result = kernel_.num_temps++;
+    if (s.kind == StmtKind::kLoad || s.kind == StmtKind::kIndexCheck) s.mask = mask_;
     if (s.is_access()) max_bound_ = std::max(max_bound_, s.index.bound());
     block_->push_back(std::move(s));
     return block_->back().result;
@@ -224,16 +226,19 @@ class ReductionLowerer {
       FUSEBOX_CHECK(accumulator_.contains(id), "reduction %", id, " read before its pass");
       return accumulator_[id];
     }
-    const MemoKey key{id, ctx, ctx == Ctx::kLinear ? linear : IndexExpr::Const(0), block_id_};
+    const MemoKey key{id, ctx, ctx == Ctx::kLinear ? linear : IndexExpr::Const(0), block_id_, mask_};
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     int result;
     if (n.op == Op::kInput || IsBuffer(id)) {
       const Strides strides = OperandStrides(n, IsBuffer(id));
       Stmt load{.kind = StmtKind::kLoad, .dtype = n.dtype, .buffer = InputBuffer(id),
                 .index = Index(ctx, linear, n.shape, strides)};
-      // Per-element loads of a persistent row come from registers after the first.
+      // Per-element loads of a persistent row come from registers after the
+      // first; a gathered or masked one (data movement) is read where it is
+      // used, since its index or mask is computed in the body.
       const bool per_element = ctx == Ctx::kFull || (ctx == Ctx::kLinear && block_ != &kernel_.row_body);
-      if (caches_row_ && per_element && block_ != &kernel_.row_body) {
+      const bool data_dependent = mask_ >= 0 || load.index.HasTemp();
+      if (caches_row_ && per_element && block_ != &kernel_.row_body && !data_dependent) {
         load.cache_slot = CacheSlot(load.buffer, load.index, n.dtype);
       }
       result = Emit(std::move(load));
@@ -248,6 +253,15 @@ class ReductionLowerer {
         max_bound_ = std::max(max_bound_, source.bound());
         result = Eval(base, Ctx::kLinear, source);
       }
+    } else if (graph::Info(n.op).kind == OpKind::kMove) {
+      // Evaluated at its contiguous position; its operands at the positions
+      // LowerMove computes (fusion inlines it only where they are not values
+      // of this kernel's rows).
+      const IndexExpr pos = Index(ctx, linear, n.shape, ContiguousStrides(n.shape));
+      result = LowerMove(g_, id, pos,
+                         {.eval = [this](NodeId in, const IndexExpr& at) { return Eval(in, Ctx::kLinear, at); },
+                          .emit = [this](Stmt st) { return Emit(std::move(st)); }, .mask = &mask_,
+                          .kernel = &kernel_});
     } else {
       FUSEBOX_CHECK(graph::Info(n.op).kind == OpKind::kPointwise, "cannot lower op ", graph::OpName(n.op));
       std::vector<int> args;
@@ -267,14 +281,15 @@ class ReductionLowerer {
   absl::flat_hash_set<NodeId> row_value_;
   absl::flat_hash_map<NodeId, int> accumulator_;
   absl::flat_hash_map<NodeId, int> input_buffer_;
-  // (node, context, the linear index in kLinear, block): its temporary.
-  using MemoKey = std::tuple<NodeId, Ctx, IndexExpr, int>;
+  // (node, context, the linear index in kLinear, block, mask): its temporary.
+  using MemoKey = std::tuple<NodeId, Ctx, IndexExpr, int, int>;
   absl::flat_hash_map<MemoKey, int> memo_;
   absl::flat_hash_map<std::pair<int, IndexExpr>, int> cache_slot_;  // (buffer, index): its slot
   std::vector<Stmt>* block_ = nullptr;
   int block_id_ = 0;
   bool caches_row_ = false;  // per-element loads get register slots (CachedLoad)
   int64_t max_bound_ = 0;
+  int mask_ = -1;  // the mask loads are emitted under (cat's operands: lower_move.h)
 };
 
 }  // namespace

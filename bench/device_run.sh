@@ -27,7 +27,7 @@
 #    the numbers are wanted), `remote-tests` runs the tests alone;
 #    `remote-check` runs the tests, differential fuzz campaigns on CUDA and
 #    on the CPU (fuzz-cuda.log, fuzz-cpu.log: disjoint seed ranges, as many
-#    programs as fit) and the GPU tests under compute-sanitizer memcheck and
+#    programs as fit, half of the slots with --data-movement) and the GPU tests under compute-sanitizer memcheck and
 #    racecheck (sanitizer.log), no bench; FUSEBOX_BENCH_ARGS="--filter mlp --profile"
 #    before it passes flags to fusebox_bench (then compare_torch.py compares
 #    those cases only). Commit the .md and .png under bench/results/.
@@ -225,16 +225,20 @@ run_checks() {
 
 # $1 device, $2 processes: chunks of fusebox_fuzz over disjoint seed ranges
 # (slot i, chunk k: seeds from 1 + i * 10^6 + k * chunk) until 500 s into the call.
+# Every FUSEBOX_FUZZ_MOVE_EVERY-th slot (default 2: slots 1, 3, ...; 0: none)
+# also generates data movement (--data-movement: gather, index_select, cat,
+# stack, split, chunk), so half the campaign covers the indirect and masked loads.
 fuzz_campaign() {
-  local device=$1 slots=$2 chunk=${FUSEBOX_FUZZ_CHUNK:-200} i
+  local device=$1 slots=$2 chunk=${FUSEBOX_FUZZ_CHUNK:-200} every=${FUSEBOX_FUZZ_MOVE_EVERY:-2} i
   : >"$OUT/fuzz-$device.log"
   for ((i = 0; i < slots; ++i)); do
     (
-      local k=0 seed
+      local k=0 seed moves=()
+      if ((every > 0 && i % every == every - 1)); then moves=(--data-movement); fi
       while ((SECONDS < 440)); do
         seed=$((1 + i * 1000000 + k * chunk + ${FUSEBOX_FUZZ_SEED:-0}))
         timeout $((500 - SECONDS)) "$dist/bin/fusebox_fuzz" --device "$device" --seed "$seed" --count "$chunk" \
-          --minimize ${FUSEBOX_FUZZ_ARGS:-} >"/tmp/fuzz-$device-$i.log" 2>&1
+          --minimize ${moves[@]+"${moves[@]}"} ${FUSEBOX_FUZZ_ARGS:-} >"/tmp/fuzz-$device-$i.log" 2>&1
         # A chunk cut by the timeout printed no summary: whole chunks count.
         # A clean chunk adds its summary; one with findings all it printed.
         if grep -q '^findings: 0$' "/tmp/fuzz-$device-$i.log"; then

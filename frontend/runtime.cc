@@ -175,6 +175,13 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
   }
   backend::Executable::StoredValues stored;
   result.outputs = ValueOrThrow(exe->Run(inputs, options.check_numerics ? &stored : nullptr));
+  // An eager gather reports a bad index at the op, as PyTorch's eager does
+  // (waiting for its kernel); compiled runs leave it to the results' reads.
+  if (!options.eager_op.empty() && exe->checks_indices()) {
+    for (const Tensor& t : result.outputs) {
+      if (t.impl().storage != nullptr) t.impl().storage->CheckPending();
+    }
+  }
   if (options.check_numerics) result.numerics = CheckNumerics(graph, inputs, *exe, stored);
   if (record.active()) FinishRecord(record, options.eager_op, *exe, inputs, result.kernel_compiles);
   result.executable = std::move(exe);

@@ -21,9 +21,18 @@ bool IsExtern(const Node& n) { return graph::Info(n.op).kind == OpKind::kExtern;
 // Values a kernel never computes inline: its own reductions aside, they are
 // stored by the kernel that computes them and loaded by the others.
 bool IsStoredOp(const Node& n) { return IsReduction(n) || IsExtern(n); }
-// Data movement (gather, cat) fuses into pointwise kernels only: a reduction
-// reading one loads it, stored by a pointwise kernel before it (StoreMoves).
+// Data movement (gather, cat) fuses into pointwise kernels, and into a
+// reduction over innermost rows whose own values it does not read
+// (MoveInline); otherwise a pointwise kernel stores it first (StoreMoves).
 bool IsMove(const Node& n) { return graph::Info(n.op).kind == OpKind::kMove; }
+
+// Whether the reduced dims of `shape` include its innermost one of size > 1:
+// rows a warp or block reads along (the lowering's strategy agrees).
+bool RowsInnermost(const Shape& shape, const std::vector<int64_t>& axes) {
+  int64_t inner = static_cast<int64_t>(shape.size()) - 1;
+  while (inner > 0 && shape[inner] == 1) --inner;
+  return inner < 0 || std::binary_search(axes.begin(), axes.end(), inner);
+}
 
 // Where, inside a reduction kernel, a value is evaluated: at one element of
 // the reduced shape (kFull), once per row (kRow), or at an arbitrary position
@@ -60,7 +69,7 @@ class Fuser {
     // the kernels that store their operands.
     for (NodeId id = 0; id < g_.size(); ++id) {
       if (IsReduction(g_.node(id))) {
-        StoreMoves(g_.node(id).inputs[0]);
+        StoreMoves(id);
         AssignReduction(id);
       }
       if (IsExtern(g_.node(id))) AssignExtern(id);
@@ -179,7 +188,7 @@ class Fuser {
     if (IsExtern(n) || epilogue_values_.contains(id) || move_stored_.contains(id)) {
       return true;  // stored by its own kernel, loaded
     }
-    if (IsMove(n)) return false;  // (pointwise kernels only)
+    if (IsMove(n)) return MoveInline(id, gi);
     if (IsReduction(n)) {
       if (group_of_[id] != gi) return true;  // stored by an earlier kernel, loaded
       const bool row_is_full = groups_[gi].shape == n.shape;
@@ -205,18 +214,35 @@ class Fuser {
     return true;
   }
 
+  // The latest group over the same rows (-1: none), which a reduction joins where it can.
+  int CandidateGroup(const Shape& shape, const std::vector<int64_t>& axes) const {
+    for (int gi = static_cast<int>(groups_.size()) - 1; gi >= 0; --gi) {
+      if (groups_[gi].shape == shape && groups_[gi].axes == axes) return gi;
+    }
+    return -1;
+  }
+
+  // A gather or cat evaluated inside reduction group gi's kernel (-1: the
+  // group the reduction being placed will open, probe_): its operands are
+  // read at positions the data gives, so none may be a value of the group's
+  // rows (only its current row is at hand), and the rows must end in the
+  // innermost dim (the column printers load a pass's elements ahead of its
+  // body, before an index is checked or a mask known).
+  bool MoveInline(NodeId id, int gi) {
+    const Group& grp = gi >= 0 ? groups_[gi] : probe_;
+    if (!RowsInnermost(grp.shape, grp.axes)) return false;
+    for (NodeId in : g_.node(id).inputs) {
+      if (!Legal(in, Ctx::kLinear, gi)) return false;  // (false where it depends on the group)
+    }
+    return true;
+  }
+
   void AssignReduction(NodeId id) {
     const Node& r = g_.node(id);
     const Shape& shape = g_.node(r.inputs[0]).shape;
     absl::flat_hash_set<NodeId> deps;
     ReductionDeps(id, &deps);
-    int candidate = -1;
-    for (int gi = static_cast<int>(groups_.size()) - 1; gi >= 0; --gi) {
-      if (groups_[gi].shape == shape && groups_[gi].axes == r.axes) {
-        candidate = gi;
-        break;
-      }
-    }
+    int candidate = CandidateGroup(shape, r.axes);
     bool ok = candidate >= 0;
     for (NodeId d : deps) ok = ok && group_of_[d] <= candidate;
     if (ok) {
@@ -241,11 +267,15 @@ class Fuser {
     }
   }
 
-  // The data-movement nodes a reduction's input reads (not past values other
-  // kernels store), each stored by a pointwise kernel of its own, which
-  // also computes its producers; the reduction's kernel loads it.
-  void StoreMoves(NodeId input) {
-    std::vector<NodeId> stack = {input};
+  // The data-movement nodes reduction `id`'s input reads (not past values
+  // other kernels store) that its kernel cannot evaluate (MoveInline), each
+  // stored by a pointwise kernel of its own, which also computes its
+  // producers; the reduction's kernel loads it.
+  void StoreMoves(NodeId id) {
+    const Node& r = g_.node(id);
+    probe_ = Group{.shape = g_.node(r.inputs[0]).shape, .axes = r.axes};
+    const int gi = CandidateGroup(probe_.shape, probe_.axes);
+    std::vector<NodeId> stack = {r.inputs[0]};
     absl::flat_hash_set<NodeId> seen;
     while (!stack.empty()) {
       const NodeId x = stack.back();
@@ -255,13 +285,19 @@ class Fuser {
         for (NodeId in : g_.node(x).inputs) stack.push_back(in);
         continue;
       }
+      if (MoveInline(x, gi)) continue;  // with everything it reads
       absl::flat_hash_set<NodeId> deps;
       ReductionDeps(x, &deps);
       for (NodeId d : deps) materialized_.insert(d);
       move_stored_.insert(x);
       group_of_[x] = static_cast<int>(groups_.size());
       groups_.push_back(Group{.shape = g_.node(x).shape, .outputs = {x}, .kind = KernelKind::kPointwise});
-      Note(x, "is data movement (gather, cat) read by a reduction, so a pointwise kernel stores it first");
+      Note(x, RowsInnermost(probe_.shape, probe_.axes)
+                  ? "is data movement (gather, cat) read by a reduction and reads values of that reduction's "
+                    "rows at positions the data gives, so a pointwise kernel stores it first"
+                  : "is data movement (gather, cat) read by a reduction over dims that are not the innermost "
+                    "(column kernels load a pass's elements before its index checks), so a pointwise kernel "
+                    "stores it first");
     }
   }
 
@@ -406,6 +442,7 @@ class Fuser {
   absl::flat_hash_set<NodeId> materialized_;
   absl::flat_hash_set<NodeId> operand_stored_;  // stored by a kernel before a matmul
   absl::flat_hash_set<NodeId> epilogue_values_;  // stored by a matmul's kernel (its epilogue's end)
+  Group probe_;  // the rows of the reduction StoreMoves is placing (MoveInline)
   absl::flat_hash_set<NodeId> move_stored_;      // stored before a reduction that reads them (StoreMoves)
 
   bool Stored(NodeId id) const {

@@ -22,6 +22,29 @@ std::shared_ptr<Storage> Storage::Allocate(size_t nbytes, Device device) {
   return std::shared_ptr<Storage>(new Storage(data, nbytes, device));
 }
 
+std::shared_ptr<PendingError> Storage::pending() const {
+  if (!has_pending_.load(std::memory_order_acquire)) return nullptr;
+  fusebox::MutexLock lock(&mu_);
+  return pending_;
+}
+
+void Storage::set_pending(std::shared_ptr<PendingError> pending) {
+  fusebox::MutexLock lock(&mu_);
+  has_pending_.store(pending != nullptr, std::memory_order_release);
+  pending_ = std::move(pending);
+}
+
+void Storage::CheckPending() {
+  std::shared_ptr<PendingError> pending = this->pending();
+  if (pending == nullptr) return;
+  pending->Check();  // throws while it stays failed
+  fusebox::MutexLock lock(&mu_);
+  if (pending_ == pending) {
+    pending_ = nullptr;
+    has_pending_.store(false, std::memory_order_release);
+  }
+}
+
 Storage::~Storage() {
   if (device_.is_cpu()) {
     std::free(data_);

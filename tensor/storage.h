@@ -1,7 +1,8 @@
 // Ref-counted memory on one device. CPU memory is 64-byte aligned; CUDA memory
 // comes from the caching allocator and goes back to it when the last tensor
 // using it dies. Its version counter (PyTorch's `_version`) counts in-place
-// writes, so every view of the memory sees the same count.
+// writes, so every view of the memory sees the same count. Memory a CUDA run
+// wrote may carry that run's pending error check (tensor/pending_error.h).
 #pragma once
 
 #include <atomic>
@@ -10,6 +11,8 @@
 #include <memory>
 
 #include "tensor/device.h"
+#include "tensor/mutex.h"
+#include "tensor/pending_error.h"
 
 namespace fusebox {
 
@@ -28,12 +31,21 @@ class Storage {
   // Called once by every in-place op that wrote this memory.
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // The check a run that wrote this memory left pending (null: none).
+  std::shared_ptr<PendingError> pending() const;
+  void set_pending(std::shared_ptr<PendingError> pending);
+  // Throws the pending failure, if any (waiting for the run); clears a passed check.
+  void CheckPending();
+
  private:
   Storage(void* data, size_t nbytes, Device device) : data_(data), nbytes_(nbytes), device_(device) {}
   void* data_;
   size_t nbytes_;
   Device device_;
   std::atomic<uint64_t> version_{0};
+  std::atomic<bool> has_pending_{false};  // a lock-free "nothing pending"
+  mutable fusebox::Mutex mu_;
+  std::shared_ptr<PendingError> pending_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fusebox

@@ -89,8 +89,14 @@ Tensor::operator bool() const {
 }
 
 void* Tensor::data_ptr() const {
-  frontend::Realize(impl(), "data_ptr() called", std::source_location::current());
-  const TensorImpl& i = impl();
+  void* address = UncheckedDataPtr(*this);
+  if (impl().storage != nullptr) impl().storage->CheckPending();
+  return address;
+}
+
+void* UncheckedDataPtr(const Tensor& t) {
+  frontend::Realize(t.impl(), "data_ptr() called", std::source_location::current());
+  const TensorImpl& i = t.impl();
   if (i.storage == nullptr) return nullptr;
   return static_cast<char*>(i.storage->data()) + i.offset * DTypeSize(i.dtype);
 }
@@ -125,6 +131,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
   frontend::Realize(impl(), "to(Device) called", std::source_location::current());
+  // A copy exposes the values: a failure still pending for them throws here.
+  if (impl().storage != nullptr) impl().storage->CheckPending();
   const Tensor src = contiguous();
   Tensor dst = empty(shape(), dtype(), target);
   const size_t bytes = static_cast<size_t>(numel()) * DTypeSize(dtype());

@@ -83,7 +83,8 @@ class Tensor {
   bool is_contiguous() const { return IsContiguous(impl().shape, impl().strides); }
   // Still only a node of a graph being captured (not yet computed).
   bool is_lazy() const;
-  // Address of the first element (device pointer for CUDA); materializes.
+  // Address of the first element (device pointer for CUDA); materializes,
+  // and throws a failure the run that wrote it left pending (a bad index).
   void* data_ptr() const;
   // In-place writes to this tensor's storage so far, shared by all its views
   // (PyTorch's `_version`). Reads no data: 0 while the tensor is lazy.
@@ -140,6 +141,10 @@ class Tensor {
   static Tensor FromDoubles(const std::vector<double>& values, const Shape& shape, DType dtype, Device device);
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// data_ptr() without the pending check (tensor/pending_error.h): for
+// fusebox's own runs, which pass the check on to what they compute.
+void* UncheckedDataPtr(const Tensor& t);
 
 // Prints shape, dtype, device and the values (the first 20 for larger tensors);
 // inside compile() this needs concrete values, so it is a graph break.

@@ -55,6 +55,7 @@ class ClusterPrinter : public CPrinter {
 
  protected:
   std::string Prelude() const override { return absl::StrCat(CudaPrelude(tuning_), kClusterPrelude); }
+  std::string IndexCheckPrelude() const override { return CudaIndexCheckPrelude(); }
   std::string Open(const Kernel&) const override { return ""; }  // reductions only
   std::string Close() const override { return ""; }
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }

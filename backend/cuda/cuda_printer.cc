@@ -218,7 +218,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
  public:
   // Rows along the innermost dims, a warp or a block each (row_printer.h).
   std::string PrintRows(const Kernel& k, const CudaRowLayout& layout) const {
-    return PrintCudaRows(k, spread_, layout, {.prelude = Prelude(),
+    return PrintCudaRows(k, spread_, layout, {.prelude = KernelPrelude(k),
                              .after_pass = [&](const Accumulator& a, const std::string& lambda,
                                                int lanes) { return AfterPass(k, a, lambda, lanes); },
                              .open_row_stores = OpenRowStores(k)},
@@ -287,7 +287,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     };
 
     const bool tiled = UsesCudaColumnTiles(spread_);
-    w.Raw(Prelude());
+    w.Raw(KernelPrelude(k));
     w.Line();
     w.Line("// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ", k.row_length, ", each split over ", split,
            " chunks of ", CudaSplitChunk(k, spread_, tuning_),
@@ -511,6 +511,9 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   }
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
+  // The prelude of a kernel printed outside CPrinter::Print (rows, splits):
+  // with the index-check helpers where it gathers.
+  std::string KernelPrelude(const Kernel& k) const { return k.checks_indices ? Prelude() + IndexCheckPrelude() : Prelude(); }
   std::string IndexCheckPrelude() const override {
     return CudaIndexCheckPrelude();
   }

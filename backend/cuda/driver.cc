@@ -43,6 +43,9 @@ struct Driver::Api : ErrorText {
   decltype(&::cuMemcpyHtoD) memcpy_htod = nullptr;
   decltype(&::cuMemcpyDtoH) memcpy_dtoh = nullptr;
   decltype(&::cuMemcpyDtoD) memcpy_dtod = nullptr;
+  decltype(&::cuMemcpyDtoHAsync) memcpy_dtoh_async = nullptr;
+  decltype(&::cuMemsetD32Async) memset_d32_async = nullptr;
+  decltype(&::cuMemAllocHost) mem_alloc_host = nullptr;
   decltype(&::cuModuleLoadData) module_load_data = nullptr;
   decltype(&::cuModuleGetFunction) module_get_function = nullptr;
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
@@ -59,6 +62,7 @@ struct Driver::Api : ErrorText {
   decltype(&::cuEventCreate) event_create = nullptr;
   decltype(&::cuEventRecord) event_record = nullptr;
   decltype(&::cuEventSynchronize) event_synchronize = nullptr;
+  decltype(&::cuEventQuery) event_query = nullptr;
   decltype(&::cuEventElapsedTime) event_elapsed_time = nullptr;
   decltype(&::cuEventDestroy) event_destroy = nullptr;
 
@@ -175,6 +179,9 @@ Driver::Driver() {
             Resolve(library, api->memcpy_htod, {"cuMemcpyHtoD_v2"}, &missing) &&
             Resolve(library, api->memcpy_dtoh, {"cuMemcpyDtoH_v2"}, &missing) &&
             Resolve(library, api->memcpy_dtod, {"cuMemcpyDtoD_v2"}, &missing) &&
+            Resolve(library, api->memcpy_dtoh_async, {"cuMemcpyDtoHAsync_v2"}, &missing) &&
+            Resolve(library, api->memset_d32_async, {"cuMemsetD32Async"}, &missing) &&
+            Resolve(library, api->mem_alloc_host, {"cuMemAllocHost_v2"}, &missing) &&
             Resolve(library, api->module_load_data, {"cuModuleLoadData"}, &missing) &&
             Resolve(library, api->module_get_function, {"cuModuleGetFunction"}, &missing) &&
             Resolve(library, api->launch_kernel, {"cuLaunchKernel"}, &missing) &&
@@ -182,6 +189,7 @@ Driver::Driver() {
             Resolve(library, api->event_create, {"cuEventCreate"}, &missing) &&
             Resolve(library, api->event_record, {"cuEventRecord"}, &missing) &&
             Resolve(library, api->event_synchronize, {"cuEventSynchronize"}, &missing) &&
+            Resolve(library, api->event_query, {"cuEventQuery"}, &missing) &&
             // _v2 appeared in CUDA 12.8; older drivers only have the original,
             // which has the same signature.
             Resolve(library, api->event_elapsed_time, {"cuEventElapsedTime_v2", "cuEventElapsedTime"},
@@ -340,6 +348,31 @@ absl::Status Driver::CopyDeviceToDevice(int device, CUdeviceptr dst, CUdeviceptr
   return absl::OkStatus();
 }
 
+absl::Status Driver::CopyDeviceToHostAsync(int device, void* dst, CUdeviceptr src, size_t bytes) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  if (CUresult r = api_->memcpy_dtoh_async(dst, src, bytes, /*hStream=*/nullptr); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrFormat("cuMemcpyDtoHAsync(%d bytes) on cuda:%d", bytes, device));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Driver::MemsetD32Async(int device, CUdeviceptr dst, uint32_t value, size_t words) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  if (CUresult r = api_->memset_d32_async(dst, value, words, /*hStream=*/nullptr); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrFormat("cuMemsetD32Async(%d words) on cuda:%d", words, device));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> Driver::HostAlloc(int device, size_t bytes) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  void* ptr = nullptr;
+  if (CUresult r = api_->mem_alloc_host(&ptr, bytes); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrFormat("cuMemAllocHost(%d bytes) on cuda:%d", bytes, device));
+  }
+  return ptr;
+}
+
 absl::Status Driver::Synchronize(int device) {
   if (absl::Status s = SetDevice(device); !s.ok()) return s;
   if (CUresult r = api_->ctx_synchronize(); r != CUDA_SUCCESS) {
@@ -408,10 +441,10 @@ absl::Status Driver::Launch(int device, CUfunction function, const LaunchDims& d
   return absl::OkStatus();
 }
 
-absl::StatusOr<CUevent> Driver::CreateEvent(int device) {
+absl::StatusOr<CUevent> Driver::CreateEvent(int device, bool timing) {
   if (absl::Status s = SetDevice(device); !s.ok()) return s;
   CUevent event = nullptr;
-  if (CUresult r = api_->event_create(&event, CU_EVENT_DEFAULT); r != CUDA_SUCCESS) {
+  if (CUresult r = api_->event_create(&event, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
     return CallError(api_, r, absl::StrCat("cuEventCreate on cuda:", device));
   }
   return event;
@@ -435,6 +468,14 @@ absl::StatusOr<float> Driver::ElapsedMs(CUevent start, CUevent end) {
     return CallError(api_, r, "cuEventElapsedTime");
   }
   return ms;
+}
+
+absl::StatusOr<bool> Driver::EventDone(CUevent event, bool wait) {
+  if (absl::Status s = CheckAvailable(*this); !s.ok()) return s;
+  const CUresult r = wait ? api_->event_synchronize(event) : api_->event_query(event);
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  if (r != CUDA_SUCCESS) return CallError(api_, r, wait ? "cuEventSynchronize" : "cuEventQuery");
+  return true;
 }
 
 void Driver::DestroyEvent(CUevent event) {

@@ -55,6 +55,11 @@ class Driver {
   absl::Status CopyHostToDevice(int device, CUdeviceptr dst, const void* src, size_t bytes);
   absl::Status CopyDeviceToHost(int device, void* dst, CUdeviceptr src, size_t bytes);
   absl::Status CopyDeviceToDevice(int device, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+  // Queued on the stream; the host does not wait (`dst` must be pinned: HostAlloc).
+  absl::Status CopyDeviceToHostAsync(int device, void* dst, CUdeviceptr src, size_t bytes);
+  absl::Status MemsetD32Async(int device, CUdeviceptr dst, uint32_t value, size_t words);
+  // Page-locked host memory (never freed by fusebox: pools keep it).
+  absl::StatusOr<void*> HostAlloc(int device, size_t bytes);
   absl::Status Synchronize(int device);
 
   absl::StatusOr<CUmodule> LoadModule(int device, const std::string& cubin);
@@ -78,10 +83,13 @@ class Driver {
   absl::Status LaunchGraph(int device, CUgraphExec exec);
   void DestroyGraph(CUgraph graph, CUgraphExec exec);
 
-  // CUDA events on the default stream, for timing (benchmarks, profiler).
-  absl::StatusOr<CUevent> CreateEvent(int device);
+  // CUDA events on the default stream, for timing (benchmarks, profiler)
+  // or, with `timing` off, for knowing when queued work is done.
+  absl::StatusOr<CUevent> CreateEvent(int device, bool timing = true);
   absl::Status RecordEvent(int device, CUevent event);
   absl::StatusOr<float> ElapsedMs(CUevent start, CUevent end);  // synchronizes on `end`
+  // Whether the work before `event`'s record is done; with `wait`, waits for it.
+  absl::StatusOr<bool> EventDone(CUevent event, bool wait);
   void DestroyEvent(CUevent event);
 
  private:

@@ -132,6 +132,7 @@ class RowPrinter {
       const std::string rows = absl::StrCat("FB_INLINE void ", k_.name, "_rows(", params, ")");
       std::string args;
       for (const BufferParam& b : k_.buffers) absl::StrAppend(&args, args.empty() ? "" : ", ", b.name);
+      if (k_.checks_indices) absl::StrAppend(&args, ", fb_err");
       if (k_.dynamic_extent) absl::StrAppend(&args, ", fb_n");
       w.Line("template <bool fb_vec>");
       w.Line(rows, ";");
@@ -293,7 +294,8 @@ class RowPrinter {
         }
       } else if (s.kind == StmtKind::kLoad) {
         s.cache_slot = -1;  // a plain load, unless staged below
-        if (!s.index.DependsOn("j")) continue;
+        // Gathered and masked loads stay in the body, after their index and mask.
+        if (!s.index.DependsOn("j") || s.is_data_dependent()) continue;
         s.cache_slot = static_cast<int>(plan.loads.size());
         plan.loads.push_back({s.buffer, s.index, s.cache_slot, Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_),
                               LoadHint(s.buffer, s.index, loop + 1)});

@@ -77,6 +77,30 @@ TEST(CudaClusterTest, SoftmaxOver65536SpreadsEachRowOverEightBlocksWithoutSpills
   EXPECT_LE(c.summary.registers, 64) << c.summary.ToString();
 }
 
+// Data movement inside a cluster's rows: the masked (cat) and gathered
+// loads are read in the body, not held (x is), and the gather's kernel
+// takes fb_err. A row of only such loads holds nothing and keeps the looped
+// kernel.
+TEST(CudaClusterTest, RowsOfACatOrAGatherCompile) {
+  backend::Kernel only_cat = LowerOnly([](auto& in) { return softmax(cat({in[0], in[1]}, -1), -1); },
+                                       {randn({3, 40000}), randn({3, 25537})});
+  EXPECT_TRUE(only_cat.cached_loads.empty());
+  EXPECT_EQ(CompileForSm90(only_cat).schedule.kind, backend::CudaScheduleKind::kBlockPerRow);
+  backend::Kernel cat_rows = LowerOnly([](auto& in) { return softmax(in[2] + cat({in[0], in[1]}, -1), -1); },
+                                       {randn({3, 40000}), randn({3, 25537}), randn({3, 65537})});
+  const Compiled c = CompileForSm90(cat_rows);
+  EXPECT_EQ(c.schedule.kind, backend::CudaScheduleKind::kCluster);
+  EXPECT_THAT(c.source, HasSubstr("__cluster_dims__"));
+  const Tensor index = Tensor::from_vector(std::vector<double>{2, 0, 1}, {3}, DType::kInt64, Device::cpu());
+  backend::Kernel gathered = LowerOnly([](auto& in) { return softmax(in[2] + index_select(in[0], 0, in[1]), -1); },
+                                       {randn({4, 50001}), index, randn({3, 50001})});
+  EXPECT_TRUE(gathered.checks_indices);
+  const Compiled g = CompileForSm90(gathered);
+  EXPECT_EQ(g.schedule.kind, backend::CudaScheduleKind::kCluster);
+  EXPECT_THAT(g.source, HasSubstr("fb_check_index("));
+  EXPECT_THAT(g.source, HasSubstr("long long* fb_err"));
+}
+
 TEST(CudaClusterTest, LayerNormAndSumsPickTheFewestBlocksThatHoldTheRow) {
   // Rows of 24576 (past kPersistentRowLimit): three blocks of 512 threads,
   // 16 values each.

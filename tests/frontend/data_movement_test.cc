@@ -8,18 +8,22 @@
 // GPU variants skip without a device.
 #include <cmath>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/index_flag.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "tests/frontend/data_movement_refs.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
 namespace {
 
+using namespace test_move;  // NOLINT: the references
 using test_util::AllClose;
 using test_util::ErrorOf;
 using test_util::Expected;
@@ -29,69 +33,9 @@ using ::testing::HasSubstr;
 constexpr DType kF32 = DType::kFloat32, kF16 = DType::kFloat16, kBF16 = DType::kBFloat16, kI32 = DType::kInt32,
                 kI64 = DType::kInt64;
 
-// Row-major multi-index of `flat` over `shape`, and back.
-std::vector<int64_t> Unflatten(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> at(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    at[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return at;
-}
-int64_t Flatten(const std::vector<int64_t>& at, const Shape& shape) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + at[d];
-  return flat;
-}
-
-// Random indices in [0, size) of `shape`.
-Tensor RandomIndex(const Shape& shape, int64_t size, DType dtype, Device device = Device::cpu()) {
-  std::vector<double> v(Numel(shape));
-  for (double& x : v) x = static_cast<double>(test_util::Rng()() % static_cast<uint64_t>(size));
-  return Tensor::from_vector(v, shape, dtype, device);
-}
-
 // A non-contiguous copy of `t` (2-D and up): the same values read through a transpose.
 Tensor Strided(const Tensor& t) {
   return t.transpose(0, 1).contiguous().transpose(0, 1);
-}
-
-Expected IndexSelectRef(const Tensor& x, int64_t dim, const Tensor& index) {
-  const std::vector<double> xv = x.to_double_vector(), iv = index.to_double_vector();
-  Expected e{.shape = x.shape(), .dtype = x.dtype()};
-  e.shape[dim] = index.numel();
-  for (int64_t f = 0; f < Numel(e.shape); ++f) {
-    std::vector<int64_t> at = Unflatten(f, e.shape);
-    at[dim] = static_cast<int64_t>(iv[at[dim]]);
-    e.values.push_back(xv[Flatten(at, x.shape())]);
-  }
-  return e;
-}
-
-Expected GatherRef(const Tensor& x, int64_t dim, const Tensor& index) {
-  const std::vector<double> xv = x.to_double_vector(), iv = index.to_double_vector();
-  Expected e{.shape = index.shape(), .dtype = x.dtype()};
-  for (int64_t f = 0; f < Numel(e.shape); ++f) {
-    std::vector<int64_t> at = Unflatten(f, e.shape);
-    at[dim] = static_cast<int64_t>(iv[f]);
-    e.values.push_back(xv[Flatten(at, x.shape())]);
-  }
-  return e;
-}
-
-Expected CatRef(const std::vector<Tensor>& xs, int64_t dim, DType dtype) {
-  Expected e{.shape = xs[0].shape(), .dtype = dtype};
-  e.shape[dim] = 0;
-  for (const Tensor& x : xs) e.shape[dim] += x.shape()[dim];
-  std::vector<std::vector<double>> values;
-  for (const Tensor& x : xs) values.push_back(x.to_double_vector());
-  for (int64_t f = 0; f < Numel(e.shape); ++f) {
-    std::vector<int64_t> at = Unflatten(f, e.shape);
-    size_t k = 0;
-    while (at[dim] >= xs[k].shape()[dim]) at[dim] -= xs[k++].shape()[dim];
-    e.values.push_back(values[k][Flatten(at, xs[k].shape())]);
-  }
-  return e;
 }
 
 struct Case {
@@ -292,22 +236,6 @@ TEST(GatherFusionTest, PointwiseProducersAndConsumersFuseIntoOneKernel) {
   EXPECT_EQ(g.kernels().size(), 1u);
 }
 
-TEST(GatherFusionTest, AReductionOverAGatherLoadsItFromAKernelBefore) {
-  const Tensor w = RandomTensor({10, 33}, kF32);
-  const Tensor idx = RandomIndex({7}, 10, kI64);
-  auto f = compile([](const Tensor& i, const Tensor& w) { return sum(embedding(i, w) * 3, -1); });
-  const Tensor y = f(idx, w);
-  const Expected rows = IndexSelectRef(w, 0, idx);
-  Expected want{.shape = {7}, .dtype = kF32};
-  for (int64_t r = 0; r < 7; ++r) {
-    double s = 0;
-    for (int64_t c = 0; c < 33; ++c) s += static_cast<float>(rows.values[r * 33 + c] * 3);
-    want.values.push_back(s);
-  }
-  EXPECT_TRUE(AllClose(y, want, "sum(embedding(idx, w) * 3, -1)"));
-  EXPECT_EQ(f.kernels().size(), 2u);
-}
-
 // ------------------------------------------------------------ nn::Embedding
 
 TEST(EmbeddingModuleTest, WeightIsStandardNormalAndForwardLooksUpRows) {
@@ -354,6 +282,39 @@ TEST(DataMovementGpuTest, IndexOpsAndBadIndicesOnCuda) {
   const Tensor good = RandomIndex({4}, 5, kI64);
   EXPECT_TRUE(AllClose(index_select(x.to(gpu), 0, good.to(gpu)), IndexSelectRef(x, 0, good), "after a bad index"));
   EXPECT_TRUE(AllClose((x.to(gpu) + 1).to(Device::cpu()) - 1, Expected{x.shape(), kF32, x.to_double_vector()}, "x + 1 - 1"));
+}
+
+// A compiled gather on CUDA does not wait for its kernel: the bad index is
+// reported by the first read of the result (and of anything computed from
+// it), the context stays usable, and good runs read no flag until read.
+TEST(DataMovementGpuTest, CompiledBadIndexThrowsWhenTheResultIsRead) {
+  SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda();
+  const Tensor x = RandomTensor({5, 3}, kF32);
+  const Tensor xg = x.to(gpu);
+  auto f = compile([](const Tensor& a, const Tensor& i) { return exp(index_select(a * 2, 0, i)); });
+  auto g = compile([](const Tensor& y) { return y + 1; });
+  const Tensor bad = Tensor::from_vector(std::vector<double>{0, 7, 4, 2}, {4}, kI64, gpu);
+  Tensor y, later;
+  EXPECT_NO_THROW(y = f(xg, bad));   // no wait at the call
+  EXPECT_NO_THROW(later = g(y));     // nor in a run that reads it
+  const std::string want = "index_select: index 7 is out of range for dim 0 of size 5";
+  std::vector<std::function<void()>> reads = {
+      [&] { y.to_vector(); }, [&] { y.to(Device::cpu()); }, [&] { y.data_ptr(); },
+      [&] { y.narrow(0, 1, 1).narrow(1, 0, 1).item(); }, [&] { later.to_vector(); },
+      [&] { std::ostringstream os; os << later; }, [&] { (later * 2).to_vector(); }};
+  for (size_t k = 0; k < reads.size(); ++k) EXPECT_THAT(ErrorOf(reads[k]), HasSubstr(want)) << "read " << k;
+  // Good runs afterwards: right, and not one wait for a flag while unread.
+  const cuda::IndexFlagCounts before = cuda::GetIndexFlagCounts();
+  const Tensor good = RandomIndex({4}, 5, kI64);
+  const Tensor good_gpu = good.to(gpu);
+  Tensor last;
+  for (int run = 0; run < 20; ++run) last = g(f(xg, good_gpu));
+  EXPECT_EQ(cuda::GetIndexFlagCounts().waits, before.waits);
+  Expected want_values = IndexSelectRef(x, 0, good);
+  for (double& v : want_values.values) v = static_cast<double>(std::exp(static_cast<float>(v * 2))) + 1;
+  EXPECT_TRUE(AllClose(last, want_values, "g(f(x, good)) after a bad index"));
+  EXPECT_LE(cuda::GetIndexFlagCounts().waits, before.waits + 1);  // the read waited at most once
 }
 
 }  // namespace
