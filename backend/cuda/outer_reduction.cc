@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
+#include "backend/code_writer.h"
 #include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/cuda_printer.h"
 
@@ -113,81 +114,98 @@ class OuterPrinter : public CPrinter {
     const char* idx = k.index64 ? "long long" : "int";
     const std::string extent = k.dynamic_extent ? "fb_n" : absl::StrCat(k.num_rows, k.index64 ? "LL" : "");
     const std::string tile = l_.blocks > 1 ? absl::StrCat("blockIdx.x / ", l_.blocks) : "blockIdx.x";
-    std::string out = absl::StrCat(
-        "// warps of ", l_.columns, " columns x ", l_.lanes_per_warp(), " lanes, ", l_.warps, " warps per column, ",
-        l_.groups, " column groups per block",
-        l_.blocks > 1 ? absl::StrCat(", a cluster of ", l_.blocks, " blocks per tile") : "",
-        l_.slots > 0 ? absl::StrCat(", ", l_.slots, " elements per thread held in registers")
-                     : ", each pass reloading its elements",
-        " (outer_reduction.h)\nextern \"C\" __global__ void ",
-        l_.blocks > 1 ? absl::StrCat("__cluster_dims__(", l_.blocks, ", 1, 1) ") : "", "__launch_bounds__(",
-        l_.threads(), ") ", k.name, "(", ParamList(k, /*restrict_qualified=*/true),
-        k.dynamic_extent ? ", long long fb_n" : "", ") {\n", "  const int fb_w = threadIdx.x / 32, fb_t = threadIdx.x % 32;\n",
-        "  const ", idx, " r = (", idx, ")(", tile, ") * ", l_.block_columns(), " + fb_w / ", l_.warps, " * ",
-        l_.columns, " + fb_t % ", l_.columns, ";\n", "  const int fb_lane = ",
-        l_.blocks > 1 ? absl::StrCat("(int)(blockIdx.x % ", l_.blocks, ") * ", l_.lanes(), " + ") : "", "fb_w % ",
-        l_.warps, " * ", l_.lanes_per_warp(), " + fb_t / ", l_.columns, ";\n", "  const bool fb_live = r < ", extent,
-        ";\n");
+    CodeWriter w;
+    w.Line("// warps of ", l_.columns, " columns x ", l_.lanes_per_warp(), " lanes, ", l_.warps, " warps per column, ",
+           l_.groups, " column groups per block",
+           l_.blocks > 1 ? absl::StrCat(", a cluster of ", l_.blocks, " blocks per tile") : "",
+           l_.slots > 0 ? absl::StrCat(", ", l_.slots, " elements per thread held in registers")
+                        : ", each pass reloading its elements",
+           " (outer_reduction.h)");
+    w.Open("extern \"C\" __global__ void ", l_.blocks > 1 ? absl::StrCat("__cluster_dims__(", l_.blocks, ", 1, 1) ") : "",
+           "__launch_bounds__(", l_.threads(), ") ", k.name, "(", ParamList(k, /*restrict_qualified=*/true),
+           k.dynamic_extent ? ", long long fb_n" : "", ")");
+    w.Line("const int fb_w = threadIdx.x / 32, fb_t = threadIdx.x % 32;");
+    w.Line("const ", idx, " r = (", idx, ")(", tile, ") * ", l_.block_columns(), " + fb_w / ", l_.warps, " * ", l_.columns,
+           " + fb_t % ", l_.columns, ";");
+    w.Line("const int fb_lane = ", l_.blocks > 1 ? absl::StrCat("(int)(blockIdx.x % ", l_.blocks, ") * ", l_.lanes(), " + ") : "",
+           "fb_w % ", l_.warps, " * ", l_.lanes_per_warp(), " + fb_t / ", l_.columns, ";");
+    w.Line("const bool fb_live = r < ", extent, ";");
     for (const Pass& pass : k.passes) {
       for (const Accumulator& a : pass.accumulators) {
         const char* type = ComputeCType(a.dtype);
-        if (l_.warps > 1) {
-          absl::StrAppend(&out, "  __shared__ ", type, " fb_part_", Temp(a.temp), "[", l_.threads() / 32 * l_.columns, "];\n");
-        }
-        if (l_.blocks > 1) {
-          absl::StrAppend(&out, "  __shared__ ", type, " fb_slot_", Temp(a.temp), "[", l_.block_columns(), "];\n");
-        }
+        if (l_.warps > 1) w.Line("__shared__ ", type, " fb_part_", Temp(a.temp), "[", l_.threads() / 32 * l_.columns, "];");
+        if (l_.blocks > 1) w.Line("__shared__ ", type, " fb_slot_", Temp(a.temp), "[", l_.block_columns(), "];");
       }
     }
-    return absl::StrCat(out, "  {\n");
+    w.Open();
+    return std::move(w).Release();
   }
   // With a cluster, every block waits at the end until the whole cluster has
   // read its partials.
-  std::string CloseRow() const override { return l_.blocks > 1 ? "  }\n  fb_cluster_wait();\n}\n" : "  }\n}\n"; }
+  std::string CloseRow() const override {
+    CodeWriter w(2);
+    w.Close();
+    if (l_.blocks > 1) w.Line("fb_cluster_wait();");
+    w.Close();
+    return std::move(w).Release();
+  }
 
   bool ReadsCachedLoads(const Kernel&) const override { return l_.slots > 0; }
   std::string Preload(const Kernel& k) const override {
     if (l_.slots == 0) return "";
-    std::string out;
+    CodeWriter w(2);
     for (size_t c = 0; c < k.cached_loads.size(); ++c) {
-      if (held_.contains(static_cast<int>(c))) {
-        absl::StrAppend(&out, "    ", ComputeCType(k.cached_loads[c].dtype), " c", c, "[", l_.slots, "];\n");
+      if (held_.contains(static_cast<int>(c))) w.Line(ComputeCType(k.cached_loads[c].dtype), " c", c, "[", l_.slots, "];");
+    }
+    w.Raw(OpenRowLoop(k));
+    {
+      auto body = w.Indented(2);
+      for (size_t c = 0; c < k.cached_loads.size(); ++c) {
+        if (held_.contains(static_cast<int>(c))) {
+          w.Line("c", c, "[k] = ", LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index), ";");
+        }
       }
     }
-    absl::StrAppend(&out, OpenRowLoop(k));
-    for (size_t c = 0; c < k.cached_loads.size(); ++c) {
-      if (held_.contains(static_cast<int>(c))) {
-        absl::StrAppend(&out, "        c", c, "[k] = ",
-                        LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index), ";\n");
-      }
-    }
-    return absl::StrCat(out, CloseRowLoop(k));
+    w.Raw(CloseRowLoop(k));
+    return std::move(w).Release();
   }
+  // Two scopes: the loop over the thread's elements and its bound check,
+  // closed together (`}}`).
   std::string OpenRowLoop(const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
     const std::string length = absl::StrCat(k.row_length, k.index64 ? "LL" : "");
     const int64_t all_lanes = int64_t{l_.lanes()} * l_.blocks;
+    CodeWriter w(2);
     if (l_.slots > 0) {
-      return absl::StrCat("#pragma unroll\n    for (int k = 0; k < ", l_.slots, "; ++k) {\n      const ", idx,
-                          " j = fb_lane + k * ", all_lanes, ";\n      if (fb_live && j < ", length, ") {\n");
+      w.Directive("#pragma unroll");
+      w.Open("for (int k = 0; k < ", l_.slots, "; ++k)");
+      w.Line("const ", idx, " j = fb_lane + k * ", all_lanes, ";");
+      w.Open("if (fb_live && j < ", length, ")");
+    } else {
+      w.Directive("#pragma unroll 4");
+      w.Open("for (", idx, " j = fb_lane; j < ", length, "; j += ", all_lanes, ")");
+      w.Open("if (fb_live)");
     }
-    return absl::StrCat("#pragma unroll 4\n    for (", idx, " j = fb_lane; j < ", length, "; j += ", all_lanes,
-                        ") {\n      if (fb_live) {\n");
+    return std::move(w).Release();
   }
-  std::string CloseRowLoop(const Kernel&) const override { return "    }}\n"; }
+  std::string CloseRowLoop(const Kernel&) const override {
+    CodeWriter w(4);
+    w.Close(2);
+    return std::move(w).Release();
+  }
 
   std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
     const std::string t = Temp(a.temp), none = absl::StrCat("(", ComputeCType(a.dtype), "*)nullptr");
-    std::string out = absl::StrCat("    ", t, " = fb_outer_reduce<", l_.columns, ", ", l_.warps, ", ", l_.blocks, ">(", t,
-                                   ", ", lambda, ", ", l_.warps > 1 ? "fb_part_" + t : none, ", ",
-                                   l_.blocks > 1 ? "fb_slot_" + t : none, ");\n");
+    CodeWriter w(2);
+    w.Line(t, " = fb_outer_reduce<", l_.columns, ", ", l_.warps, ", ", l_.blocks, ">(", t, ", ", lambda, ", ",
+           l_.warps > 1 ? "fb_part_" + t : none, ", ", l_.blocks > 1 ? "fb_slot_" + t : none, ");");
     // After the last read of other blocks' partials: the kernel's final
     // barrier opens here and closes at its end, past the stores.
-    if (l_.blocks > 1 && &a == &k.passes.back().accumulators.back()) absl::StrAppend(&out, "    fb_cluster_arrive();\n");
-    return out;
+    if (l_.blocks > 1 && &a == &k.passes.back().accumulators.back()) w.Line("fb_cluster_arrive();");
+    return std::move(w).Release();
   }
   // Per-column values are stored by the column's first lane.
-  std::string OpenRowStores(const Kernel&) const override { return "    if (fb_live && fb_lane == 0) {\n"; }
+  std::string OpenRowStores(const Kernel&) const override { return OpeningAt(2, "if (fb_live && fb_lane == 0)"); }
 
  private:
   const CudaOuterLayout& l_;
