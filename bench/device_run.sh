@@ -110,7 +110,8 @@ run_bench() {
   # A/B runs of tuning switches, appended to bench.log (docs/debugging.md):
   # FUSEBOX_AB="NAME=value ...[@word,...];..." runs fusebox_bench once per
   # `;`-separated setting, on the cases the words after `@` name (else those
-  # of FUSEBOX_AB_FILTER, else all).
+  # of FUSEBOX_AB_FILTER, else all), with the flags of FUSEBOX_AB_ARGS
+  # (--sweep: the words name sweep rows, "softmax/dim0,262147]").
   if [[ -n ${FUSEBOX_AB:-} ]]; then
     local setting vars filter
     IFS=';' read -ra settings <<<"$FUSEBOX_AB"
@@ -119,7 +120,8 @@ run_bench() {
       filter="${FUSEBOX_AB_FILTER:-}"
       [[ $setting == *@* ]] && filter="${setting#*@}"
       echo "== A/B: $vars (--filter ${filter:-all})" | tee -a "$OUT/bench.log"
-      env $vars "$dist/bin/fusebox_bench" ${filter:+--filter "$filter"} 2>&1 | tee -a "$OUT/bench.log" || status=1
+      # shellcheck disable=SC2086  # word splitting of the flags is wanted
+      env $vars "$dist/bin/fusebox_bench" ${FUSEBOX_AB_ARGS:-} ${filter:+--filter "$filter"} 2>&1 | tee -a "$OUT/bench.log" || status=1
     done
   fi
   return $status
