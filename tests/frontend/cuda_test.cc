@@ -168,6 +168,49 @@ TEST(CudaTest, UniformOperandsAndScalarPointwiseTails) {
   }
 }
 
+// A NaN is never >= anything, also where the compare's operand is an abs()
+// fused into the kernel: the fuzzer found `abs(pow(x, e)) >= -0.5` true on
+// CUDA for a negative x and a fractional e (pow's NaN), compiled only.
+void ExpectFusedAbsComparesKeepNaNFalse(Device device) {
+  SCOPED_TRACE(device.str());
+  std::vector<double> xv;
+  for (int k = -8; k <= 8; ++k) xv.push_back(k / 4.0);
+  xv.push_back(std::nan(""));
+  xv.push_back(-INFINITY);
+  const Shape shape{1, 1, static_cast<int64_t>(xv.size())};
+  Tensor x = Tensor::from_vector(xv, shape, DType::kFloat32, device);
+  auto abs_ge = compile([](const Tensor& a) { return ge(abs(a), -0.5); });
+  auto pow_where = compile([](const Tensor& a, const Tensor& e) {
+    Tensor m = abs(pow(a, e));
+    return where(ge(m, -0.5), m, -7.0);
+  });
+  const std::vector<double> got_ge = abs_ge(x).to(DType::kFloat32).to_double_vector();
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(got_ge[i], std::isnan(xv[i]) ? 0.0 : 1.0) << "abs(" << xv[i] << ") >= -0.5";
+  for (double e : {0.25, -0.75, 0.5, 2.0, 3.0, -1.0}) {
+    SCOPED_TRACE(::testing::Message() << "exponent " << e);
+    for (bool expanded : {false, true}) {
+      Tensor ev = Tensor::from_vector(std::vector<double>{e}, {}, DType::kFloat32, device);
+      if (expanded) ev = ev.expand(shape);
+      const std::vector<double> got = pow_where(x, ev).to_double_vector();
+      for (size_t i = 0; i < xv.size(); ++i) {
+        const double m = std::fabs(std::pow(static_cast<double>(static_cast<float>(xv[i])), e));
+        const double want = std::isnan(m) ? -7.0 : m;
+        if (std::isinf(want)) {
+          EXPECT_TRUE(std::isinf(got[i])) << "x " << xv[i] << " got " << got[i];
+        } else {
+          EXPECT_NEAR(got[i], want, 1e-5 * (1 + std::fabs(want))) << "x " << xv[i] << " expanded " << expanded;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaTest, ComparesOfFusedAbsKeepNaNFalse) {
+  ExpectFusedAbsComparesKeepNaNFalse(Device::cpu());
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  ExpectFusedAbsComparesKeepNaNFalse(Device::cuda(0));
+}
+
 TEST(CudaTest, FreedMemoryIsReusedByTheCachingAllocator) {
   SKIP_WITHOUT_CUDA();
   auto& alloc = cuda::CachingAllocator::ForDevice(0);

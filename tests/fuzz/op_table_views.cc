@@ -119,6 +119,13 @@ RefArray Indexed(const RefArray& x, int64_t dim, const RefArray& index, bool sel
   return y;
 }
 
+// A 0-d x counts as 1-D of one element (PyTorch): dim -1 or 0, its argmax
+// is 0, and the result is x, 0-d.
+RefArray ZeroDimIndexed(const RefArray& x, int64_t dim) {
+  if (dim != 0 && dim != -1) throw RefError("dim out of range for a 0-d tensor");
+  return Contiguous(x);
+}
+
 RefArray ArgmaxRef(const RefArray& x, int64_t dim, bool keepdim) {
   Step s;
   s.op = OpIndex("argmax");
@@ -234,7 +241,7 @@ std::vector<OpDef> ViewOps() {
       // row's argmax (gather), and x's slices at them (index_select).
       {"gather_argmax", Category::kView,
        [](const Refs& a, const Step& s) {
-         if (a[0].rank() == 0) throw RefError("gather of a 0-d tensor");
+         if (a[0].rank() == 0) return ZeroDimIndexed(a[0], s.ints[0]);
          const int64_t d = Wrap(s.ints[0], a[0].rank());
          return Indexed(a[0], d, ArgmaxRef(a[0], d, true), false);
        },
@@ -244,7 +251,7 @@ std::vector<OpDef> ViewOps() {
        }},
       {"index_select_argmax", Category::kView,
        [](const Refs& a, const Step& s) {
-         if (a[0].rank() == 0) throw RefError("index_select of a 0-d tensor");
+         if (a[0].rank() == 0) return ZeroDimIndexed(a[0], s.ints[0]);
          const int64_t d = Wrap(s.ints[0], a[0].rank());
          const RefArray index = ArgmaxRef(a[0], d, false);
          return Indexed(a[0], d, Reshape(index, {index.numel()}), true);
