@@ -65,9 +65,10 @@ constexpr KnobInfo kKnobs[] = {
     {Knob::kLongRowBlocks, "FUSEBOX_TUNE_LONG_ROW_BLOCKS", kInt, 1, 1, 4,
      "CUDA: blocks per SM, sharing 1024 threads, of the kernels that walk long re-read rows over the grid "
      "(`CudaRowLayout::grid_stride`); launch-time too"},
-    {Knob::kClusters, "FUSEBOX_TUNE_CLUSTERS", kBool, 0, 0, 1,
-     "CUDA, sm_90+: 1: long rows (past the persistent limit) use thread-block clusters that keep each row in "
-     "registers (`backend/cuda/cuda_cluster.h`) instead of the looped kernel; off (slower on the H200, bench/NOTES.md)"},
+    {Knob::kClusters, "FUSEBOX_TUNE_CLUSTERS", kInt, 1, 0, 2,
+     "CUDA, sm_90+: rows a block would loop over take a thread-block cluster per row (`backend/cuda/cuda_cluster.h`): "
+     "0 never; 1 where the rows are fewer than the device's SMs (a block per row leaves SMs idle); 2 every row that "
+     "fits a cluster, also rows held on chip (slower on the H200 where the rows fill the device, bench/NOTES.md)"},
     {Knob::kCacheHints, "FUSEBOX_TUNE_CACHE_HINTS", kInt, 1, 0, 2,
      "CUDA L2 eviction hints (`backend/cuda/cache_hints.h`): 0 none; 1 in kernels that re-read long rows from the L2 "
      "and streamed loads in row reductions that store nothing per element; 2 also streams read-once data everywhere"},
@@ -88,6 +89,9 @@ constexpr KnobInfo kKnobs[] = {
     {Knob::kOuterMinThreads, "FUSEBOX_TUNE_OUTER_MIN_THREADS", kPowerOfTwo, 256, 32, 1024,
      "CUDA outer reductions: column groups are put side by side until a block has this many threads (while the "
      "tiles still fill the device)"},
+    {Knob::kOuterWarpBytes, "FUSEBOX_TUNE_OUTER_WARP_BYTES", kPowerOfTwo, 32, 16, 128,
+     "CUDA outer reductions: the bytes of a row one warp reads side by side (its columns: 32 is a sector, 8 f32 "
+     "columns; at most 32 columns), halved where a column's share would not fit the registers"},
     {Knob::kPointwiseThreadBytes, "FUSEBOX_TUNE_POINTWISE_THREAD_BYTES", kPowerOfTwo, 16, 4, 64,
      "CUDA pointwise kernels that cannot move 16-byte vectors (sliced, broadcast, mixed types): bytes of its "
      "narrowest operand each thread keeps in flight (elements per thread: this over its size, 4 to 8)"},

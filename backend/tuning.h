@@ -42,6 +42,7 @@ enum class Knob : int {
   kColumnUnroll,
   kOuterThreads,
   kOuterMinThreads,
+  kOuterWarpBytes,
   kPointwiseThreadBytes,
   kOnePlusTanh,
   kFastMath,

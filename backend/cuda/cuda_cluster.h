@@ -42,10 +42,11 @@ struct ClusterLayout {
 // fewer than the device's SMs (Kernel::cuda_sm_count), else the looped kernel.
 ClusterLayout CudaClusterLayout(const Kernel& kernel, const CudaRowSpread& spread, int arch);
 
-// ChooseCudaSchedule uses CudaClusterLayout only with Knob::kClusters
-// (FUSEBOX_TUNE_CLUSTERS=1). On the H200 the cluster softmax over 1024 x
-// 65536 ran at 1544 GB/s, the looped kernel that walks the grid with one
-// block per SM at 2395 (bench/NOTES.md): the looped kernel is the default.
+// ChooseCudaSchedule uses CudaClusterLayout for rows a block would loop over
+// where they are fewer than the device's SMs (Knob::kClusters 1, the rule; 2:
+// every such row). On the H200 the cluster softmax over 1024 x 65536 ran at
+// 1544 GB/s, the looped kernel that walks the grid with one block per SM at
+// 2395: where the rows fill the device, the looped kernel stays.
 
 // The cluster helpers (barrier halves, fb_cluster_map, fb_cluster_reduce),
 // after CudaPrelude; the outer reduction printer shares them.

@@ -15,6 +15,21 @@ const char* CudaScheduleKindName(CudaScheduleKind kind) {
   return names[static_cast<int>(kind)];
 }
 
+namespace {
+
+// Knob::kClusters: 0 never; 1 (the rule) rows a block would loop over that
+// are fewer than the SMs: a block per row leaves the rest idle, where a
+// cluster's blocks share each row; 2 every row CudaClusterLayout takes (the
+// looped kernel won where the rows fill the device: 2395 GB/s beside the
+// cluster's 1544 on 1024 x 65536).
+bool UsesCudaCluster(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
+  const int clusters = tuning.GetInt(Knob::kClusters);
+  if (clusters != 1) return clusters == 2;
+  return UsesCudaRowLayout(k, spread) && k.num_rows < CudaSmCount(k) && !ChooseCudaRowLayout(k, spread, tuning).on_chip;
+}
+
+}  // namespace
+
 CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
   CudaSchedule s;
   // How the rows spread first: every layout below follows from it.
@@ -30,8 +45,9 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
     s.per_block = int64_t{kCudaBlockSize} * CudaPointwiseElementsPerThread(k, tuning);
     return s;
   }
-  // Long rows on sm_90+, opt-in: a thread-block cluster per row (cuda_cluster.h).
-  if (tuning.On(Knob::kClusters)) {
+  // Rows a block would loop over, on sm_90+: a thread-block cluster per row
+  // (cuda_cluster.h) where the rows are too few for the device's SMs.
+  if (UsesCudaCluster(k, spread, tuning)) {
     if (const ClusterLayout c = CudaClusterLayout(k, spread, k.cuda_arch); c.blocks > 1) {
       s.kind = CudaScheduleKind::kCluster;
       s.cluster = c;

@@ -19,8 +19,6 @@ namespace {
 // 33 spilled) rather than reload every pass.
 constexpr int kTargetWords = 16;
 constexpr int kMaxWords = 32;
-// A warp's share of a row: one 32-byte sector (8 f32 or 16 bf16 columns).
-constexpr int kSectorBytes = 32;
 // Enough blocks to fill the device: this many per SM before the cluster grows.
 constexpr int kBlocksPerSm = 2;
 // Each thread keeps at least this many elements of its column when the
@@ -228,10 +226,11 @@ std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k, const Cuda
   const int max_threads = tuning.GetInt(Knob::kOuterThreads), min_threads = tuning.GetInt(Knob::kOuterMinThreads);
   const int64_t length = k.row_length;
   auto slots = [&](int64_t lanes) { return (length + lanes - 1) / lanes; };
-  // A warp row covers a sector of columns; where the column does not fit
-  // the lanes of that width, half a sector (twice the lanes) may hold it:
-  // reading HBM once beats whole sectors.
-  const int sector = std::clamp(kSectorBytes / element, 4, 16);
+  // A warp row covers Knob::kOuterWarpBytes of columns (a 32-byte sector by
+  // default: 8 f32 or 16 bf16); where the column does not fit the lanes of
+  // that width, half as many columns (twice the lanes) may hold it: reading
+  // HBM once beats whole sectors.
+  const int sector = std::clamp(tuning.GetInt(Knob::kOuterWarpBytes) / element, 4, 32);
   CudaOuterLayout l;
   l.columns = sector;
   bool held = false;

@@ -22,10 +22,11 @@ using namespace fusebox::testing_workloads;  // NOLINT: shared test helpers
 using testing_backend::LowerOnly;
 using testing_backend::SpreadOf;
 
-// Clusters are opt-in (Knob::kClusters): the tuning that turns them on.
+// Clusters for every looped row (Knob::kClusters 2; the rule takes them
+// only where the rows are fewer than the SMs).
 backend::TuningSnapshot WithClusters() {
   backend::TuningSnapshot t = backend::CurrentTuning();
-  t.Set(backend::Knob::kClusters, 1);
+  t.Set(backend::Knob::kClusters, 2);
   return t;
 }
 

@@ -58,7 +58,7 @@ TEST(TuningTest, UnknownAndBadValuesWarnAndFallBackToTheDefault) {
        {"FUSEBOX_TUNE_CACHE_HINTS", "7"},     // out of [0, 2]
        {"FUSEBOX_TUNE_COLUMN_UNROLL", "12"},  // not a power of two
        {"FUSEBOX_TUNE_LOOP_GROUPS", "four"},  // not an integer
-       {"FUSEBOX_TUNE_CLUSTERS", "2"},        // a bool
+       {"FUSEBOX_TUNE_COUNTED_LOOP", "2"},    // a bool
        {"FUSEBOX_TUNE_L1_HINTS", "3"},        // valid
        {"HOME", "/nowhere"}},
       &warnings);
@@ -69,7 +69,7 @@ TEST(TuningTest, UnknownAndBadValuesWarnAndFallBackToTheDefault) {
   EXPECT_THAT(all, HasSubstr("FUSEBOX_TUNE_CACHE_HINTS=7: 7 is not [0, 2]; using the default 1"));
   EXPECT_THAT(all, HasSubstr("FUSEBOX_TUNE_COLUMN_UNROLL=12: 12 is not a power of two in [1, 64]"));
   EXPECT_THAT(all, HasSubstr("'four' is not an integer"));
-  EXPECT_THAT(all, HasSubstr("FUSEBOX_TUNE_CLUSTERS=2: 2 is not 0 or 1"));
+  EXPECT_THAT(all, HasSubstr("FUSEBOX_TUNE_COUNTED_LOOP=2: 2 is not 0 or 1"));
   TuningSnapshot want;
   want.Set(Knob::kL1Hints, 3);
   EXPECT_EQ(t, want);
@@ -121,6 +121,7 @@ Tensor LayerNorm(const std::vector<Tensor>& in) {
 Tensor RmsNoWeight(const std::vector<Tensor>& in) { return in[0] * rsqrt(mean(in[0] * in[0], -1, true) + 1e-6); }
 Tensor RowSum(const std::vector<Tensor>& in) { return sum(in[0], -1); }
 Tensor ColumnSum(const std::vector<Tensor>& in) { return sum(in[0], 0); }
+Tensor ColumnSoftmax(const std::vector<Tensor>& in) { return softmax(in[0], 0); }
 Tensor Gelu(const std::vector<Tensor>& in) { return ManualGelu(in[0]); }
 Tensor Scale(const std::vector<Tensor>& in) { return in[0] * 2.0 + 1.0; }
 
@@ -156,6 +157,7 @@ TEST(TuningTest, EachSourceKnobChangesTheCudaSourceWhichStillCompiles) {
       {Knob::kColumnTiles, 0, ColumnSum, {{4096, 256}}},
       {Knob::kColumnBlocks, 64, ColumnSum, {{8192, 62}}},
       {Knob::kColumnUnroll, 4, ColumnSum, {{8192, 62}}},
+      {Knob::kOuterWarpBytes, 128, ColumnSoftmax, {{4096, 1023}}},
       {Knob::kOnePlusTanh, 0, Gelu, {{1000}}},
   };
   std::set<Knob> covered;
@@ -176,19 +178,30 @@ TEST(TuningTest, EachSourceKnobChangesTheCudaSourceWhichStillCompiles) {
   EXPECT_EQ(covered.size(), cases.size());
 }
 
-// Clusters are set by CompileAhead (the kernel IR records the layout).
+// Clusters are set by CompileAhead (the kernel IR records the layout): by
+// the rule (Knob::kClusters 1) for looped rows fewer than the SMs, for every
+// row a cluster fits with 2, never with 0.
 TEST(TuningTest, ClustersKnobGivesAClusterKernel) {
-  Tensor x = randn({4, 65536}, Device::cpu(), FreshSeed());
-  frontend::CaptureSession session(/*eager=*/false);
-  const fusion::Plan plan = fusion::BuildPlan(session.Snapshot({ManualSoftmax(x)}));
-  TuningSnapshot clusters;
-  clusters.Set(Knob::kClusters, 1);
-  const auto plain = backend::CompileAhead(plan, 90, /*cuda_twins=*/true, TuningSnapshot());
-  const auto tuned = backend::CompileAhead(plan, 90, /*cuda_twins=*/true, clusters);
-  EXPECT_THAT(plain.back().cuda_source, ::testing::Not(HasSubstr("__cluster_dims__(")));
-  EXPECT_THAT(tuned.back().cuda_source, HasSubstr("__cluster_dims__("));
-  auto out = cuda::CompileWithNvrtc(tuned.back().cuda_source, "clusters", 90);
-  EXPECT_TRUE(out.ok()) << out.status();
+  auto sources = [](const Shape& shape, int clusters) {
+    Tensor x = Tensor::empty(shape, DType::kFloat32, Device::cpu());  // captured, never read
+    frontend::CaptureSession session(/*eager=*/false);
+    const fusion::Plan plan = fusion::BuildPlan(session.Snapshot({ManualSoftmax(x)}));
+    TuningSnapshot tuning;
+    tuning.Set(Knob::kClusters, clusters);
+    return backend::CompileAhead(plan, 90, /*cuda_twins=*/true, tuning, /*cuda_sm_count=*/132).back().cuda_source;
+  };
+  // 262147 is past what a block holds on chip; 4 rows leave SMs idle, 256
+  // do not; 65536 fits 8 blocks' registers.
+  const std::string few = sources({4, 262147}, 1), many = sources({256, 262147}, 1), never = sources({4, 262147}, 0),
+                    every = sources({256, 65536}, 2);
+  EXPECT_THAT(few, HasSubstr("__cluster_dims__("));
+  EXPECT_THAT(many, ::testing::Not(HasSubstr("__cluster_dims__(")));
+  EXPECT_THAT(never, ::testing::Not(HasSubstr("__cluster_dims__(")));
+  EXPECT_THAT(every, HasSubstr("__cluster_dims__("));
+  for (const std::string* source : {&few, &every}) {
+    auto out = cuda::CompileWithNvrtc(*source, "clusters", 90);
+    EXPECT_TRUE(out.ok()) << out.status();
+  }
 }
 
 // The lowering's rewrite (1 + tanh) and the CUDA spread's knobs (warp rows,

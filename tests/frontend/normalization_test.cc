@@ -15,6 +15,7 @@ namespace {
 using namespace reduction_test;  // NOLINT
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::ThrowsMessage;
 
 // ----------------------------------------------------------------- softmax
@@ -193,8 +194,9 @@ TEST(NormalizationCudaTest, SoftmaxAndLayerNorm) {
 }
 
 // Long rows: persistent up to kPersistentRowLimit, then the looped kernel
-// walking the grid, or (FUSEBOX_TUNE_CLUSTERS=1, sm_90+) a thread-block
-// cluster per row that keeps it in registers (backend/cuda/cuda_cluster.h).
+// walking the grid, or (sm_90+, rows fewer than the SMs: the 1 and 3 rows
+// here, or every row with FUSEBOX_TUNE_CLUSTERS=2) a thread-block cluster per
+// row that keeps it in registers (backend/cuda/cuda_cluster.h).
 // Odd lengths leave the last block part empty; 1 and 3 rows make a few
 // blocks on an idle GPU.
 TEST(NormalizationCudaTest, LongRowsOverThreadBlockClusters) {
@@ -202,6 +204,8 @@ TEST(NormalizationCudaTest, LongRowsOverThreadBlockClusters) {
   const Device gpu = Device::cuda();
   absl::StatusOr<int> arch = cuda::Driver::Get().ComputeCapability(gpu.index);
   ASSERT_TRUE(arch.ok()) << arch.status();
+  absl::StatusOr<int> sms = cuda::Driver::Get().MultiprocessorCount(gpu.index);
+  ASSERT_TRUE(sms.ok()) << sms.status();
   // 8192 and 12289 are persistent rows of one block; the others are past
   // kPersistentRowLimit.
   for (const int64_t len : {8192, 12289, 20001, 65536, 100000}) {
@@ -220,17 +224,23 @@ TEST(NormalizationCudaTest, LongRowsOverThreadBlockClusters) {
         auto f = compile([](const Tensor& t) { return softmax(t, -1); });
         (void)f(x);
         ASSERT_EQ(f.kernels().size(), 1u);
-        // Clusters are opt-in (FUSEBOX_TUNE_CLUSTERS=1): with it on, long rows take them on sm_90+.
-        if (*arch >= 90 && len > fusion::kPersistentRowLimit && backend::CurrentTuning().On(backend::Knob::kClusters)) {
+        // Rows a block would loop over (not held on chip) take clusters on
+        // sm_90+ where they are fewer than the SMs: 100000 here (20001 and
+        // 65536 stay on chip); with FUSEBOX_TUNE_CLUSTERS=2 every long row.
+        const int clusters = backend::CurrentTuning().GetInt(backend::Knob::kClusters);
+        const bool rule = clusters == 1 && len == 100000 && rows < *sms;
+        if (*arch >= 90 && len > fusion::kPersistentRowLimit && (clusters == 2 || rule)) {
           EXPECT_THAT(f.kernels()[0].source, HasSubstr("__cluster_dims__(")) << "sm_" << *arch;
+        } else if (clusters == 1) {
+          EXPECT_THAT(f.kernels()[0].source, Not(HasSubstr("__cluster_dims__(")));
         }
       }
     }
   }
 }
 
-// Few rows too long for a cluster's registers, with clusters on
-// (FUSEBOX_TUNE_CLUSTERS=1, sm_90+): each of a row's 8 blocks loops over its
+// Few rows too long for a cluster's registers (sm_90+, the rule of
+// FUSEBOX_TUNE_CLUSTERS=1): each of a row's 8 blocks loops over its
 // share in every pass and the blocks combine through the cluster
 // (backend/cuda/cuda_cluster.h, slots 0).
 TEST(NormalizationCudaTest, FewLongRowsOverLoopedClusters) {
@@ -238,7 +248,6 @@ TEST(NormalizationCudaTest, FewLongRowsOverLoopedClusters) {
   const Device gpu = Device::cuda();
   absl::StatusOr<int> arch = cuda::Driver::Get().ComputeCapability(gpu.index);
   ASSERT_TRUE(arch.ok()) << arch.status();
-  const backend::ScopedTuning clusters({{backend::Knob::kClusters, 1}});
   for (const int64_t len : {262147, 300001}) {
     for (const int64_t rows : {1, 3, 63}) {
       SCOPED_TRACE(absl::StrCat("[", rows, ", ", len, "]"));
