@@ -25,7 +25,7 @@ struct KernelPass {
   Kernel (*run)(Kernel kernel);
 };
 
-// Every kernel, after lowering: row reciprocals, 1 + tanh.
+// Every kernel, after lowering: row reciprocals, 1 + tanh, abs compares.
 std::span<const KernelPass> NeutralKernelPasses();
 // CUDA, after the schedule is chosen: held row values (rows held on chip).
 std::span<const KernelPass> CudaKernelPasses();

@@ -1,6 +1,7 @@
 // The whole path on a GPU: eager ops and compiled functions on Device::cuda()
 // against a float64 reference computed on the host. Skips without a device.
 #include <cmath>
+#include <functional>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -186,6 +187,28 @@ void ExpectFusedAbsComparesKeepNaNFalse(Device device) {
   });
   const std::vector<double> got_ge = abs_ge(x).to(DType::kFloat32).to_double_vector();
   for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(got_ge[i], std::isnan(xv[i]) ? 0.0 : 1.0) << "abs(" << xv[i] << ") >= -0.5";
+  // The other compares of a value ptxas may take as >= 0, against 0 and a
+  // negative constant; want: the float64 compare.
+  struct Case {
+    const char* what;
+    std::function<Tensor(const Tensor&)> fn;
+    std::function<bool(double)> want;
+  };
+  const std::vector<Case> cases = {
+      {"abs(x) >= 0", [](const Tensor& a) { return ge(abs(a), 0.0); }, [](double v) { return std::fabs(v) >= 0; }},
+      {"abs(x) > -1", [](const Tensor& a) { return gt(abs(a), -1.0); }, [](double v) { return std::fabs(v) > -1; }},
+      {"abs(x) < -1", [](const Tensor& a) { return lt(abs(a), -1.0); }, [](double v) { return std::fabs(v) < -1; }},
+      {"abs(x) != -1", [](const Tensor& a) { return ne(abs(a), -1.0); }, [](double v) { return std::fabs(v) != -1; }},
+      {"relu(x) >= -1", [](const Tensor& a) { return ge(relu(a), -1.0); }, [](double v) { return std::isnan(v) ? false : true; }},
+      {"exp(x) >= -1", [](const Tensor& a) { return ge(exp(a), -1.0); }, [](double v) { return std::exp(v) >= -1; }},
+      {"x * x >= -1", [](const Tensor& a) { return ge(a * a, -1.0); }, [](double v) { return v * v >= -1; }},
+      {"sqrt(x) >= -1", [](const Tensor& a) { return ge(sqrt(a), -1.0); }, [](double v) { return std::sqrt(v) >= -1; }},
+  };
+  for (const Case& c : cases) {
+    auto f = compile([&c](const Tensor& a) { return c.fn(a); });
+    const std::vector<double> got = f(x).to(DType::kFloat32).to_double_vector();
+    for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(got[i], c.want(xv[i]) ? 1.0 : 0.0) << c.what << " at x = " << xv[i];
+  }
   for (double e : {0.25, -0.75, 0.5, 2.0, 3.0, -1.0}) {
     SCOPED_TRACE(::testing::Message() << "exponent " << e);
     for (bool expanded : {false, true}) {
