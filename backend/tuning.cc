@@ -92,6 +92,9 @@ constexpr KnobInfo kKnobs[] = {
     {Knob::kOuterWarpBytes, "FUSEBOX_TUNE_OUTER_WARP_BYTES", kPowerOfTwo, 32, 16, 128,
      "CUDA outer reductions: the bytes of a row one warp reads side by side (its columns: 32 is a sector, 8 f32 "
      "columns; at most 32 columns), halved where a column's share would not fit the registers"},
+    {Knob::kOuterHeldWords, "FUSEBOX_TUNE_OUTER_HELD_WORDS", kInt, 32, 0, 64,
+     "CUDA outer reductions: the most 32-bit registers of column values a thread holds between passes (HBM read "
+     "once); a column that needs more is reloaded every pass (from the L2); 0: always reloaded"},
     {Knob::kPointwiseThreadBytes, "FUSEBOX_TUNE_POINTWISE_THREAD_BYTES", kPowerOfTwo, 16, 4, 64,
      "CUDA pointwise kernels that cannot move 16-byte vectors (sliced, broadcast, mixed types): bytes of its "
      "narrowest operand each thread keeps in flight (elements per thread: this over its size, 4 to 8)"},

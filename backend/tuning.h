@@ -43,6 +43,7 @@ enum class Knob : int {
   kOuterThreads,
   kOuterMinThreads,
   kOuterWarpBytes,
+  kOuterHeldWords,
   kPointwiseThreadBytes,
   kOnePlusTanh,
   kFastMath,

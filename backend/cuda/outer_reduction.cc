@@ -15,10 +15,9 @@ namespace {
 
 // Row values held per thread, in 32-bit registers over all held loads: the
 // layout adds lanes until a thread holds at most kTargetWords, and holds up
-// to kMaxWords (of the 64 registers a 1024-thread block leaves each thread;
+// to Knob::kOuterHeldWords, 32 (of the 64 registers a 1024-thread block leaves each thread;
 // 33 spilled) rather than reload every pass.
 constexpr int kTargetWords = 16;
-constexpr int kMaxWords = 32;
 // Enough blocks to fill the device: this many per SM before the cluster grows.
 constexpr int kBlocksPerSm = 2;
 // Each thread keeps at least this many elements of its column when the
@@ -235,7 +234,7 @@ std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k, const Cuda
   l.columns = sector;
   bool held = false;
   for (int columns = sector; columns >= sector / 2 && words > 0; columns /= 2) {
-    if (slots(int64_t{max_threads / columns} * max_blocks) * words <= kMaxWords) {
+    if (slots(int64_t{max_threads / columns} * max_blocks) * words <= tuning.GetInt(Knob::kOuterHeldWords)) {
       l.columns = columns;
       held = true;
       break;

@@ -158,6 +158,7 @@ TEST(TuningTest, EachSourceKnobChangesTheCudaSourceWhichStillCompiles) {
       {Knob::kColumnBlocks, 64, ColumnSum, {{8192, 62}}},
       {Knob::kColumnUnroll, 4, ColumnSum, {{8192, 62}}},
       {Knob::kOuterWarpBytes, 128, ColumnSoftmax, {{4096, 1023}}},
+      {Knob::kOuterHeldWords, 0, ColumnSoftmax, {{4096, 1023}}},
       {Knob::kOnePlusTanh, 0, Gelu, {{1000}}},
   };
   std::set<Knob> covered;
