@@ -89,9 +89,10 @@ constexpr KnobInfo kKnobs[] = {
     {Knob::kOuterMinThreads, "FUSEBOX_TUNE_OUTER_MIN_THREADS", kPowerOfTwo, 256, 32, 1024,
      "CUDA outer reductions: column groups are put side by side until a block has this many threads (while the "
      "tiles still fill the device)"},
-    {Knob::kOuterWarpBytes, "FUSEBOX_TUNE_OUTER_WARP_BYTES", kPowerOfTwo, 32, 16, 128,
-     "CUDA outer reductions: the bytes of a row one warp reads side by side (its columns: 32 is a sector, 8 f32 "
-     "columns; at most 32 columns), halved where a column's share would not fit the registers"},
+    {Knob::kOuterWarpColumns, "FUSEBOX_TUNE_OUTER_WARP_COLUMNS", kPowerOfTwo, 16, 4, 32,
+     "CUDA outer reductions: the columns of a row one warp reads side by side, at least a 32-byte sector's "
+     "(16: 64 bytes of f32, a sector of 16-bit types; 8 f32 columns lost 17-27% on [1031, 16273] and "
+     "[33, 37, 13741]), halved where a column's share would not fit the registers"},
     {Knob::kOuterHeldWords, "FUSEBOX_TUNE_OUTER_HELD_WORDS", kInt, 32, 0, 64,
      "CUDA outer reductions: the most 32-bit registers of column values a thread holds between passes (HBM read "
      "once); a column that needs more is reloaded every pass (from the L2); 0: always reloaded"},

@@ -42,7 +42,7 @@ enum class Knob : int {
   kColumnUnroll,
   kOuterThreads,
   kOuterMinThreads,
-  kOuterWarpBytes,
+  kOuterWarpColumns,
   kOuterHeldWords,
   kPointwiseThreadBytes,
   kOnePlusTanh,

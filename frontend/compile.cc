@@ -180,7 +180,7 @@ std::vector<Tensor> CompiledState::Replay(std::shared_ptr<const ReplayEntry> ent
 void CompiledState::ResetReplays() {
   MutexLock lock(&mu_);
   replays_.clear();
-  replay_pending_.reset();
+  replay_pending_.clear();
   replay_status_ = "the recorded plans were reset (reset_replays())";
 }
 
@@ -206,10 +206,12 @@ void CompiledState::NoteReplayCandidate(std::vector<ArgGuard> guards, std::span<
   MutexLock lock(&mu_);
   if (!candidate.why_not.empty()) {
     replay_status_ = absl::StrCat("the last call was traced, and cannot be replayed: ", candidate.why_not);
-    replay_pending_.reset();
+    replay_pending_.clear();
     return;
   }
-  if (replay_pending_ && SameReplay(*replay_pending_, candidate.entry)) {
+  const auto pending = std::find_if(replay_pending_.begin(), replay_pending_.end(),
+                                    [&](const ReplayEntry& e) { return SameReplay(e, candidate.entry); });
+  if (pending != replay_pending_.end()) {
     // Another thread may have confirmed the same entry since this call looked.
     const bool known = std::any_of(replays_.begin(), replays_.end(), [&](const auto& e) {
       return SameReplay(*e, candidate.entry);
@@ -217,11 +219,12 @@ void CompiledState::NoteReplayCandidate(std::vector<ArgGuard> guards, std::span<
     if (!known && static_cast<int>(replays_.size()) < options_.recompile_limit) {
       replays_.push_back(std::make_shared<const ReplayEntry>(std::move(candidate.entry)));
     }
-    replay_pending_.reset();
-    replay_status_ = "the last call was traced and confirmed the one before: calls like it now replay";
+    replay_pending_.erase(pending);
+    replay_status_ = "the last call was traced and confirmed an earlier one: calls like it now replay";
     return;
   }
-  replay_pending_ = std::move(candidate.entry);
+  if (replay_pending_.size() == kMaxPendingReplays) replay_pending_.erase(replay_pending_.begin());
+  replay_pending_.push_back(std::move(candidate.entry));
   replay_status_ = "the last call was traced (a second call like it makes it replay)";
 }
 

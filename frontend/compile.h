@@ -190,10 +190,12 @@ class CompiledState {
   std::vector<std::vector<Shape>> seen_shapes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<fusion::InputDim>> dynamic_dims_ ABSL_GUARDED_BY(mu_);
   // CompileOptions::replay: confirmed entries (at most recompile_limit), the
-  // last traced call's entry waiting for a confirming call, and the last
-  // call's status for explain().
+  // entries of the last traced calls waiting for a confirming call (newest
+  // last, at most kMaxPendingReplays: threads and alternating shapes trace
+  // calls of several entries in turn), and the last call's status for explain().
+  static constexpr size_t kMaxPendingReplays = 8;
   std::vector<std::shared_ptr<const ReplayEntry>> replays_ ABSL_GUARDED_BY(mu_);
-  std::optional<ReplayEntry> replay_pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<ReplayEntry> replay_pending_ ABSL_GUARDED_BY(mu_);
   std::string replay_status_ ABSL_GUARDED_BY(mu_);
 };
 

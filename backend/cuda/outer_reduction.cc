@@ -225,11 +225,13 @@ std::optional<CudaOuterLayout> ChooseCudaOuterLayout(const Kernel& k, const Cuda
   const int max_threads = tuning.GetInt(Knob::kOuterThreads), min_threads = tuning.GetInt(Knob::kOuterMinThreads);
   const int64_t length = k.row_length;
   auto slots = [&](int64_t lanes) { return (length + lanes - 1) / lanes; };
-  // A warp row covers Knob::kOuterWarpBytes of columns (a 32-byte sector by
-  // default: 8 f32 or 16 bf16); where the column does not fit the lanes of
-  // that width, half as many columns (twice the lanes) may hold it: reading
-  // HBM once beats whole sectors.
-  const int sector = std::clamp(tuning.GetInt(Knob::kOuterWarpBytes) / element, 4, 32);
+  // A warp row covers Knob::kOuterWarpColumns columns (16), at least a 32-byte
+  // sector: the scalar loads of odd strides are bound by the load/store
+  // unit's queue (ncu: lg_throttle the top stall), so fewer rows per warp
+  // access is faster, up to 64 bytes of f32. Where the column does not fit
+  // the lanes of that width, half as many columns (twice the lanes) may hold
+  // it: reading HBM once beats whole sectors.
+  const int sector = std::clamp(std::max(tuning.GetInt(Knob::kOuterWarpColumns), 32 / element), 4, 32);
   CudaOuterLayout l;
   l.columns = sector;
   bool held = false;

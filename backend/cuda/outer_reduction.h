@@ -24,7 +24,7 @@ namespace fusebox::backend {
 // shuffles inside the warp, then (warps > 1) through shared memory, then
 // (blocks > 1) over the cluster's blocks.
 struct CudaOuterLayout {
-  int columns = 0;  // adjacent columns per warp: Knob::kOuterWarpBytes of a row (a sector), or half that
+  int columns = 0;  // adjacent columns per warp: Knob::kOuterWarpColumns (at least a sector), or half that
   int warps = 1;    // warps per column group (a power of two)
   int groups = 1;   // column groups per block
   int blocks = 1;   // blocks per tile: a cluster along the reduced dim (1: none)

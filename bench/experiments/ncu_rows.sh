@@ -7,6 +7,7 @@
 # (carry build-device/dist):
 #   bash bench/experiments/ncu_rows.sh        # layer_norm, softmax
 #   bash bench/experiments/ncu_rows.sh sums   # row and column sums 8192 x 8192
+#   bash bench/experiments/ncu_rows.sh outer  # softmax over dim 0, [16411, 1023] f32 (the sweep)
 # FUSEBOX_TUNE_* settings in the environment reach fusebox's kernels. ncu
 # replays each profiled kernel with the caches flushed (no dirty lines, unlike
 # the bench's zeroing) at the GPU's own clocks; the fourth launch is profiled.
@@ -17,6 +18,12 @@ metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,l1tex__t_sector_hit_rate.pct,la
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
 metrics+=,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio
 metrics+=,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio
+metrics+=,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio
+metrics+=,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio
+metrics+=,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio
+metrics+=,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio
+metrics+=,smsp__average_warps_issue_stalled_drain_per_issue_active.ratio
+metrics+=,launch__occupancy_limit_registers,launch__cluster_max_active_per_gpu,launch__grid_size
 metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg,gpc__cycles_elapsed.max
 ncu=(/usr/local/cuda/bin/ncu --clock-control none --cache-control all --launch-skip 3 --launch-count 1 --metrics "$metrics")
 keep='^  [a-z_]+.*\(|gpu__|dram__|lts__|l1tex__|launch__|sm__|smsp__'
@@ -37,6 +44,22 @@ profile() {  # title, kernel regex, command...
   echo "=== $1"
   timeout 150 "${ncu[@]}" -k "regex:$2" "${@:3}" 2>&1 | grep -E "$keep"
 }
+if [[ ${1:-rows} == outer ]]; then
+  # The held outer layout (a cluster per column tile) on softmax over dim 0;
+  # FUSEBOX_TUNE_* in the environment picks a variant.
+  profile "fusebox softmax dim0 [16411, 1023] f32" ^red_fused_div_exp build-device/dist/bin/fusebox_bench --sweep --filter "softmax/dim0 [16411"
+  cat >"$driver" <<'PY'
+import torch
+fn = torch.compile(lambda x: torch.softmax(x, 0))
+x = torch.randn(16411, 1023, device="cuda")
+for _ in range(6):
+    fn(x)
+torch.cuda.synchronize()
+PY
+  profile "torch.compile softmax dim0 [16411, 1023] f32" triton_ python3 "$driver"
+  rm -f "$driver"
+  exit 0
+fi
 if [[ ${1:-rows} == sums ]]; then
   # The column sum's partial kernel (red_sum_0_partial) and combine (red_sum_0) against the row sum.
   profile "fusebox row sum" per_sum build-device/dist/bin/fusebox_bench --filter row_sum

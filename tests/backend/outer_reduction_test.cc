@@ -50,8 +50,9 @@ void ExpectCompiles(const backend::Kernel& k, const backend::CudaOuterLayout& l)
 }
 
 TEST(OuterReductionTest, FewLongColumnsAreHeldOverAClusterThatFillsTheDevice) {
-  // 1023 columns of 16411 f32: warps of 8 columns (a 32-byte sector a warp
-  // row) x 4 lanes, 32 warps x 8 blocks per column group hold 17 values each.
+  // 1023 columns of 16411 f32: 16 columns a warp row would need 33 values a
+  // thread over 8 blocks, so warps of 8 columns (half that) x 4 lanes, 32
+  // warps x 8 blocks per column group hold 17 values each.
   const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({16411, 1023})});
   ASSERT_EQ(SpreadOf(k).strategy, backend::RowStrategy::kThreadPerRow);
   ASSERT_EQ(k.passes.size(), 2u);
@@ -71,23 +72,23 @@ TEST(OuterReductionTest, FewLongColumnsAreHeldOverAClusterThatFillsTheDevice) {
 }
 
 TEST(OuterReductionTest, ManyColumnsNeedNoCluster) {
-  // 16273 columns: 2035 tiles fill the device alone; 1031 rows over 128
+  // 16273 columns: 1018 tiles of 16 fill the device alone; 515 rows over 64
   // lanes leave 9 values a thread.
-  const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({1031, 16273})});
+  const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({515, 16273})});
   const auto l = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
   ASSERT_TRUE(l.has_value());
-  EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .warps = 32, .groups = 1, .blocks = 1, .slots = 9}));
+  EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 16, .warps = 32, .groups = 1, .blocks = 1, .slots = 9}));
   EXPECT_THAT(backend::PrintCuda(k, backend::CurrentTuning()), Not(HasSubstr("__cluster_dims__")));
   ExpectCompiles(k, *l);
 }
 
 TEST(OuterReductionTest, ShortColumnsCombineInTheWarp) {
-  // 37 rows: a warp's 4 lanes hold 10 values each and combine by shuffles
-  // alone; 8 column groups make a 256-thread block.
-  const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({37, 45399})});
+  // 31 rows: a warp's 2 lanes (16 f32 columns) hold 16 values each and
+  // combine by shuffles alone; 8 column groups make a 256-thread block.
+  const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({31, 45399})});
   const auto l = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
   ASSERT_TRUE(l.has_value());
-  EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 8, .warps = 1, .groups = 8, .blocks = 1, .slots = 10}));
+  EXPECT_EQ(*l, (backend::CudaOuterLayout{.columns = 16, .warps = 1, .groups = 8, .blocks = 1, .slots = 16}));
   const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
   EXPECT_THAT(source, Not(HasSubstr("__shared__ float fb_"))) << "no shared memory of its own";
   ExpectCompiles(k, *l);
@@ -135,7 +136,7 @@ TEST(OuterReductionTest, ColumnsTooLongToHoldReloadEachPass) {
 }
 
 TEST(OuterReductionTest, TheClusterFollowsTheDevicesSmCount) {
-  backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({4099, 255})});
+  backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({1031, 255})});
   k.cuda_sm_count = 132;
   const auto big = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
   k.cuda_sm_count = 16;

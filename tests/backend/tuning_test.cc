@@ -157,7 +157,7 @@ TEST(TuningTest, EachSourceKnobChangesTheCudaSourceWhichStillCompiles) {
       {Knob::kColumnTiles, 0, ColumnSum, {{4096, 256}}},
       {Knob::kColumnBlocks, 64, ColumnSum, {{8192, 62}}},
       {Knob::kColumnUnroll, 4, ColumnSum, {{8192, 62}}},
-      {Knob::kOuterWarpBytes, 128, ColumnSoftmax, {{4096, 1023}}},
+      {Knob::kOuterWarpColumns, 32, ColumnSoftmax, {{4096, 1023}}},
       {Knob::kOuterHeldWords, 0, ColumnSoftmax, {{4096, 1023}}},
       {Knob::kOnePlusTanh, 0, Gelu, {{1000}}},
   };

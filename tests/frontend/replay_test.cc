@@ -68,6 +68,19 @@ TEST(ReplayTest, OtherShapesAndStridesAreTracedThenRecordedToo) {
   EXPECT_EQ(f.stats().replays, 3);
 }
 
+// Shapes in turn (A, B, C, A, B, C, ...; as threads or a train/eval loop
+// interleave calls): each traced call waits for a later one like it, so the
+// second round confirms all three and the third replays.
+TEST(ReplayTest, ShapesInTurnAreConfirmedByTheirNextCall) {
+  auto f = compile(ManualGelu, {.dynamic = false, .replay = true});
+  const std::vector<Shape> shapes = {{8, 16}, {16, 8}, {3, 5}};
+  for (int round = 0; round < 3; ++round) {
+    for (const Shape& shape : shapes) ExpectGeluCalls(f, shape, 1);
+    EXPECT_EQ(f.stats().replays, round < 2 ? 0 : 3) << "round " << round;
+  }
+  EXPECT_EQ(f.stats().calls, 9);
+}
+
 TEST(ReplayTest, NumberArgumentsAreGuardedByValue) {
   auto f = compile([](const Tensor& x, double scale) { return x * scale + 1.0; }, {.replay = true});
   const Tensor x = randn({100}, Device::cpu(), FreshSeed());
