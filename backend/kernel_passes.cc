@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_schedule.h"
-#include "backend/abs_compares.h"
+#include "backend/nonnegative_compares.h"
 #include "backend/cuda/held_row_values.h"
 #include "backend/one_plus_tanh.h"
 #include "backend/row_reciprocals.h"
@@ -21,8 +21,10 @@ constexpr KernelPass kNeutral[] = {
     {"one_plus_tanh", "1 + tanh(z) becomes 2 sigmoid(2z) (one_plus_tanh.h; Knob::kOnePlusTanh)",
      [](const Kernel&, const CudaSchedule*, const TuningSnapshot& t) { return t.On(Knob::kOnePlusTanh); },
      RewriteOnePlusTanh},
-    {"abs_compares", "abs(x) >= c (a constant <= 0) becomes x == x, the same value, which ptxas cannot fold (abs_compares.h)",
-     [](const Kernel&, const CudaSchedule*, const TuningSnapshot&) { return true; }, RewriteAbsCompares},
+    {"nonnegative_compares",
+     "v >= c (v: abs, x * x, exp, relu, sqrt; a constant c <= 0) becomes a NaN test, the same value, which ptxas "
+     "cannot fold (nonnegative_compares.h)",
+     [](const Kernel&, const CudaSchedule*, const TuningSnapshot&) { return true; }, RewriteNonNegativeCompares},
 };
 
 constexpr KernelPass kCuda[] = {
