@@ -1,33 +1,27 @@
 #include "backend/lower.h"
 
-#include "backend/lower_move.h"
-#include "backend/lower_util.h"
 #include "backend/kernel_passes.h"
-
-#include <climits>
-#include <optional>
-#include <tuple>
+#include "backend/lower_core.h"
+#include "backend/lower_util.h"
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
 #include "tensor/error.h"
 
 namespace fusebox::backend {
 namespace {
 
-using graph::Graph;
 using graph::Node;
 using graph::NodeId;
 using graph::Op;
 using graph::OpKind;
 
-class Lowerer {
+// A pointwise kernel reads every value at its root index (kFull) or, below
+// views and data movement, at linear positions (kLinear).
+class Lowerer : public LoweringCore {
  public:
-  Lowerer(const fusion::Plan& plan, const fusion::KernelGroup& group) : plan_(plan), g_(plan.graph), group_(group) {}
+  using LoweringCore::LoweringCore;
 
   Kernel Run() {
-    kernel_.name = group_.name;
-    kernel_.kind = group_.kind;
     kernel_.numel = Numel(group_.iteration_shape);
     std::vector<int32_t> symbols(group_.iteration_shape.size(), -1);
     for (size_t d = 0; d < symbols.size(); ++d) symbols[d] = plan_.symbols.symbol(group_.outputs.at(0), d);
@@ -35,20 +29,15 @@ class Lowerer {
     loop_index_ = IndexExpr::Var(bound);
     PlanRootIndex();
     std::vector<int> values;
-    for (NodeId out : group_.outputs) values.push_back(Eval(out, std::nullopt));
+    for (NodeId out : group_.outputs) values.push_back(Eval(out, Ctx::kFull));
     for (size_t k = 0; k < group_.outputs.size(); ++k) {
-      const Node& node = g_.node(group_.outputs[k]);
-      kernel_.buffers.push_back(
-          {absl::StrCat("out", k), node.dtype, /*is_output=*/true, group_.outputs[k]});
       const auto target = store_operand_.find(group_.outputs[k]);
-      Emit({.kind = StmtKind::kStore, .dtype = node.dtype, .args = {values[k]},
-            .buffer = static_cast<int>(kernel_.buffers.size()) - 1,
-            .index = RootIndex(target == store_operand_.end() ? out_strides_ : root_strides_[target->second])});
+      EmitStore(group_.outputs[k], values[k],
+                RootIndex(target == store_operand_.end() ? out_strides_ : root_strides_[target->second]));
     }
     // Inputs were numbered while evaluating; they precede the outputs.
     // Headroom: a CUDA thread may form indices up to one block tile past numel.
-    kernel_.index64 = NeedsIndex64(plan_, kernel_, max_bound_);
-    return std::move(kernel_);
+    return Finish();
   }
 
  private:
@@ -88,82 +77,18 @@ class Lowerer {
     root_index_ = Unravel(loop_index_, root_shape_);
   }
 
-  bool IsBuffer(NodeId id) const {
-    return std::find(group_.buffer_inputs.begin(), group_.buffer_inputs.end(), id) != group_.buffer_inputs.end();
-  }
-
   IndexExpr RootIndex(const Strides& strides, int64_t offset = 0) {
     // A dense walk in loop order is the loop index itself.
     if (strides == ContiguousStrides(root_shape_)) return loop_index_ + IndexExpr::Const(offset);
     return Dot(root_index_, strides, offset);
   }
 
-  int Emit(Stmt s) {
-    if (s.kind != StmtKind::kStore) s.result = kernel_.num_temps++;
-    if (s.kind == StmtKind::kLoad || s.kind == StmtKind::kIndexCheck) s.mask = mask_;
-    if (s.is_access()) max_bound_ = std::max(max_bound_, s.index.bound());
-    kernel_.body.push_back(std::move(s));
-    return kernel_.body.back().result;
+  // The root index walks each operand with its merged strides (PlanRootIndex).
+  IndexExpr IndexAt(NodeId id, Ctx ctx, const Strides& strides, int64_t offset) override {
+    FUSEBOX_CHECK(ctx == Ctx::kFull, "pointwise kernel ", group_.name, " reads %", id, " per row");
+    return RootIndex(root_strides_[root_operand_[id]], offset);
   }
 
-  int InputBuffer(NodeId id) {
-    auto [it, inserted] = input_buffer_.emplace(id, static_cast<int>(kernel_.buffers.size()));
-    if (inserted) {
-      kernel_.buffers.push_back({absl::StrCat("in", input_buffer_.size() - 1), g_.node(id).dtype, false, id});
-    }
-    return it->second;
-  }
-
-  // Evaluates node `id` at the kernel's root index (nullopt) or at contiguous
-  // position `linear` of the node's own shape; returns the temporary.
-  int Eval(NodeId id, const std::optional<IndexExpr>& linear) {
-    const MemoKey key{id, linear.has_value(), linear.value_or(IndexExpr::Const(0)), mask_};
-    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    const Node& n = g_.node(id);
-    int result = -1;
-    switch (IsBuffer(id) ? Op::kInput : n.op) {
-      case Op::kInput: {
-        IndexExpr index = linear ? Address(*linear, n.shape, OperandStrides(n, IsBuffer(id)))
-                                 : RootIndex(root_strides_[root_operand_[id]]);
-        result = Emit({.kind = StmtKind::kLoad, .dtype = n.dtype, .buffer = InputBuffer(id), .index = index});
-        break;
-      }
-      case Op::kConstant:
-        result = Emit({.kind = StmtKind::kConstant, .dtype = n.dtype, .constant = n.scalar});
-        break;
-      case Op::kView: {
-        IndexExpr source = linear ? Address(*linear, n.shape, n.strides) + IndexExpr::Const(n.offset)
-                                  : RootIndex(root_strides_[root_operand_[id]], n.offset);
-        max_bound_ = std::max(max_bound_, source.bound());
-        result = Eval(n.inputs[0], source);
-        break;
-      }
-      case Op::kIndexSelect:
-      case Op::kEmbedding:
-      case Op::kGather:
-      case Op::kCat: {
-        const IndexExpr pos = linear ? *linear : RootIndex(root_strides_[root_operand_[id]]);
-        result = LowerMove(g_, id, pos,
-                           {.eval = [this](NodeId in, const IndexExpr& at) { return Eval(in, at); },
-                            .emit = [this](Stmt st) { return Emit(std::move(st)); }, .mask = &mask_,
-                            .kernel = &kernel_});
-        break;
-      }
-      default: {
-        FUSEBOX_CHECK(graph::Info(n.op).kind == OpKind::kPointwise, "cannot lower op ", graph::OpName(n.op));
-        std::vector<int> args;
-        for (NodeId in : n.inputs) args.push_back(Eval(in, linear));
-        result = Emit({.kind = StmtKind::kCompute, .dtype = n.dtype, .op = n.op, .args = std::move(args)});
-      }
-    }
-    memo_.emplace(key, result);
-    return result;
-  }
-
-  const fusion::Plan& plan_;
-  const Graph& g_;
-  const fusion::KernelGroup& group_;
-  Kernel kernel_;
   IndexExpr loop_index_;  // `i`
   Shape root_shape_;
   std::vector<Strides> root_strides_;
@@ -171,12 +96,6 @@ class Lowerer {
   std::vector<IndexExpr> root_index_;
   absl::flat_hash_map<NodeId, int> root_operand_;
   absl::flat_hash_map<NodeId, int> store_operand_;  // in-place outputs: their strides in root_strides_
-  absl::flat_hash_map<NodeId, int> input_buffer_;
-  // (node, at the root or at `linear`, under mask): its temporary.
-  using MemoKey = std::tuple<NodeId, bool, IndexExpr, int>;
-  absl::flat_hash_map<MemoKey, int> memo_;
-  int64_t max_bound_ = 0;
-  int mask_ = -1;  // the mask loads are emitted under (cat's operands: lower_move.h)
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Lowering of the data-movement ops (graph OpKind::kMove: index_select,
-// gather, cat) into indirect and masked loads. Kept apart from the pointwise
-// lowerer that calls it, which evaluates their operands at the positions
-// computed here.
+// gather, cat) into indirect and masked loads. Kept apart from the lowering
+// core (lower_core.h) that calls it, which evaluates their operands at the
+// positions computed here.
 #pragma once
 
 #include <functional>

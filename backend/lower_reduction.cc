@@ -2,34 +2,27 @@
 // dependency level of its reductions (softmax: max, then sum), then the
 // full-shape stores, then the per-row stores. Values of the row (accumulators,
 // and pointwise ops on them) are read wherever a row-broadcast view asks for
-// them; fusion (fuse_kernels.cc) only builds groups where that is legal.
+// them; fusion (fuse_kernels.cc) only builds groups where that is legal, by
+// the rules both take from fusion/row_contexts.h.
 #include <algorithm>
-#include <climits>
 #include <optional>
-#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
-#include "backend/lower_move.h"
+#include "backend/lower_core.h"
 #include "backend/lower_util.h"
+#include "fusion/row_contexts.h"
 #include "tensor/error.h"
 
 namespace fusebox::backend {
 namespace {
 
-using graph::Graph;
 using graph::Node;
 using graph::NodeId;
-using graph::Op;
-using graph::OpKind;
 
-enum class Ctx { kFull, kRow, kSqueezedRow, kLinear };
-
-class ReductionLowerer {
+class ReductionLowerer : public LoweringCore {
  public:
-  ReductionLowerer(const fusion::Plan& plan, const fusion::KernelGroup& group)
-      : plan_(plan), g_(plan.graph), group_(group) {}
+  using LoweringCore::LoweringCore;
 
   Kernel Run() {
     const Shape& shape = group_.iteration_shape;
@@ -45,13 +38,11 @@ class ReductionLowerer {
         row_symbols.push_back(plan_.symbols.symbol(reduced, d));
       }
     }
-    kernel_.name = group_.name;
-    kernel_.kind = group_.kind;
     kernel_.num_rows = Numel(row_dims);
     kernel_.row_length = Numel(reduced_dims);
     kernel_.numel = kernel_.num_rows * kernel_.row_length;
     const bool dynamic_rows = SetDynamicExtent(row_dims, row_symbols, &kernel_);
-    kernel_.axis = ReducesInnermost(shape) ? ReductionAxis::kInner : ReductionAxis::kOuter;
+    kernel_.axis = fusion::RowsInnermost(rows()) ? ReductionAxis::kInner : ReductionAxis::kOuter;
     // Looped rows that end in the innermost dim record their cached loads
     // too: on CUDA a thread-block cluster may hold them (cuda_cluster.h).
     // Column reductions record them too: a CUDA block may hold its share of
@@ -85,12 +76,11 @@ class ReductionLowerer {
       if (static_cast<int>(kernel_.passes.size()) <= l) kernel_.passes.resize(l + 1);
     }
     for (size_t p = 0; p < kernel_.passes.size(); ++p) {
-      block_ = &kernel_.passes[p].body;
-      ++block_id_;
+      StartBlock(&kernel_.passes[p].body);
       for (NodeId red : group_.reductions) {
         if (level[red] != static_cast<int>(p)) continue;
         const Node& n = g_.node(red);
-        const int value = Eval(n.inputs[0], Ctx::kFull, {});
+        const int value = Eval(n.inputs[0], Ctx::kFull);
         const int acc = kernel_.num_temps++;
         if (graph::Info(n.op).dtype_rule == graph::DTypeRule::kReduceIndex) {
           const int index = kernel_.num_temps++;
@@ -106,52 +96,35 @@ class ReductionLowerer {
     // Stores: full-shape values in an element loop, row values once per row.
     std::vector<std::pair<NodeId, int>> full, row;
     const bool row_is_full = row_shape_ == shape;
-    block_ = &kernel_.elementwise;
-    ++block_id_;
+    StartBlock(&kernel_.elementwise);
     for (NodeId out : group_.outputs) {
       // In-place writes go through pointwise kernels only (frontend/inplace_ops.cc).
       FUSEBOX_CHECK(g_.StoreTarget(out) < 0, "reduction kernel ", group_.name, " cannot store %", out, " in place");
-      if (g_.node(out).shape == shape && !row_is_full) full.emplace_back(out, Eval(out, Ctx::kFull, {}));
+      if (g_.node(out).shape == shape && !row_is_full) full.emplace_back(out, Eval(out, Ctx::kFull));
     }
-    block_ = &kernel_.row_body;
-    ++block_id_;
+    StartBlock(&kernel_.row_body);
     std::vector<std::pair<NodeId, int>> squeezed;
     for (NodeId out : group_.outputs) {
       const Shape& s = g_.node(out).shape;
       if (s == row_shape_ || row_is_full) {
-        row.emplace_back(out, Eval(out, Ctx::kRow, {}));
+        row.emplace_back(out, Eval(out, Ctx::kRow));
       } else if (s != shape) {
-        squeezed.emplace_back(out, Eval(out, Ctx::kSqueezedRow, {}));
+        squeezed.emplace_back(out, Eval(out, Ctx::kSqueezedRow));
       }
     }
-    int k = 0;
-    for (auto [out, value] : full) {
-      block_ = &kernel_.elementwise;
-      Store(out, value, Dot(full_index_, ContiguousStrides(shape)), k++);
-    }
-    for (auto [out, value] : row) {
-      block_ = &kernel_.row_body;
-      Store(out, value, Dot(row_index_, ContiguousStrides(row_shape_)), k++);
-    }
+    StartBlock(&kernel_.elementwise);
+    for (auto [out, value] : full) EmitStore(out, value, Dot(full_index_, ContiguousStrides(shape)));
+    StartBlock(&kernel_.row_body);
+    for (auto [out, value] : row) EmitStore(out, value, Dot(row_index_, ContiguousStrides(row_shape_)));
     for (auto [out, value] : squeezed) {
-      block_ = &kernel_.row_body;
-      Store(out, value, Dot(squeezed_index_, ContiguousStrides(g_.node(out).shape)), k++);
+      EmitStore(out, value, Dot(squeezed_index_, ContiguousStrides(g_.node(out).shape)));
     }
-    kernel_.index64 = NeedsIndex64(plan_, kernel_, max_bound_);
-    return std::move(kernel_);
+    return Finish();
   }
 
  private:
-  // The innermost non-trivial dim decides which walk is coalesced.
-  bool ReducesInnermost(const Shape& shape) const {
-    int64_t inner = static_cast<int64_t>(shape.size()) - 1;
-    while (inner > 0 && shape[inner] == 1) --inner;
-    return inner < 0 || IsAxis(inner);
-  }
-  bool IsAxis(int64_t d) const { return std::binary_search(group_.axes.begin(), group_.axes.end(), d); }
-  bool IsBuffer(NodeId id) const {
-    return std::find(group_.buffer_inputs.begin(), group_.buffer_inputs.end(), id) != group_.buffer_inputs.end();
-  }
+  fusion::Rows rows() const { return {group_.iteration_shape, group_.axes}; }
+  bool IsAxis(int64_t d) const { return fusion::IsReducedDim(rows(), d); }
   bool InGroup(NodeId id) const {
     return std::find(group_.reductions.begin(), group_.reductions.end(), id) != group_.reductions.end();
   }
@@ -181,115 +154,63 @@ class ReductionLowerer {
     }
   }
 
-  int Emit(Stmt s) {
-    if (s.kind != StmtKind::kStore) s.result = kernel_.num_temps++;
-    if (s.kind == StmtKind::kLoad || s.kind == StmtKind::kIndexCheck) s.mask = mask_;
-    if (s.is_access()) max_bound_ = std::max(max_bound_, s.index.bound());
-    block_->push_back(std::move(s));
-    return block_->back().result;
-  }
-
   int CacheSlot(int buffer, const IndexExpr& index, DType dtype) {
     auto [it, inserted] = cache_slot_.emplace(std::make_pair(buffer, index), static_cast<int>(kernel_.cached_loads.size()));
     if (inserted) kernel_.cached_loads.push_back({buffer, index, dtype});
     return it->second;
   }
 
-  void Store(NodeId out, int value, IndexExpr index, int k) {
-    kernel_.buffers.push_back({absl::StrCat("out", k), g_.node(out).dtype, /*is_output=*/true, out});
-    Emit({.kind = StmtKind::kStore, .dtype = g_.node(out).dtype, .args = {value},
-          .buffer = static_cast<int>(kernel_.buffers.size()) - 1, .index = std::move(index)});
-  }
-
-  int InputBuffer(NodeId id) {
-    auto [it, inserted] = input_buffer_.emplace(id, static_cast<int>(kernel_.buffers.size()));
-    if (inserted) kernel_.buffers.push_back({absl::StrCat("in", input_buffer_.size() - 1), g_.node(id).dtype, false, id});
-    return it->second;
-  }
-
-  // The multi-index a context reads a node of `shape` at.
-  IndexExpr Index(Ctx ctx, const IndexExpr& linear, const Shape& shape, const Strides& strides, int64_t offset = 0) {
+  // The multi-index a context reads a node at.
+  IndexExpr IndexAt(NodeId id, Ctx ctx, const Strides& strides, int64_t offset) override {
     switch (ctx) {
       case Ctx::kFull: return Dot(full_index_, strides, offset);
       case Ctx::kRow: return Dot(row_index_, strides, offset);
       case Ctx::kSqueezedRow: return Dot(squeezed_index_, strides, offset);
-      case Ctx::kLinear: return Address(linear, shape, strides) + IndexExpr::Const(offset);
+      case Ctx::kLinear: break;
     }
+    FUSEBOX_CHECK(false, "%", id, " has no row index in kLinear");
     return IndexExpr::Const(0);
   }
 
-  int Eval(NodeId id, Ctx ctx, const IndexExpr& linear) {
-    const Node& n = g_.node(id);
-    if (InGroup(id)) {
-      FUSEBOX_CHECK(ctx == Ctx::kRow || (ctx == Ctx::kFull && row_shape_ == group_.iteration_shape),
-                    "reduction %", id, " read outside its row");
-      FUSEBOX_CHECK(accumulator_.contains(id), "reduction %", id, " read before its pass");
-      return accumulator_[id];
-    }
-    const MemoKey key{id, ctx, ctx == Ctx::kLinear ? linear : IndexExpr::Const(0), block_id_, mask_};
-    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    int result;
-    if (n.op == Op::kInput || IsBuffer(id)) {
-      const Strides strides = OperandStrides(n, IsBuffer(id));
-      Stmt load{.kind = StmtKind::kLoad, .dtype = n.dtype, .buffer = InputBuffer(id),
-                .index = Index(ctx, linear, n.shape, strides)};
-      // Per-element loads of a persistent row come from registers after the
-      // first; a gathered or masked one (data movement) is read where it is
-      // used, since its index or mask is computed in the body.
-      const bool per_element = ctx == Ctx::kFull || (ctx == Ctx::kLinear && block_ != &kernel_.row_body);
-      const bool data_dependent = mask_ >= 0 || load.index.HasTemp();
-      if (caches_row_ && per_element && block_ != &kernel_.row_body && !data_dependent) {
-        load.cache_slot = CacheSlot(load.buffer, load.index, n.dtype);
-      }
-      result = Emit(std::move(load));
-    } else if (n.op == Op::kConstant) {
-      result = Emit({.kind = StmtKind::kConstant, .dtype = n.dtype, .constant = n.scalar});
-    } else if (n.op == Op::kView) {
-      const NodeId base = n.inputs[0];
-      if (row_value_.contains(base) && ctx != Ctx::kLinear) {
-        result = Eval(base, Ctx::kRow, {});  // a row value broadcast over its row
-      } else {
-        const IndexExpr source = Index(ctx, linear, n.shape, n.strides, n.offset);
-        max_bound_ = std::max(max_bound_, source.bound());
-        result = Eval(base, Ctx::kLinear, source);
-      }
-    } else if (graph::Info(n.op).kind == OpKind::kMove) {
-      // Evaluated at its contiguous position; its operands at the positions
-      // LowerMove computes (fusion inlines it only where they are not values
-      // of this kernel's rows).
-      const IndexExpr pos = Index(ctx, linear, n.shape, ContiguousStrides(n.shape));
-      result = LowerMove(g_, id, pos,
-                         {.eval = [this](NodeId in, const IndexExpr& at) { return Eval(in, Ctx::kLinear, at); },
-                          .emit = [this](Stmt st) { return Emit(std::move(st)); }, .mask = &mask_,
-                          .kernel = &kernel_});
-    } else {
-      FUSEBOX_CHECK(graph::Info(n.op).kind == OpKind::kPointwise, "cannot lower op ", graph::OpName(n.op));
-      std::vector<int> args;
-      for (NodeId in : n.inputs) args.push_back(Eval(in, ctx, linear));
-      result = Emit({.kind = StmtKind::kCompute, .dtype = n.dtype, .op = n.op, .args = std::move(args)});
-    }
-    memo_.emplace(key, result);
-    return result;
+  // A reduction of the group is its accumulator, read in its row.
+  std::optional<int> HeldValue(NodeId id, Ctx ctx) override {
+    if (!InGroup(id)) return std::nullopt;
+    FUSEBOX_CHECK(ctx == Ctx::kRow || (ctx == Ctx::kFull && row_shape_ == group_.iteration_shape),
+                  "reduction %", id, " read outside its row");
+    FUSEBOX_CHECK(accumulator_.contains(id), "reduction %", id, " read before its pass");
+    return accumulator_[id];
   }
 
-  const fusion::Plan& plan_;
-  const Graph& g_;
-  const fusion::KernelGroup& group_;
-  Kernel kernel_;
+  // A row value is read in its row, by the rules fusion built the group with.
+  Ctx ViewBaseContext(NodeId view, Ctx ctx) override {
+    const Node& n = g_.node(view);
+    const NodeId base = n.inputs[0];
+    std::optional<Ctx> base_ctx = fusion::ViewBaseContext(n, g_.node(base), row_value_.contains(base), ctx, rows());
+    // With every reduced dim of size 1 the row is the whole shape: every
+    // output is read in kRow, whichever context fusion checked it in.
+    if (!base_ctx && ctx == Ctx::kRow && row_shape_ == group_.iteration_shape) base_ctx = Ctx::kRow;
+    FUSEBOX_CHECK(base_ctx.has_value(), "view %", view, " reads a value of the rows of ", group_.name,
+                  " where fusion should have refused it");
+    return *base_ctx;
+  }
+
+  // Per-element loads of a persistent row come from registers after the
+  // first; a gathered or masked one (data movement) is read where it is
+  // used, since its index or mask is computed in the body.
+  void PrepareLoad(Stmt* load, Ctx ctx) override {
+    const bool per_element = ctx == Ctx::kFull || ctx == Ctx::kLinear;
+    const bool data_dependent = mask_ >= 0 || load->index.HasTemp();
+    if (caches_row_ && per_element && block() != &kernel_.row_body && !data_dependent) {
+      load->cache_slot = CacheSlot(load->buffer, load->index, load->dtype);
+    }
+  }
+
   Shape row_shape_;
   std::vector<IndexExpr> full_index_, row_index_, squeezed_index_;
   absl::flat_hash_set<NodeId> row_value_;
   absl::flat_hash_map<NodeId, int> accumulator_;
-  absl::flat_hash_map<NodeId, int> input_buffer_;
-  // (node, context, the linear index in kLinear, block, mask): its temporary.
-  using MemoKey = std::tuple<NodeId, Ctx, IndexExpr, int, int>;
-  absl::flat_hash_map<MemoKey, int> memo_;
   absl::flat_hash_map<std::pair<int, IndexExpr>, int> cache_slot_;  // (buffer, index): its slot
-  std::vector<Stmt>* block_ = nullptr;
-  int block_id_ = 0;
   bool caches_row_ = false;  // per-element loads get register slots (CachedLoad)
-  int64_t max_bound_ = 0;
-  int mask_ = -1;  // the mask loads are emitted under (cat's operands: lower_move.h)
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "fusion/row_contexts.h"
 
 namespace fusebox::fusion {
 namespace {
@@ -26,28 +27,6 @@ bool IsStoredOp(const Node& n) { return IsReduction(n) || IsExtern(n); }
 // (MoveInline); otherwise a pointwise kernel stores it first (StoreMoves).
 bool IsMove(const Node& n) { return graph::Info(n.op).kind == OpKind::kMove; }
 
-// Whether the reduced dims of `shape` include its innermost one of size > 1:
-// rows a warp or block reads along (the lowering's strategy agrees).
-bool RowsInnermost(const Shape& shape, const std::vector<int64_t>& axes) {
-  int64_t inner = static_cast<int64_t>(shape.size()) - 1;
-  while (inner > 0 && shape[inner] == 1) --inner;
-  return inner < 0 || std::binary_search(axes.begin(), axes.end(), inner);
-}
-
-// Where, inside a reduction kernel, a value is evaluated: at one element of
-// the reduced shape (kFull), once per row (kRow), or at an arbitrary position
-// of its own shape reached through a view (kLinear).
-enum class Ctx { kFull, kRow, kSqueezedRow, kLinear };
-
-// The row shape with the reduced dims dropped: what keepdim=false gives.
-Shape SqueezedRowShape(const Shape& shape, const std::vector<int64_t>& axes) {
-  Shape out;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (!std::binary_search(axes.begin(), axes.end(), d)) out.push_back(shape[d]);
-  }
-  return out;
-}
-
 // A reduction group, or (kind set) a matmul's extern kernel or a pointwise
 // kernel that stores a matmul operand before it.
 struct Group {
@@ -56,6 +35,7 @@ struct Group {
   std::vector<NodeId> reductions;
   std::vector<NodeId> outputs;
   std::optional<KernelKind> kind;  // kExtern or kPointwise; unset: a reduction group
+  Rows rows() const { return {shape, axes}; }
 };
 
 class Fuser {
@@ -158,29 +138,8 @@ class Fuser {
     return false;
   }
 
-  // A view that reads, at every element of the reduced shape, the value of its
-  // own row: reduced dims have stride 0, the others walk the row shape densely.
-  bool IsRowBroadcast(const Node& view, const Group& grp) {
-    if (view.shape != grp.shape || view.offset != 0) return false;
-    Shape row = grp.shape;
-    for (int64_t d : grp.axes) row[d] = 1;
-    const Strides dense = ContiguousStrides(row);
-    for (size_t d = 0; d < row.size(); ++d) {
-      const bool reduced = std::binary_search(grp.axes.begin(), grp.axes.end(), static_cast<int64_t>(d));
-      if (reduced ? view.strides[d] != 0 : (row[d] != 1 && view.strides[d] != dense[d])) return false;
-    }
-    return true;
-  }
-
-  Shape RowShape(int gi) const {
-    Shape row = groups_[gi].shape;
-    for (int64_t d : groups_[gi].axes) row[d] = 1;
-    return row;
-  }
-
-  bool IsIdentityView(const Node& view, const Node& base) {
-    return view.shape == base.shape && view.offset == 0 && IsContiguous(view.shape, view.strides);
-  }
+  // Reduction group gi, or (-1) the group the reduction being placed will open (probe_).
+  const Group& GroupAt(int gi) const { return gi >= 0 ? groups_[gi] : probe_; }
 
   // Can `id` be evaluated in context `ctx` inside group `gi`'s kernel?
   bool Legal(NodeId id, Ctx ctx, int gi) {
@@ -198,15 +157,9 @@ class Fuser {
     if (ctx == Ctx::kLinear && DependsOnGroup(id, gi)) return false;
     if (n.op == Op::kView) {
       const NodeId base = n.inputs[0];
-      if (!DependsOnGroup(base, gi)) return Legal(base, Ctx::kLinear, gi);
-      if (ctx == Ctx::kFull && IsRowBroadcast(n, groups_[gi])) return Legal(base, Ctx::kRow, gi);
-      if (ctx == Ctx::kRow && IsIdentityView(n, g_.node(base))) return Legal(base, Ctx::kRow, gi);
-      // keepdim=false: the row value viewed without its size-1 reduced dims.
-      if (ctx == Ctx::kSqueezedRow && g_.node(base).shape == RowShape(gi) && n.offset == 0 &&
-          IsContiguous(n.shape, n.strides)) {
-        return Legal(base, Ctx::kRow, gi);
-      }
-      return false;
+      const std::optional<Ctx> base_ctx =
+          ViewBaseContext(n, g_.node(base), DependsOnGroup(base, gi), ctx, GroupAt(gi).rows());
+      return base_ctx.has_value() && Legal(base, *base_ctx, gi);
     }
     for (NodeId in : n.inputs) {
       if (!Legal(in, ctx, gi)) return false;
@@ -229,8 +182,7 @@ class Fuser {
   // innermost dim (the column printers load a pass's elements ahead of its
   // body, before an index is checked or a mask known).
   bool MoveInline(NodeId id, int gi) {
-    const Group& grp = gi >= 0 ? groups_[gi] : probe_;
-    if (!RowsInnermost(grp.shape, grp.axes)) return false;
+    if (!RowsInnermost(GroupAt(gi).rows())) return false;
     for (NodeId in : g_.node(id).inputs) {
       if (!Legal(in, Ctx::kLinear, gi)) return false;  // (false where it depends on the group)
     }
@@ -292,7 +244,7 @@ class Fuser {
       move_stored_.insert(x);
       group_of_[x] = static_cast<int>(groups_.size());
       groups_.push_back(Group{.shape = g_.node(x).shape, .outputs = {x}, .kind = KernelKind::kPointwise});
-      Note(x, RowsInnermost(probe_.shape, probe_.axes)
+      Note(x, RowsInnermost(probe_.rows())
                   ? "is data movement (gather, cat) read by a reduction and reads values of that reduction's "
                     "rows at positions the data gives, so a pointwise kernel stores it first"
                   : "is data movement (gather, cat) read by a reduction over dims that are not the innermost "
@@ -382,12 +334,11 @@ class Fuser {
       return std::nullopt;
     }
     const Group& grp = groups_[gi];
-    Shape row = grp.shape;
-    for (int64_t d : grp.axes) row[d] = 1;
+    const Shape row = RowShape(grp.rows());
     const Shape& shape = g_.node(id).shape;
     const bool legal = (shape == grp.shape && Legal(id, Ctx::kFull, gi)) ||
                        (shape == row && Legal(id, Ctx::kRow, gi)) ||
-                       (shape == SqueezedRowShape(grp.shape, grp.axes) && shape != row &&
+                       (shape == SqueezedRowShape(grp.rows()) && shape != row &&
                         Legal(id, Ctx::kSqueezedRow, gi));
     for (NodeId d : deps) {
       if (!legal || group_of_[d] != gi) materialized_.insert(d);
