@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/substitute.h"
 #include "backend/index_check.h"
+#include "tensor/error.h"
 
 namespace fusebox::backend {
 namespace {
@@ -161,12 +162,6 @@ std::string CPrinter::LoadExpression(const Kernel& kernel, int buffer, const Ind
   return LoadExpr(b.dtype, absl::StrCat(b.name, "[", index.ToString(), "]"));
 }
 
-std::string CPrinter::Closing(int depth, int scopes) {
-  CodeWriter w(depth);
-  for (int i = 0; i < scopes; ++i) w.Close();
-  return std::move(w).Release();
-}
-
 void CPrinter::Statements(CodeWriter& w, const Kernel& kernel, const std::vector<Stmt>& block,
                           const std::function<const char*(graph::Op)>& op_template, bool cached_loads,
                           const std::function<std::string(const Stmt&)>& load_element) {
@@ -222,13 +217,13 @@ void CPrinter::Statements(CodeWriter& w, const Kernel& kernel, const std::vector
   }
 }
 
-void CPrinter::RowLoop(CodeWriter& w, const Kernel& kernel, const std::function<void()>& body) const {
-  w.Raw(OpenRowLoop(kernel));
-  {
-    auto in = w.Indented();
-    body();
-  }
-  w.Raw(CloseRowLoop(kernel));
+void CPrinter::Open(CodeWriter&, const Kernel& kernel) const {
+  FUSEBOX_CHECK(false, "kernel ", kernel.name, ": a printer of reductions only got a pointwise kernel");
+}
+
+void CPrinter::CloseRow(CodeWriter& w) const {
+  w.Close();  // the row's scope
+  w.Close();  // the kernel's
 }
 
 void CPrinter::PrintPass(CodeWriter& w, const Kernel& kernel, const Pass& pass) const {
@@ -238,7 +233,7 @@ void CPrinter::PrintPass(CodeWriter& w, const Kernel& kernel, const Pass& pass) 
     Statements(w, kernel, pass.body, op_template, ReadsCachedLoads(kernel));
     for (const Accumulator& a : pass.accumulators) AccumulateStep(w, a, OpTemplate(a.op), Temp(a.value), "(long long)j");
   });
-  for (const Accumulator& a : pass.accumulators) w.Raw(AfterPass(kernel, a, CombineLambda(a, OpTemplate(a.op))));
+  for (const Accumulator& a : pass.accumulators) AfterPass(w, kernel, a, CombineLambda(a, OpTemplate(a.op)));
 }
 
 std::string CPrinter::Print(const Kernel& kernel) const {
@@ -249,12 +244,10 @@ std::string CPrinter::Print(const Kernel& kernel) const {
   w.Line();
   if (!kernel.is_reduction()) {
     w.Line("// ", kernel.name, ": ", kernel.dynamic_extent ? "fb_n (run-time)" : absl::StrCat(kernel.numel), " elements");
-    w.Raw(Open(kernel));
-    {
-      auto element = w.Indented(2);  // Open leaves the kernel's scope and the element's open
-      Statements(w, kernel, kernel.body, op_template);
-    }
-    w.Raw(Close());
+    Open(w, kernel);
+    Statements(w, kernel, kernel.body, op_template);
+    w.Close();  // the element's scope
+    w.Close();  // the kernel's
     return std::move(w).Release();
   }
   if (kernel.dynamic_extent) {
@@ -262,25 +255,19 @@ std::string CPrinter::Print(const Kernel& kernel) const {
   } else {
     w.Line("// ", kernel.name, ": ", kernel.numel, " elements, ", kernel.num_rows, " rows of ", kernel.row_length);
   }
-  w.Raw(OpenRow(kernel));
-  {
-    auto row = w.Indented(2);  // OpenRow leaves the kernel's scope and the row's open
-    w.Raw(Preload(kernel));
-    const bool cached = ReadsCachedLoads(kernel);
-    for (const Pass& pass : kernel.passes) PrintPass(w, kernel, pass);
-    if (!kernel.elementwise.empty()) {
-      RowLoop(w, kernel, [&] { Statements(w, kernel, kernel.elementwise, op_template, cached); });
-    }
-    if (!kernel.row_body.empty()) {
-      w.Raw(OpenRowStores(kernel));
-      {
-        auto stores = w.Indented();
-        Statements(w, kernel, kernel.row_body, op_template);
-      }
-      w.Line("}");  // OpenRowStores' scope
-    }
+  OpenRow(w, kernel);
+  Preload(w, kernel);
+  const bool cached = ReadsCachedLoads(kernel);
+  for (const Pass& pass : kernel.passes) PrintPass(w, kernel, pass);
+  if (!kernel.elementwise.empty()) {
+    RowLoop(w, kernel, [&] { Statements(w, kernel, kernel.elementwise, op_template, cached); });
   }
-  w.Raw(CloseRow());
+  if (!kernel.row_body.empty()) {
+    OpenRowStores(w, kernel);
+    Statements(w, kernel, kernel.row_body, op_template);
+    w.Close();  // OpenRowStores' scope
+  }
+  CloseRow(w);
   return std::move(w).Release();
 }
 

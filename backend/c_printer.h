@@ -21,38 +21,43 @@ class CPrinter {
   std::string Print(const Kernel& kernel) const;
 
  protected:
-  // The hooks return text that Print splices in as it is (CodeWriter::Raw),
-  // indented for where it goes: the signature at depth 0, the kernel's own
-  // lines at 1, the element's or the row's at 2, a row loop's body at 3.
+  // The hooks write into Print's writer at its depth, opening and closing
+  // scopes with CodeWriter::Open and Close (or a Block inside one hook), so
+  // none knows where its lines land.
+
   // Target text before the kernel; must define the fb_* helpers named in the
   // op table and CommonPrelude()'s FB_INLINE.
   virtual std::string Prelude() const = 0;
-  // From the signature to the line that opens the per-element scope (two
-  // scopes left open: the kernel's and the element's).
-  virtual std::string Open(const Kernel& kernel) const = 0;
-  virtual std::string Close() const = 0;
+  // Pointwise kernels: from the signature to the line that opens the
+  // per-element scope, leaving two scopes open (the kernel's and the
+  // element's) that Print closes. Printers of reductions only (the CUDA
+  // ones, which print pointwise kernels their own way) keep the default, a
+  // check that none reaches them.
+  virtual void Open(CodeWriter& w, const Kernel& kernel) const;
   virtual const char* OpTemplate(graph::Op op) const = 0;
   // Kernels with index checks: defines fb_check_index (IndexCheckHelpers).
   virtual std::string IndexCheckPrelude() const { return ""; }
 
-  // Reduction kernels: the per-row scope, the loop over a row, what follows a
-  // pass (the CUDA printer combines the block's partial results there), and
-  // the scope of the per-row stores.
-  virtual std::string OpenRow(const Kernel& kernel) const = 0;
-  virtual std::string CloseRow() const = 0;
-  virtual std::string OpenRowLoop(const Kernel& kernel) const = 0;
-  virtual std::string AfterPass(const Kernel& kernel, const Accumulator& acc,
-                                const std::string& combine_lambda) const = 0;
-  virtual std::string OpenRowStores(const Kernel& kernel) const = 0;
-  virtual std::string CloseRowLoop(const Kernel& kernel) const { return Closing(3, 1); }
+  // Reduction kernels: the per-row scope (OpenRow leaves two open, the
+  // kernel's and the row's, that CloseRow closes: by default each on a line
+  // of its own), the loop over a row around
+  // `body`'s lines, what follows a pass (the CUDA printers combine the
+  // block's partial results there; nothing on the CPU, whose rows are one
+  // thread's), and the scope of the per-row stores (one, that Print closes).
+  virtual void OpenRow(CodeWriter& w, const Kernel& kernel) const = 0;
+  virtual void CloseRow(CodeWriter& w) const;
+  virtual void RowLoop(CodeWriter& w, const Kernel& kernel, const std::function<void()>& body) const = 0;
+  virtual void AfterPass(CodeWriter& w, const Kernel& kernel, const Accumulator& acc,
+                         const std::string& combine_lambda) const {}
+  virtual void OpenRowStores(CodeWriter& w, const Kernel& kernel) const = 0;
   // One pass over the row: its accumulators' declarations, the loop folding
   // the body's values into them, and AfterPass. The CPU printer overrides it
   // for long float sums (cpu/cascade_pass.h).
   virtual void PrintPass(CodeWriter& w, const Kernel& kernel, const Pass& pass) const;
   // Rows held in registers (the CUDA cluster printer): loads each cached
-  // value of the row before the passes; "" where loads stay loads (the CPU's
-  // rows sit in its caches).
-  virtual std::string Preload(const Kernel& kernel) const { return ""; }
+  // value of the row before the passes; nothing where loads stay loads (the
+  // CPU's rows sit in its caches).
+  virtual void Preload(CodeWriter& w, const Kernel& kernel) const {}
   virtual bool ReadsCachedLoads(const Kernel& kernel) const { return false; }
 
   // Text helpers, also used by printers that are not CPrinters (the CUDA row
@@ -61,22 +66,6 @@ class CPrinter {
   // a load's element instead of `buffer[index]` (the CUDA printers'
   // cache-hinted loads).
  public:
-  // Hook text through a CodeWriter at `depth`: one line, a scope's
-  // opening line (`<header> {`), or the `}` lines of `scopes` nested scopes
-  // whose contents are at `depth`.
-  template <typename... Pieces>
-  static std::string LineAt(int depth, const Pieces&... pieces) {
-    CodeWriter w(depth);
-    w.Line(pieces...);
-    return std::move(w).Release();
-  }
-  template <typename... Pieces>
-  static std::string OpeningAt(int depth, const Pieces&... header) {
-    CodeWriter w(depth);
-    w.Open(header...);
-    return std::move(w).Release();
-  }
-  static std::string Closing(int depth, int scopes);
   static void Statements(CodeWriter& w, const Kernel& kernel, const std::vector<Stmt>& block,
                          const std::function<const char*(graph::Op)>& op_template, bool cached_loads = false,
                          const std::function<std::string(const Stmt&)>& load_element = {});
@@ -97,9 +86,6 @@ class CPrinter {
   // err[0] (0 -> 1) atomically and is true for the one thread that did.
   static std::string IndexCheckHelpers(const char* record_first);
 
- private:
-  // A loop over the row (OpenRowLoop .. CloseRowLoop) around `body`'s lines.
-  void RowLoop(CodeWriter& w, const Kernel& kernel, const std::function<void()>& body) const;
 };
 
 // How generated code spells a dtype's compute type ("float").

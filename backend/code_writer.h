@@ -17,7 +17,7 @@ namespace fusebox::backend {
 class CodeWriter {
  public:
   // `depth`: the levels to start at, for text that goes inside scopes
-  // another printer opened.
+  // another writer opened (spliced in with Raw).
   explicit CodeWriter(int depth = 0) : depth_(depth) {}
 
   // A line of the pieces (absl::StrCat's arguments), indented; an empty
@@ -69,7 +69,8 @@ class CodeWriter {
     return Scope(this, 1, true);
   }
   // Lines `levels` deeper without braces: inside scopes a printer's text
-  // opened (Raw), or the body of a line such as `if (c)` that needs none.
+  // opened (Raw), or the body of a line such as `if (c)` that needs none; a
+  // negative `levels` prints them shallower (a body kept at its loop's depth).
   Scope Indented(int levels = 1) { return Scope(this, levels, false); }
 
   // Open and Close: a brace scope across functions (one printer hook opens

@@ -28,18 +28,15 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
                         CommonPrelude());
   }
 
-  std::string Open(const Kernel& k) const override { return OpenLoop(k, "i"); }
-
-  std::string Close() const override { return Closing(2, 2); }
+  void Open(CodeWriter& w, const Kernel& k) const override { OpenLoop(w, k, "i"); }
 
   // [begin, end) are rows.
-  std::string OpenRow(const Kernel& k) const override { return OpenLoop(k, "r"); }
-  std::string CloseRow() const override { return Closing(2, 2); }
-  std::string OpenRowLoop(const Kernel& k) const override {
-    return OpeningAt(2, "for (long long j = 0; j < ", k.row_length, "LL; ++j)");
+  void OpenRow(CodeWriter& w, const Kernel& k) const override { OpenLoop(w, k, "r"); }
+  void RowLoop(CodeWriter& w, const Kernel& k, const std::function<void()>& body) const override {
+    auto loop = w.Block("for (long long j = 0; j < ", k.row_length, "LL; ++j)");
+    body();
   }
-  std::string AfterPass(const Kernel&, const Accumulator&, const std::string&) const override { return ""; }
-  std::string OpenRowStores(const Kernel&) const override { return OpeningAt(2); }
+  void OpenRowStores(CodeWriter& w, const Kernel&) const override { w.Open(); }
 
   void PrintPass(CodeWriter& w, const Kernel& k, const Pass& pass) const override {
     if (!UsesCascade(k, pass)) return CPrinter::PrintPass(w, k, pass);
@@ -54,8 +51,7 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
  private:
   // The signature, the buffers, and the loop over [begin, end) in `var`
   // (elements `i`, or rows `r`).
-  static std::string OpenLoop(const Kernel& k, const char* var) {
-    CodeWriter w;
+  static void OpenLoop(CodeWriter& w, const Kernel& k, const char* var) {
     w.Open("extern \"C\" void ", k.name, "(void* const* args, long long begin, long long end)");
     for (size_t b = 0; b < k.buffers.size(); ++b) {
       const BufferParam& p = k.buffers[b];
@@ -64,7 +60,6 @@ FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
     }
     if (k.checks_indices) w.Line("long long* fb_err = (long long*)args[", k.buffers.size(), "];");
     w.Open("for (long long ", var, " = begin; ", var, " < end; ++", var, ")");
-    return std::move(w).Release();
   }
 };
 

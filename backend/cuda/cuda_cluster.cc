@@ -56,15 +56,12 @@ class ClusterPrinter : public CPrinter {
  protected:
   std::string Prelude() const override { return absl::StrCat(CudaPrelude(tuning_), kClusterPrelude); }
   std::string IndexCheckPrelude() const override { return CudaIndexCheckPrelude(); }
-  std::string Open(const Kernel&) const override { return ""; }  // reductions only
-  std::string Close() const override { return ""; }
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
 
-  std::string OpenRow(const Kernel& k) const override {
+  void OpenRow(CodeWriter& w, const Kernel& k) const override {
     const ClusterLayout& c = c_;
     const char* idx = k.index64 ? "long long" : "int";
     const int64_t span = Span(k);
-    CodeWriter w;
     w.Line("// each row over a cluster of ", c.blocks, " blocks of ", c.threads, " threads, ",
            c.slots > 0 ? absl::StrCat(c.slots, " elements per thread and cached load")
                        : absl::StrCat("each block looping over its ", span, " elements"));
@@ -80,36 +77,30 @@ class ClusterPrinter : public CPrinter {
       for (const Accumulator& a : pass.accumulators) w.Line("__shared__ ", ComputeCType(a.dtype), " fb_slot_", Temp(a.temp), ";");
     }
     w.Open();
-    return std::move(w).Release();
   }
   // Every block waits at the end until the whole cluster has read its slots.
-  std::string CloseRow() const override {
-    CodeWriter w(2);
+  void CloseRow(CodeWriter& w) const override {
     w.Close();
     w.Line("fb_cluster_wait();");
     w.Close();
-    return std::move(w).Release();
   }
 
   bool ReadsCachedLoads(const Kernel&) const override { return c_.slots > 0; }
-  std::string Preload(const Kernel& k) const override {
-    if (c_.slots == 0) return "";
-    CodeWriter w(2);
+  void Preload(CodeWriter& w, const Kernel& k) const override {
+    if (c_.slots == 0) return;
     for (size_t c = 0; c < k.cached_loads.size(); ++c) w.Line(ComputeCType(k.cached_loads[c].dtype), " c", c, "[", c_.slots, "];");
-    w.Raw(OpenRowLoop(k));
-    {
-      auto element = w.Indented(2);  // the loop and its guard
+    RowLoop(w, k, [&] {
+      auto guarded = w.Indented();  // RowLoop's body is a level short of its guard
       for (size_t c = 0; c < k.cached_loads.size(); ++c) {
         w.Line("c", c, "[k] = ", LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index), ";");
       }
-    }
-    w.Raw(CloseRowLoop(k));
-    return std::move(w).Release();
+    });
   }
-  // Two scopes, closed on one line (CloseRowLoop): the loop and its guard.
-  std::string OpenRowLoop(const Kernel& k) const override {
+  // Two scopes, closed on one line (`}}`): the loop and its guard. The
+  // passes' lines are printed at the loop's depth, a level short of the
+  // guard's, as the kernel snapshot holds them.
+  void RowLoop(CodeWriter& w, const Kernel& k, const std::function<void()>& body) const override {
     const char* idx = k.index64 ? "long long" : "int";
-    CodeWriter w(2);
     if (c_.slots == 0) {
       w.Directive("#pragma unroll 4");
       w.Open("for (", idx, " j = fb_begin + threadIdx.x; j < fb_end; j += ", c_.threads, ")");
@@ -120,26 +111,23 @@ class ClusterPrinter : public CPrinter {
       w.Line("const ", idx, " j = fb_begin + threadIdx.x + k * ", c_.threads, ";");
       w.Open("if (j < ", k.row_length, k.index64 ? "LL" : "", ")");
     }
-    return std::move(w).Release();
-  }
-  std::string CloseRowLoop(const Kernel&) const override {
-    CodeWriter w(4);
+    {
+      auto at_loop_depth = w.Indented(-1);
+      body();
+    }
     w.Close(2);
-    return std::move(w).Release();
   }
 
-  std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
-    CodeWriter w(2);
+  void AfterPass(CodeWriter& w, const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
     w.Line(Temp(a.temp), " = fb_cluster_reduce<", c_.blocks, ">(", Temp(a.temp), ", ", lambda, ", ", IdentityLiteral(a),
            ", &fb_slot_", Temp(a.temp), ");");
     // After the last read of other blocks' slots: the kernel's final barrier
     // opens here and closes at its end, past the stores.
     if (&a == &k.passes.back().accumulators.back()) w.Line("fb_cluster_arrive();");
-    return std::move(w).Release();
   }
   // Per-row values are stored by the row's first block.
-  std::string OpenRowStores(const Kernel& k) const override {
-    return OpeningAt(2, "if (blockIdx.x % ", c_.blocks, " == 0 && threadIdx.x == 0)");
+  void OpenRowStores(CodeWriter& w, const Kernel& k) const override {
+    w.Open("if (blockIdx.x % ", c_.blocks, " == 0 && threadIdx.x == 0)");
   }
 
  private:

@@ -157,15 +157,6 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
                         CommonPrelude(), kNanPropagatingMinMax, CacheHintPrelude(tuning_));
   }
 
-  // CUDA pointwise kernels are printed by PrintPointwise and PrintVectorized.
-  std::string Open(const Kernel& k) const override {
-    FUSEBOX_CHECK(false, "kernel ", k.name, ": CUDA pointwise kernels go to PrintPointwise");
-    return "";
-  }
-
-
-  std::string Close() const override { return Closing(2, 2); }
-
   // The iteration count: a literal, or the run-time argument `fb_n`.
   static std::string Extent(const Kernel& k) {
     if (k.dynamic_extent) return "fb_n";
@@ -177,51 +168,51 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
 
   // Reductions reach Print only as unsplit thread-per-row (column) kernels:
   // warp and block rows are printed by PrintRows, splits by PrintSplit.
-  std::string OpenRow(const Kernel& k) const override {
+  void OpenRow(CodeWriter& w, const Kernel& k) const override {
     FUSEBOX_CHECK(spread_.strategy == RowStrategy::kThreadPerRow, "kernel ", k.name, ": rows of a warp or block go to PrintRows");
     const char* idx = k.index64 ? "long long" : "int";
-    CodeWriter w;
     w.Open(Signature(k.name, Params(k)));
     w.Line("const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;");
     w.Open("if (r < ", Extent(k), ")");
-    return std::move(w).Release();
   }
-  std::string CloseRow() const override { return Closing(2, 2); }
   // Unrolled: several rows' loads in flight per thread.
-  std::string OpenRowLoop(const Kernel& k) const override {
+  void RowLoop(CodeWriter& w, const Kernel& k, const std::function<void()>& body) const override {
     const char* idx = k.index64 ? "long long" : "int";
-    CodeWriter w(2);
     w.Directive("#pragma unroll ", tuning_.GetInt(Knob::kColumnUnroll));
-    w.Open("for (", idx, " j = 0; j < ", k.row_length, k.index64 ? "LL" : "", "; ++j)");
-    return std::move(w).Release();
+    auto loop = w.Block("for (", idx, " j = 0; j < ", k.row_length, k.index64 ? "LL" : "", "; ++j)");
+    body();
   }
-  std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
-    return AfterPass(k, a, lambda, 32);
+  void AfterPass(CodeWriter& w, const Kernel&, const Accumulator& a, const std::string& lambda) const override {
+    AfterPass(w, a, lambda, 32);
   }
   // `lanes`: warp rows' lanes per row (CudaRowLayout::threads_per_row); under
   // 32, shuffles of that width among the row's lanes (`fb_mask`), none for 1.
-  std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda, int lanes) const {
+  void AfterPass(CodeWriter& w, const Accumulator& a, const std::string& lambda, int lanes) const {
     if (spread_.strategy == RowStrategy::kWarpPerRow && lanes < 32) {
-      if (lanes == 1) return "";
-      return a.index_temp >= 0
-          ? LineAt(2, "fb_lanes_argreduce<", lanes, ">(t", a.temp, ", t", a.index_temp, ", ", lambda, ", fb_mask);")
-          : LineAt(2, "t", a.temp, " = fb_lanes_reduce<", lanes, ">(t", a.temp, ", ", lambda, ", fb_mask);");
+      if (lanes == 1) return;
+      if (a.index_temp >= 0) {
+        w.Line("fb_lanes_argreduce<", lanes, ">(t", a.temp, ", t", a.index_temp, ", ", lambda, ", fb_mask);");
+      } else {
+        w.Line("t", a.temp, " = fb_lanes_reduce<", lanes, ">(t", a.temp, ", ", lambda, ", fb_mask);");
+      }
+      return;
     }
     const char* fn = spread_.strategy == RowStrategy::kBlockPerRow ? "fb_block_reduce" : "fb_warp_reduce";
-    if (spread_.strategy == RowStrategy::kThreadPerRow) return "";
+    if (spread_.strategy == RowStrategy::kThreadPerRow) return;
     if (a.index_temp >= 0) {
-      return LineAt(2, spread_.strategy == RowStrategy::kBlockPerRow ? "fb_block_argreduce" : "fb_warp_argreduce", "(t", a.temp,
-                    ", t", a.index_temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");");
+      w.Line(spread_.strategy == RowStrategy::kBlockPerRow ? "fb_block_argreduce" : "fb_warp_argreduce", "(t", a.temp, ", t",
+             a.index_temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");");
+      return;
     }
-    return LineAt(2, "t", a.temp, " = ", fn, "(t", a.temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");");
+    w.Line("t", a.temp, " = ", fn, "(t", a.temp, ", ", lambda, ", ", CPrinter::IdentityLiteral(a), ");");
   }
  public:
   // Rows along the innermost dims, a warp or a block each (row_printer.h).
   std::string PrintRows(const Kernel& k, const CudaRowLayout& layout) const {
     return PrintCudaRows(k, spread_, layout, {.prelude = KernelPrelude(k),
-                             .after_pass = [&](const Accumulator& a, const std::string& lambda,
-                                               int lanes) { return AfterPass(k, a, lambda, lanes); },
-                             .open_row_stores = OpenRowStores(k)},
+                             .after_pass = [&](CodeWriter& w, const Accumulator& a, const std::string& lambda,
+                                               int lanes) { AfterPass(w, a, lambda, lanes); },
+                             .open_row_stores = [&](CodeWriter& w) { OpenRowStores(w, k); }},
                          tuning_);
   }
 
@@ -283,7 +274,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
       }
     };
     auto combine = [&] {
-      for (const Accumulator& a : pass.accumulators) w.Raw(AfterPass(k, a, CombineLambda(a, op_template(a.op))));
+      for (const Accumulator& a : pass.accumulators) AfterPass(w, k, a, CombineLambda(a, op_template(a.op)));
     };
 
     const bool tiled = UsesCudaColumnTiles(spread_);
@@ -380,12 +371,9 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
         partial_slots(columns ? absl::StrCat("[p * ", rows, " + r]") : absl::StrCat("[r * ", split, " + p]"), /*load=*/true);
       }
       combine();
-      w.Raw(OpenRowStores(k));
-      {
-        auto stores = w.Indented();
-        Statements(w, k, k.row_body, op_template);
-      }
-      w.Line("}");  // OpenRowStores' scope
+      OpenRowStores(w, k);
+      Statements(w, k, k.row_body, op_template);
+      w.Close();  // OpenRowStores' scope
     }
     kernel.End();
     return std::move(w).Release();
@@ -501,13 +489,12 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   }
 
  protected:
-  std::string OpenRowStores(const Kernel&) const override {
+  void OpenRowStores(CodeWriter& w, const Kernel&) const override {
     switch (spread_.strategy) {
-      case RowStrategy::kBlockPerRow: return OpeningAt(2, "if (threadIdx.x == 0)");
-      case RowStrategy::kWarpPerRow: return OpeningAt(2, "if ((threadIdx.x & 31) == 0)");
-      case RowStrategy::kThreadPerRow: return OpeningAt(2);
+      case RowStrategy::kBlockPerRow: w.Open("if (threadIdx.x == 0)"); break;
+      case RowStrategy::kWarpPerRow: w.Open("if ((threadIdx.x & 31) == 0)"); break;
+      case RowStrategy::kThreadPerRow: w.Open(); break;
     }
-    return "";
   }
 
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }

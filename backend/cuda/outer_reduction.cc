@@ -100,18 +100,15 @@ class OuterPrinter : public CPrinter {
 
  protected:
   std::string Prelude() const override { return absl::StrCat(CudaPrelude(tuning_), CudaClusterPrelude(), kOuterPrelude); }
-  std::string Open(const Kernel&) const override { return ""; }  // reductions only
-  std::string Close() const override { return ""; }
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cuda_expr; }
   std::string IndexCheckPrelude() const override {
     return CudaIndexCheckPrelude();
   }
 
-  std::string OpenRow(const Kernel& k) const override {
+  void OpenRow(CodeWriter& w, const Kernel& k) const override {
     const char* idx = k.index64 ? "long long" : "int";
     const std::string extent = k.dynamic_extent ? "fb_n" : absl::StrCat(k.num_rows, k.index64 ? "LL" : "");
     const std::string tile = l_.blocks > 1 ? absl::StrCat("blockIdx.x / ", l_.blocks) : "blockIdx.x";
-    CodeWriter w;
     w.Line("// warps of ", l_.columns, " columns x ", l_.lanes_per_warp(), " lanes, ", l_.warps, " warps per column, ",
            l_.groups, " column groups per block",
            l_.blocks > 1 ? absl::StrCat(", a cluster of ", l_.blocks, " blocks per tile") : "",
@@ -135,44 +132,37 @@ class OuterPrinter : public CPrinter {
       }
     }
     w.Open();
-    return std::move(w).Release();
   }
   // With a cluster, every block waits at the end until the whole cluster has
   // read its partials.
-  std::string CloseRow() const override {
-    CodeWriter w(2);
+  void CloseRow(CodeWriter& w) const override {
     w.Close();
     if (l_.blocks > 1) w.Line("fb_cluster_wait();");
     w.Close();
-    return std::move(w).Release();
   }
 
   bool ReadsCachedLoads(const Kernel&) const override { return l_.slots > 0; }
-  std::string Preload(const Kernel& k) const override {
-    if (l_.slots == 0) return "";
-    CodeWriter w(2);
+  void Preload(CodeWriter& w, const Kernel& k) const override {
+    if (l_.slots == 0) return;
     for (size_t c = 0; c < k.cached_loads.size(); ++c) {
       if (held_.contains(static_cast<int>(c))) w.Line(ComputeCType(k.cached_loads[c].dtype), " c", c, "[", l_.slots, "];");
     }
-    w.Raw(OpenRowLoop(k));
-    {
-      auto body = w.Indented(2);
+    RowLoop(w, k, [&] {
+      auto guarded = w.Indented();  // RowLoop's body is a level short of its check
       for (size_t c = 0; c < k.cached_loads.size(); ++c) {
         if (held_.contains(static_cast<int>(c))) {
           w.Line("c", c, "[k] = ", LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index), ";");
         }
       }
-    }
-    w.Raw(CloseRowLoop(k));
-    return std::move(w).Release();
+    });
   }
   // Two scopes: the loop over the thread's elements and its bound check,
-  // closed together (`}}`).
-  std::string OpenRowLoop(const Kernel& k) const override {
+  // closed together (`}}`). The passes' lines are printed at the loop's
+  // depth, a level short of the check's, as the kernel snapshot holds them.
+  void RowLoop(CodeWriter& w, const Kernel& k, const std::function<void()>& body) const override {
     const char* idx = k.index64 ? "long long" : "int";
     const std::string length = absl::StrCat(k.row_length, k.index64 ? "LL" : "");
     const int64_t all_lanes = int64_t{l_.lanes()} * l_.blocks;
-    CodeWriter w(2);
     if (l_.slots > 0) {
       w.Directive("#pragma unroll");
       w.Open("for (int k = 0; k < ", l_.slots, "; ++k)");
@@ -183,26 +173,23 @@ class OuterPrinter : public CPrinter {
       w.Open("for (", idx, " j = fb_lane; j < ", length, "; j += ", all_lanes, ")");
       w.Open("if (fb_live)");
     }
-    return std::move(w).Release();
-  }
-  std::string CloseRowLoop(const Kernel&) const override {
-    CodeWriter w(4);
+    {
+      auto at_loop_depth = w.Indented(-1);
+      body();
+    }
     w.Close(2);
-    return std::move(w).Release();
   }
 
-  std::string AfterPass(const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
+  void AfterPass(CodeWriter& w, const Kernel& k, const Accumulator& a, const std::string& lambda) const override {
     const std::string t = Temp(a.temp), none = absl::StrCat("(", ComputeCType(a.dtype), "*)nullptr");
-    CodeWriter w(2);
     w.Line(t, " = fb_outer_reduce<", l_.columns, ", ", l_.warps, ", ", l_.blocks, ">(", t, ", ", lambda, ", ",
            l_.warps > 1 ? "fb_part_" + t : none, ", ", l_.blocks > 1 ? "fb_slot_" + t : none, ");");
     // After the last read of other blocks' partials: the kernel's final
     // barrier opens here and closes at its end, past the stores.
     if (l_.blocks > 1 && &a == &k.passes.back().accumulators.back()) w.Line("fb_cluster_arrive();");
-    return std::move(w).Release();
   }
   // Per-column values are stored by the column's first lane.
-  std::string OpenRowStores(const Kernel&) const override { return OpeningAt(2, "if (fb_live && fb_lane == 0)"); }
+  void OpenRowStores(CodeWriter& w, const Kernel&) const override { w.Open("if (fb_live && fb_lane == 0)"); }
 
  private:
   const CudaOuterLayout& l_;

@@ -186,17 +186,18 @@ class RowPrinter {
       for (const Accumulator& a : pass.accumulators) CPrinter::AccumulatorDecl(w, a);
       Loop(w, Plan(p), &pass.accumulators);
       for (const Accumulator& a : pass.accumulators) {
-        w.Raw(hooks_.after_pass(a, CPrinter::CombineLambda(a, OpTemplate(a.op)), lanes));
+        hooks_.after_pass(w, a, CPrinter::CombineLambda(a, OpTemplate(a.op)), lanes);
       }
     }
     if (!k_.elementwise.empty()) Loop(w, Plan(k_.passes.size()), nullptr);
     if (!k_.row_body.empty()) {
-      w.Raw(short_rows ? CPrinter::OpeningAt(2, "if (fb_lane == 0)") : hooks_.open_row_stores);
-      {
-        auto stores = w.Indented();
-        CPrinter::Statements(w, k_, k_.row_body, OpTemplate);
+      if (short_rows) {
+        w.Open("if (fb_lane == 0)");
+      } else {
+        hooks_.open_row_stores(w);
       }
-      w.Line("}");  // the stores' scope
+      CPrinter::Statements(w, k_, k_.row_body, OpTemplate);
+      w.Close();  // the stores' scope
     }
     w.Close();  // the row
     w.Close();  // the function

@@ -69,7 +69,7 @@ TEST(CodeWriterTest, DirectivesAndEmptyLinesCarryNoIndentation) {
 TEST(CodeWriterTest, IndentedAndRawSpliceOtherPrintersText) {
   CodeWriter w;
   w.Raw("// prelude\nint g;\n");
-  w.Raw("void f() {\n  for (;;) {\n");  // a hook that opens two scopes
+  w.Raw("void f() {\n  for (;;) {\n");  // another printer's text, two scopes open
   {
     auto in = w.Indented(2);
     w.Line("g = ", absl::StrFormat("%.2f", 0.5), ";");
@@ -112,6 +112,19 @@ TEST(CodeWriterTest, UnbalancedScopesAreBugs) {
   EXPECT_THROW(block.Else(), Error) << "the moved-from scope no longer owns the block";
   taken.End();
   EXPECT_EQ(moved_from.text(), "if (x) {\n}\n");
+}
+
+TEST(CodeWriterTest, NegativeIndentedKeepsABodyAtItsLoopsDepth) {
+  CodeWriter w;
+  w.Open("for (;;)");
+  w.Open("if (k < n)");
+  {
+    auto at_loop_depth = w.Indented(-1);  // as the cluster printer's passes
+    w.Line("g = 1;");
+  }
+  w.Close(2);
+  EXPECT_EQ(w.text(), "for (;;) {\n  if (k < n) {\n  g = 1;\n}}\n");
+  EXPECT_EQ(w.depth(), 0);
 }
 
 }  // namespace
