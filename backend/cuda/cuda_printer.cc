@@ -562,31 +562,6 @@ int CudaBlockSize(const Kernel& k, const CudaRowSpread& spread, const TuningSnap
   return UsesCudaRowLayout(k, spread) ? CudaRowBlockSize(k, spread, tuning) : kCudaBlockSize;
 }
 
-int64_t CudaGridSize(const Kernel& k, const CudaRowSpread& spread, int64_t iterations, const TuningSnapshot& tuning) {
-  if (const int v = CudaVectorWidth(k); v > 1) {
-    const int64_t per_block = int64_t{kCudaBlockSize} * v;
-    return (iterations + per_block - 1) / per_block;
-  }
-  if (!k.is_reduction()) {
-    const int64_t per_block = int64_t{kCudaBlockSize} * CudaPointwiseElementsPerThread(k, tuning);
-    return (iterations + per_block - 1) / per_block;
-  }
-  switch (spread.strategy) {
-    case RowStrategy::kBlockPerRow: return spread.split > 1 ? iterations * spread.split : iterations;
-    case RowStrategy::kWarpPerRow: {
-      const int rows = ChooseCudaRowLayout(k, spread, tuning).rows_per_block;
-      return (iterations + rows - 1) / rows;
-    }
-    case RowStrategy::kThreadPerRow:
-      if (UsesCudaColumnTiles(spread)) return CudaColumnTileGridSize(k, spread);
-      if (const std::optional<CudaOuterLayout> outer = ChooseCudaOuterLayout(k, spread, tuning)) {
-        return (iterations + outer->block_columns() - 1) / outer->block_columns() * outer->blocks;
-      }
-      return (iterations + kCudaBlockSize - 1) / kCudaBlockSize * std::max<int64_t>(spread.split, 1);
-  }
-  return 0;
-}
-
 int CudaPartialBlockSize(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
   return UsesCudaColumnTiles(spread) ? kCudaColumnTileBlock : CudaBlockSize(k, spread, tuning);
 }

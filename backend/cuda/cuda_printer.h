@@ -40,12 +40,10 @@ int CudaVectorWidth(const Kernel& kernel);
 // 16-bit loads per thread left the H200 short of bytes in flight).
 int CudaPointwiseElementsPerThread(const Kernel& kernel, const TuningSnapshot& tuning);
 
-// Launch geometry of a kernel printed by PrintCuda with rows spread as
-// `spread` (ChooseCudaRowSpread's), for `iterations` (Kernel::Iterations:
-// elements, or rows for reductions): blocks, and threads per block
-// (kCudaBlockSize, or a persistent long row's 256 to 1024).
-int64_t CudaGridSize(const Kernel& kernel, const CudaRowSpread& spread, int64_t iterations, const TuningSnapshot& tuning);
-// Threads per block of that launch.
+// Threads per block of a kernel printed by PrintCuda with rows spread as
+// `spread` (ChooseCudaRowSpread's): kCudaBlockSize, or a layout's own. The
+// schedule's rule (cuda_schedule.h) reads it; the launch reads the schedule
+// (CudaSchedule::Grid), never this.
 int CudaBlockSize(const Kernel& kernel, const CudaRowSpread& spread, const TuningSnapshot& tuning);
 
 // The fb_* helpers every CUDA kernel source starts with (no headers).
@@ -53,8 +51,8 @@ std::string CudaPrelude(const TuningSnapshot& tuning);
 // Kernels with index checks: CUDA's fb_check_index (CPrinter::IndexCheckHelpers).
 std::string CudaIndexCheckPrelude();
 
-// Split reductions (CudaRowSpread::split > 1): CudaGridSize is the partial
-// kernel's grid; this is the final kernel's (a block per row, or a thread per
+// Split reductions (CudaRowSpread::split > 1): CudaSchedule::Grid is the
+// partial kernel's grid; this is the final kernel's (a block per row, or a thread per
 // column).
 int64_t CudaCombineGridSize(const Kernel& kernel, const CudaRowSpread& spread);
 // Threads per block of the partial kernel: CudaBlockSize, or a column

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/cpp_printer.h"
 #include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/cuda_schedule.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/lower.h"
 #include "backend/ptx_summary.h"
@@ -248,7 +249,7 @@ TEST(CodegenTest, FewColumnsAreSplitIntoChunksOnCuda) {
   EXPECT_LT((spread.split - 1) * chunk, k.row_length) << "no empty chunk";
   EXPECT_GE(spread.split * chunk, k.row_length);
   // ~512 blocks: 4 column tiles x split chunks.
-  EXPECT_EQ(backend::CudaGridSize(k, spread, k.num_rows, backend::CurrentTuning()), 4 * spread.split);
+  EXPECT_EQ(backend::ChooseCudaSchedule(k, backend::CurrentTuning()).Grid(k.num_rows, 132), 4 * spread.split);
   EXPECT_EQ(backend::CudaCombineGridSize(k, spread), 4);
   const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
   EXPECT_THAT(source, HasSubstr(k.name + "_partial("));

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/cuda_schedule.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/ptx_summary.h"
 #include "frontend/fusebox.h"
@@ -43,7 +44,7 @@ TEST(ColumnCodegenTest, ColumnSumsReadTilesOfFourColumns) {
   ASSERT_TRUE(backend::UsesCudaColumnTiles(SpreadOf(k)));
   EXPECT_EQ(SpreadOf(k).split, 32) << "groups of 256 rows";
   EXPECT_EQ(backend::CudaSplitChunk(k, SpreadOf(k), backend::CurrentTuning()), 256);
-  EXPECT_EQ(backend::CudaGridSize(k, SpreadOf(k), k.num_rows, backend::CurrentTuning()), 16 * 32) << "64-column strips x groups";
+  EXPECT_EQ(backend::ChooseCudaSchedule(k, backend::CurrentTuning()).Grid(k.num_rows, 132), 16 * 32) << "64-column strips x groups";
   EXPECT_EQ(backend::CudaPartialBlockSize(k, SpreadOf(k), backend::CurrentTuning()), 1024);
   EXPECT_EQ(backend::CudaBlockSize(k, SpreadOf(k), backend::CurrentTuning()), 256) << "the combine's, a thread per column";
   EXPECT_EQ(backend::CudaCombineGridSize(k, SpreadOf(k)), 4);

@@ -177,7 +177,7 @@ TEST(CudaClusterTest, OtherKernelsAndOlderArchsKeepTheLoopedPath) {
   const std::string looped = backend::PrintCuda(softmax, WithClusters());
   EXPECT_THAT(looped, Not(HasSubstr("__cluster_dims__")));
   EXPECT_EQ(backend::CudaBlockSize(softmax, SpreadOf(softmax), backend::CurrentTuning()), 1024);
-  EXPECT_EQ(backend::CudaGridSize(softmax, SpreadOf(softmax), 3, backend::CurrentTuning()), 3);  // the executable caps it at the SM count
+  EXPECT_EQ(backend::ChooseCudaSchedule(softmax, backend::CurrentTuning()).Grid(3, 132), 3);  // the executable caps it at the SM count
   EXPECT_TRUE(cuda::CompileWithNvrtc(looped, softmax.name, 80).ok());
   // argmax keeps its (value, index) combine.
   const backend::Kernel arg = LowerOnly([](auto& in) { return argmax(in[0], -1); }, {randn({3, 65536})});
