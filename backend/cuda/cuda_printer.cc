@@ -15,24 +15,22 @@
 #include "backend/kernel_passes.h"
 #include "backend/cuda/outer_reduction.h"
 #include "backend/cuda/row_printer.h"
+#include "backend/cuda/split_printer.h"
 #include "tensor/error.h"
 
 namespace fusebox::backend {
-namespace {
 
-// The top of a kernel launched as a programmatic dependent of the one before
-// it (LaunchDims::programmatic): wait for that grid's results. A no-op when
-// launched plainly; sm_90 and later only.
-void WaitForPriorGrid(CodeWriter& w) {
+void CudaWaitForPriorGrid(CodeWriter& w) {
   w.Directive("#if __CUDA_ARCH__ >= 900");
   w.Line("asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");");
   w.Directive("#endif");
 }
 
-// A kernel's signature, launched with kCudaBlockSize threads.
-std::string Signature(const std::string& name, const std::string& params) {
+std::string CudaSignature(const std::string& name, const std::string& params) {
   return absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", kCudaBlockSize, ") ", name, "(", params, ")");
 }
+
+namespace {
 
 // Per buffer, how a pointwise kernel whose V-element runs line up in every
 // buffer reaches it: every store at `i` itself, every load at `i` too or at
@@ -171,7 +169,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
   void OpenRow(CodeWriter& w, const Kernel& k) const override {
     FUSEBOX_CHECK(spread_.strategy == RowStrategy::kThreadPerRow, "kernel ", k.name, ": rows of a warp or block go to PrintRows");
     const char* idx = k.index64 ? "long long" : "int";
-    w.Open(Signature(k.name, Params(k)));
+    w.Open(CudaSignature(k.name, Params(k)));
     w.Line("const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;");
     w.Open("if (r < ", Extent(k), ")");
   }
@@ -209,174 +207,20 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
  public:
   // Rows along the innermost dims, a warp or a block each (row_printer.h).
   std::string PrintRows(const Kernel& k, const CudaRowLayout& layout) const {
-    return PrintCudaRows(k, spread_, layout, {.prelude = KernelPrelude(k),
-                             .after_pass = [&](CodeWriter& w, const Accumulator& a, const std::string& lambda,
-                                               int lanes) { AfterPass(w, a, lambda, lanes); },
-                             .open_row_stores = [&](CodeWriter& w) { OpenRowStores(w, k); }},
-                         tuning_);
+    return PrintCudaRows(k, spread_, layout, RowHooks(k), tuning_);
+  }
+  // What the row and split printers take from this one: the prelude, the
+  // per-pass combine and the per-row stores' scope.
+  CudaRowHooks RowHooks(const Kernel& k) const {
+    return {.prelude = KernelPrelude(k),
+            .after_pass = [this](CodeWriter& w, const Accumulator& a, const std::string& lambda,
+                                 int lanes) { AfterPass(w, a, lambda, lanes); },
+            .open_row_stores = [this, &k](CodeWriter& w) { OpenRowStores(w, k); }};
   }
 
-  // Split rows (CudaRowSpread::split): a partial kernel folds each (row, chunk) into
-  // one partial result per accumulator in scratch; the final kernel folds
-  // each row's partials and runs the per-row stores.
-  //  kBlockPerRow: a block per (row, chunk), combined across the block;
-  //    partial (r, p) at r * split + p; then a block per row.
-  //  kThreadPerRow (column reductions): 2-D tiles where CudaRowSpread::column_tiles
-  //    (column_tiles.h), else a block per (256 columns, chunk), a thread
-  //    walking its column's chunk kColumnUnroll rows at a time,
-  //    unrolled: the rows' loads are independent (only the fold is a chain),
-  //    so that many are in flight per thread; either way partial (r, p) at
-  //    p * num_rows + r, so neighbouring threads write and read neighbouring
-  //    addresses; then a thread per column.
+  // Split rows (CudaRowSpread::split > 1): split_printer.h.
   std::string PrintSplit(const Kernel& k) const {
-    auto op_template = [](graph::Op op) { return graph::Info(op).cuda_expr; };
-    const Pass& pass = k.passes.at(0);
-    const bool columns = spread_.strategy == RowStrategy::kThreadPerRow;
-    const int64_t split = spread_.split;
-    const std::string idx = columns && !k.index64 ? "int" : "long long";
-    const std::string sfx = idx == "int" ? "" : "LL";
-    const std::string rows = absl::StrCat(k.num_rows, sfx), length = absl::StrCat(k.row_length, sfx);
-    std::string partials;
-    for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-      const Accumulator& a = pass.accumulators[c];
-      absl::StrAppend(&partials, ", ", ComputeCType(a.dtype), "* __restrict__ fb_part", c);
-      if (a.index_temp >= 0) absl::StrAppend(&partials, ", long long* __restrict__ fb_part_index", c);
-    }
-    const std::string params = ParamList(k, /*restrict_qualified=*/true) + partials;
-    const std::string chunk = absl::StrCat(CudaSplitChunk(k, spread_, tuning_), sfx);
-    const int64_t tiles = CudaCombineGridSize(k, spread_);
-    // Each element of the partial kernel's rows is read once
-    // (StreamEverywhere: streaming the column sum's partial measured 3%
-    // slower on the H200, unlike a row sum's loads).
-    auto streamed = [&](const Stmt& s) {
-      if (!TouchesEachElementOnce(s.index) || StreamEverywhere(tuning_) == CacheHint::kNormal) return std::string();
-      return HintedLoad(CacheHint::kStream, absl::StrCat(k.buffers[s.buffer].name, " + (", s.index.ToString(), ")"));
-    };
-    CodeWriter w;
-    // One element of the chunk (at `j`) folded into the accumulators.
-    auto fold = [&] {
-      Statements(w, k, pass.body, op_template, /*cached_loads=*/false, streamed);
-      for (const Accumulator& a : pass.accumulators) {
-        AccumulateStep(w, a, op_template(a.op), absl::StrCat("t", a.value), "(long long)j");
-      }
-    };
-    // Stores (or folds) every accumulator's partial at `slot`.
-    auto partial_slots = [&](const std::string& slot, bool load) {
-      for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-        const Accumulator& a = pass.accumulators[c];
-        const std::string value = absl::StrCat("fb_part", c, slot), index = absl::StrCat("fb_part_index", c, slot);
-        if (load) {
-          AccumulateStep(w, a, op_template(a.op), value, index);
-          continue;
-        }
-        w.Line(value, " = t", a.temp, ";");
-        if (a.index_temp >= 0) w.Line(index, " = t", a.index_temp, ";");
-      }
-    };
-    auto combine = [&] {
-      for (const Accumulator& a : pass.accumulators) AfterPass(w, k, a, CombineLambda(a, op_template(a.op)));
-    };
-
-    const bool tiled = UsesCudaColumnTiles(spread_);
-    w.Raw(KernelPrelude(k));
-    w.Line();
-    w.Line("// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ", k.row_length, ", each split over ", split,
-           " chunks of ", CudaSplitChunk(k, spread_, tuning_),
-           tiled ? absl::StrCat("; tiles of ", kCudaColumnTileThreadsX, " x ", kCudaColumnTileThreadsY, " threads, ",
-                                kCudaColumnTileWidth, " columns and ", kCudaColumnTileSteps, " rows each (column_tiles.h)")
-                 : "");
-    if (tiled) {
-      w.Raw(PrintCudaColumnTiles(k, params, tuning_));
-    } else {
-      auto kernel = w.Block(Signature(k.name + "_partial", params));
-      if (columns) {
-        w.Line("const ", idx, " part = blockIdx.x / ", tiles, ";");
-        w.Line("const ", idx, " r = (", idx, ")(blockIdx.x % ", tiles, ") * ", kCudaBlockSize, " + threadIdx.x;");
-      } else {
-        w.Line("const long long r = blockIdx.x / ", split, ", part = blockIdx.x % ", split, ";");
-      }
-      w.Line("const ", idx, " begin = part * ", chunk, ", end = begin + ", chunk, " < ", length, " ? begin + ", chunk, " : ",
-             length, ";");
-      auto row = w.Block(columns ? absl::StrCat("if (r < ", rows, ")") : "");
-      for (const Accumulator& a : pass.accumulators) AccumulatorDecl(w, a);
-      if (columns) {
-        // Chunks are whole steps of kColumnUnroll rows; only the last has a tail.
-        const int unroll = tuning_.GetInt(Knob::kColumnUnroll);
-        auto steps = [&](const std::string& bound) {
-          auto step = w.Block("for (; j0 + ", unroll, " <= ", bound, "; j0 += ", unroll, ")");
-          w.Directive("#pragma unroll");
-          auto rows_of_step = w.Block("for (int u = 0; u < ", unroll, "; ++u)");
-          w.Line("const ", idx, " j = j0 + u;");
-          fold();
-        };
-        w.Line(idx, " j0 = begin;");
-        // Long chunks fold in runs of kCudaColumnRunSteps steps, each into
-        // fresh (shadowing) sums and products then added to the chunk's, so
-        // no rounding chain grows with the column (RoundsEachFold).
-        const int64_t run = kCudaColumnRunSteps * unroll;
-        std::vector<const Accumulator*> runs;
-        for (const Accumulator& a : pass.accumulators) {
-          if (RoundsEachFold(a) && CudaSplitChunk(k, spread_, tuning_) > run) runs.push_back(&a);
-        }
-        if (runs.empty()) {
-          steps("end");
-        } else {
-          auto run_loop = w.Block("for (", idx, " fb_run = begin; fb_run < end; fb_run += ", run, ")");
-          w.Line("const ", idx, " fb_run_end = fb_run + ", run, " < end ? fb_run + ", run, " : end;");
-          for (const Accumulator* a : runs) w.Line(ComputeCType(a->dtype), " fb_run_t", a->temp, ";");
-          {
-            auto fresh = w.Block();
-            for (const Accumulator* a : runs) AccumulatorDecl(w, *a);
-            steps("fb_run_end");
-            for (const Accumulator* a : runs) w.Line("fb_run_t", a->temp, " = t", a->temp, ";");
-          }
-          for (const Accumulator* a : runs) {
-            const std::string t = absl::StrCat("t", a->temp);
-            w.Line(t, " = ", absl::Substitute(op_template(a->op), t, "fb_run_" + t), ";");
-          }
-        }
-        {
-          auto tail = w.Block("for (", idx, " j = j0; j < end; ++j)");
-          fold();
-        }
-        auto store = w.Block();
-        partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false);
-      } else {
-        {
-          auto loop = w.Block("for (long long j = begin + threadIdx.x; j < end; j += ", kCudaBlockSize, ")");
-          fold();
-        }
-        combine();
-        auto store = w.Block("if (threadIdx.x == 0)");
-        partial_slots("[blockIdx.x]", /*load=*/false);
-      }
-    }
-    // The combine is launched as a programmatic dependent of the partial
-    // kernel (Driver::Launch, LaunchDims::programmatic): its blocks may start
-    // before the partial kernel ends and wait here for its results.
-    w.Line();
-    auto kernel = w.Block(Signature(k.name, params));
-    WaitForPriorGrid(w);
-    if (columns) {
-      w.Line("const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;");
-    } else {
-      w.Line("const long long r = blockIdx.x;");
-    }
-    {
-      auto row = w.Block(columns ? absl::StrCat("if (r < ", rows, ")") : "");
-      for (const Accumulator& a : pass.accumulators) AccumulatorDecl(w, a);
-      {
-        auto parts = w.Block(columns ? absl::StrCat("for (int p = 0; p < ", split, "; ++p)")
-                                     : absl::StrCat("for (int p = threadIdx.x; p < ", split, "; p += ", kCudaBlockSize, ")"));
-        partial_slots(columns ? absl::StrCat("[p * ", rows, " + r]") : absl::StrCat("[r * ", split, " + p]"), /*load=*/true);
-      }
-      combine();
-      OpenRowStores(w, k);
-      Statements(w, k, k.row_body, op_template);
-      w.Close();  // OpenRowStores' scope
-    }
-    kernel.End();
-    return std::move(w).Release();
+    return PrintCudaSplit(k, spread_, RowHooks(k), tuning_);
   }
 
   // Other pointwise kernels: each thread takes `per_thread` elements one
@@ -393,7 +237,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     w.Line();
     w.Line("// ", k.name, ": ", k.dynamic_extent ? "fb_n (run-time)" : absl::StrCat(k.numel), " elements, ", per_thread,
            " per thread");
-    auto kernel = w.Block(Signature(k.name, Params(k)));
+    auto kernel = w.Block(CudaSignature(k.name, Params(k)));
     w.Line("const ", idx, " base = (", idx, ")blockIdx.x * ", int64_t{kCudaBlockSize} * per_thread, " + threadIdx.x;");
     auto each = [&](bool checked) {
       w.Directive("#pragma unroll");
@@ -469,7 +313,7 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     w.Line("// ", k.name, ": ", k.dynamic_extent ? "fb_n (run-time)" : absl::StrCat(k.numel), " elements, ", v,
            " per thread in 16-byte accesses");
     {
-      auto kernel = w.Block(Signature(k.name, Params(k)));
+      auto kernel = w.Block(CudaSignature(k.name, Params(k)));
       w.Line("const ", idx, " base = ((", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x) * ", v, ";");
       auto path = w.Block("if (base + ", v, " <= ", Extent(k), " && ((", aligned, ") & 15) == 0)");
       w.Raw(loads.text());

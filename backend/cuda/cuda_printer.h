@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/cuda/row_spread.h"
+#include "backend/code_writer.h"
 #include "backend/kernel_ir.h"
 #include "backend/tuning.h"
 
@@ -45,6 +46,13 @@ int CudaPointwiseElementsPerThread(const Kernel& kernel, const TuningSnapshot& t
 // schedule's rule (cuda_schedule.h) reads it; the launch reads the schedule
 // (CudaSchedule::Grid), never this.
 int CudaBlockSize(const Kernel& kernel, const CudaRowSpread& spread, const TuningSnapshot& tuning);
+
+// Shared by the CUDA printers: a kernel's signature, launched with
+// kCudaBlockSize threads; and the top of a kernel launched as a programmatic
+// dependent of the one before it (LaunchDims::programmatic), which waits for
+// that grid's results (a no-op when launched plainly; sm_90 and later only).
+std::string CudaSignature(const std::string& name, const std::string& params);
+void CudaWaitForPriorGrid(CodeWriter& w);
 
 // The fb_* helpers every CUDA kernel source starts with (no headers).
 std::string CudaPrelude(const TuningSnapshot& tuning);
