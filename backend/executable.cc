@@ -146,7 +146,8 @@ struct Executable::CompiledKernel {
   Kernel ir;
   cpu::CpuKernelFn cpu_fn = nullptr;
   CUfunction cuda_fn = nullptr;
-  CUfunction cuda_partial_fn = nullptr;  // split reductions: the first of two kernels
+  // Split reductions: the partial kernels, one per pass, launched before cuda_fn.
+  std::vector<CUfunction> cuda_partial_fns;
   // CUDA: the schedule, chosen once at compile time (cuda_schedule.h), the
   // device's SM count (the grid cap of grid-stride rows), and whether a
   // split's combine is launched as its programmatic dependent (sm_90+; it
@@ -239,9 +240,12 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
         }
       }
       if (schedule.spread.split > 1) {
-        absl::StatusOr<CUfunction> partial = driver.GetFunction(*module, group.name + "_partial");
-        if (!partial.ok()) return partial.status();
-        compiled->cuda_partial_fn = *partial;
+        for (int p = 0; p < schedule.partial_launches; ++p) {
+          const std::string name = p == 0 ? group.name + "_partial" : absl::StrCat(group.name, "_partial", p);
+          absl::StatusOr<CUfunction> partial = driver.GetFunction(*module, name);
+          if (!partial.ok()) return partial.status();
+          compiled->cuda_partial_fns.push_back(*partial);
+        }
         compiled->programmatic_combine = arch >= 90;
       }
     }
@@ -355,12 +359,14 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
     } else {
       if (k->schedule.spread.split > 1) {
         const int64_t parts = k->ir.num_rows * k->schedule.spread.split;
-        for (const Accumulator& a : k->ir.passes.at(0).accumulators) {
-          scratch.push_back(Tensor::empty({parts}, ComputeDType(a.dtype), device));
-          args.push_back(UncheckedDataPtr(scratch.back()));
-          if (a.index_temp >= 0) {
-            scratch.push_back(Tensor::empty({parts}, DType::kInt64, device));
+        for (const Pass& pass : k->ir.passes) {  // partials of every pass's accumulators, in order
+          for (const Accumulator& a : pass.accumulators) {
+            scratch.push_back(Tensor::empty({parts}, ComputeDType(a.dtype), device));
             args.push_back(UncheckedDataPtr(scratch.back()));
+            if (a.index_temp >= 0) {
+              scratch.push_back(Tensor::empty({parts}, DType::kInt64, device));
+              args.push_back(UncheckedDataPtr(scratch.back()));
+            }
           }
         }
       }
@@ -371,11 +377,15 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       dims.block_x = static_cast<unsigned>(schedule.block);
       dims.shared_bytes = static_cast<unsigned>(schedule.shared_bytes);
       if (schedule.spread.split > 1) {
-        PendingLaunch partial = launch;
-        partial.function = k->cuda_partial_fn;
-        partial.dims = dims;
-        partial.dims.block_x = static_cast<unsigned>(schedule.partial_block);
-        pending.push_back(std::move(partial));
+        // Each partial kernel after the first waits for the one before.
+        for (size_t p = 0; p < k->cuda_partial_fns.size(); ++p) {
+          PendingLaunch partial = launch;
+          partial.function = k->cuda_partial_fns[p];
+          partial.dims = dims;
+          partial.dims.block_x = static_cast<unsigned>(schedule.partial_block);
+          partial.dims.programmatic = p > 0 && k->programmatic_combine;
+          pending.push_back(std::move(partial));
+        }
         dims.grid_x = static_cast<unsigned>(schedule.combine_grid);
         dims.programmatic = k->programmatic_combine;
       }
@@ -388,7 +398,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       }
     }
     if (record.active()) {
-      const int launches = device.is_cuda() && k->schedule.spread.split > 1 ? 2 : 1;
+      const int launches = device.is_cuda() ? 1 + static_cast<int>(k->cuda_partial_fns.size()) : 1;
       record.Finish(k->ir.name, InputShapes(k->ir, g, inputs, stored), launches);
     }
   }

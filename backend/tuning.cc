@@ -96,6 +96,10 @@ constexpr KnobInfo kKnobs[] = {
     {Knob::kOuterHeldWords, "FUSEBOX_TUNE_OUTER_HELD_WORDS", kInt, 32, 0, 64,
      "CUDA outer reductions: the most 32-bit registers of column values a thread holds between passes (HBM read "
      "once); a column that needs more is reloaded every pass (from the L2); 0: always reloaded"},
+    {Knob::kOuterSplit, "FUSEBOX_TUNE_OUTER_SPLIT", kInt, 1, 0, 2,
+     "CUDA multi-pass reductions over outer dims with few columns: 0 never split (one kernel, held or reloaded "
+     "columns); 1 the rule (`backend/cuda/row_spread.cc`); 2 split wherever the columns are few enough: one launch "
+     "per pass over chunks of rows, each folding the earlier passes' partials, then one for the stores"},
     {Knob::kPointwiseThreadBytes, "FUSEBOX_TUNE_POINTWISE_THREAD_BYTES", kPowerOfTwo, 16, 4, 64,
      "CUDA pointwise kernels that cannot move 16-byte vectors (sliced, broadcast, mixed types): bytes of its "
      "narrowest operand each thread keeps in flight (elements per thread: this over its size, 4 to 8)"},

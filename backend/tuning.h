@@ -44,6 +44,7 @@ enum class Knob : int {
   kOuterMinThreads,
   kOuterWarpColumns,
   kOuterHeldWords,
+  kOuterSplit,
   kPointwiseThreadBytes,
   kOnePlusTanh,
   kFastMath,

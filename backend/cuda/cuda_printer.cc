@@ -411,7 +411,10 @@ int CudaPartialBlockSize(const Kernel& k, const CudaRowSpread& spread, const Tun
 }
 
 int64_t CudaCombineGridSize(const Kernel& k, const CudaRowSpread& spread) {
-  return spread.strategy == RowStrategy::kThreadPerRow ? (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize : k.num_rows;
+  if (spread.strategy != RowStrategy::kThreadPerRow) return k.num_rows;
+  const int64_t tiles = (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
+  // Per-element stores run over the partial kernels' chunks.
+  return k.elementwise.empty() ? tiles : tiles * spread.split;
 }
 
 int64_t CudaColumnChunk(int64_t rows, int64_t split, const TuningSnapshot& tuning) {

@@ -61,7 +61,7 @@ std::string CudaIndexCheckPrelude();
 
 // Split reductions (CudaRowSpread::split > 1): CudaSchedule::Grid is the
 // partial kernel's grid; this is the final kernel's (a block per row, or a thread per
-// column).
+// column; per column and chunk where the kernel stores per element).
 int64_t CudaCombineGridSize(const Kernel& kernel, const CudaRowSpread& spread);
 // Threads per block of the partial kernel: CudaBlockSize, or a column
 // tile's 1024 (column_tiles.h).

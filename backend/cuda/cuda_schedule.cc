@@ -64,6 +64,7 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
   }
   if (spread.split > 1) {
     s.partial_block = CudaPartialBlockSize(k, spread, tuning);
+    s.partial_launches = static_cast<int>(k.passes.size());
     s.combine_grid = CudaCombineGridSize(k, spread);
   }
   switch (spread.strategy) {
@@ -112,7 +113,9 @@ std::string CudaSchedule::ToString() const {
   if (blocks_per_sm > 0) absl::StrAppend(&s, ", at most ", blocks_per_sm, " blocks per SM (grid-stride)");
   if (shared_bytes > 0) absl::StrAppend(&s, ", shared ", shared_bytes, " B");
   if (spread.split > 1) {
-    absl::StrAppend(&s, ", split ", spread.split, " (partial block ", partial_block, ", combine grid ", combine_grid, ")");
+    absl::StrAppend(&s, ", split ", spread.split, " (partial block ", partial_block,
+                    partial_launches > 1 ? absl::StrCat(", ", partial_launches, " partial launches") : "",
+                    ", combine grid ", combine_grid, ")");
   }
   if (rows) {
     const CudaRowLayout& l = *rows;

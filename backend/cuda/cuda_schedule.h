@@ -50,10 +50,13 @@ struct CudaSchedule {
   // Reductions: the threads per row, the split, the column tiles (chosen
   // first; the layouts below follow from it).
   CudaRowSpread spread;
-  // Split reductions (spread.split > 1): a partial kernel (<name>_partial,
-  // grid as above, its own block size), then a combine of combine_grid
-  // blocks of `block` threads.
+  // Split reductions (spread.split > 1): a partial kernel per pass
+  // (<name>_partial, then <name>_partial1, ... for column reductions of
+  // several passes; grid as above, its own block size), then a combine of
+  // combine_grid blocks of `block` threads (it also runs the per-element
+  // stores, over the same chunks, where the kernel has them).
   int partial_block = 0;
+  int partial_launches = 0;
   int64_t combine_grid = 0;
   std::optional<CudaRowLayout> rows;  // reductions along contiguous rows
   ClusterLayout cluster;

@@ -1,12 +1,48 @@
 #include "backend/cuda/row_spread.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "backend/cuda/column_tiles.h"
+#include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/outer_reduction.h"
 
 namespace fusebox::backend {
 namespace {
+
+// Column reductions with more than one loop over the column (softmax,
+// norms over dim 0) split as single-pass ones do, a launch per pass
+// (split_printer.h), where Knob::kOuterSplit says so: 2 always, 0 never (the
+// outer layout: one kernel holding or reloading each column,
+// outer_reduction.h), 1 by this rule. The outer layout reads HBM once but
+// its cost follows the elements (a 4-byte register and a load per element,
+// whatever the type, bound by the load queue) and the cluster exchanges of
+// each pass; the split re-reads each column per pass, a cost in bytes, and
+// adds a launch per pass. Measured on the H200 (bench/NOTES.md): the split
+// ran 1.24-1.95x faster where a cluster of 8 blocks holds each column
+// ([16411, 1023], [33, 16411, 31]), 1.10-1.43x in 16-bit where 2 do
+// ([1031, 16273], [33, 1031, 493]) but 0.79-1.11x in f32 there, and 0.4-0.6x
+// on kernels of one wave ([1031, 129], [5, 129, 33]: the launches dominate).
+// So: split where the held grid takes more than one wave of the device's SMs
+// and the cluster has at least as many blocks as the widest element has
+// bytes (4 for f32, 2 for 16-bit types).
+bool SplitsPasses(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
+  if (spread.strategy != RowStrategy::kThreadPerRow || spread.column_tiles) return false;
+  for (const Pass& pass : k.passes) {
+    for (const Accumulator& a : pass.accumulators) {
+      if (a.index_temp >= 0) return false;
+    }
+  }
+  const int64_t mode = tuning.Get(Knob::kOuterSplit);
+  if (mode != 1) return mode == 2;
+  const std::optional<CudaOuterLayout> held = ChooseCudaOuterLayout(k, spread, tuning);
+  if (!held) return false;
+  int element = 1;
+  for (const BufferParam& b : k.buffers) element = std::max(element, DTypeSize(b.dtype));
+  const int64_t tiles = (k.num_rows + held->block_columns() - 1) / held->block_columns();
+  return tiles * held->blocks > CudaSmCount(k) && held->blocks >= element;
+}
 
 RowStrategy ChooseStrategy(const Kernel& k, const TuningSnapshot& tuning) {
   if (k.is_column_reduction()) return RowStrategy::kThreadPerRow;
@@ -16,7 +52,9 @@ RowStrategy ChooseStrategy(const Kernel& k, const TuningSnapshot& tuning) {
 // Too few rows to fill a GPU: split single-pass rows with no per-element
 // stores across ~1000 blocks in all.
 int64_t ChooseSplit(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
-  if (k.passes.size() != 1 || !k.elementwise.empty() || k.kind != fusion::KernelKind::kReduction) return 0;
+  if (k.kind != fusion::KernelKind::kReduction || k.passes.empty()) return 0;
+  const bool single = k.passes.size() == 1 && k.elementwise.empty();
+  if (!single && !SplitsPasses(k, spread, tuning)) return 0;
   // Few long rows, a block per row: chunks of at least 8192 elements.
   if (spread.strategy == RowStrategy::kBlockPerRow && k.num_rows < 128 && k.row_length >= (1 << 16)) {
     return std::clamp<int64_t>(1024 / k.num_rows, 2, k.row_length / 8192);

@@ -25,42 +25,58 @@ namespace fusebox::backend {
 //    p * num_rows + r, so neighbouring threads write and read neighbouring
 //    addresses; then a thread per column.
 std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const CudaRowHooks& hooks,
-                         const TuningSnapshot& tuning) {
+                           const TuningSnapshot& tuning) {
   auto op_template = [](graph::Op op) { return graph::Info(op).cuda_expr; };
-  const Pass& pass = k.passes.at(0);
   const bool columns = spread.strategy == RowStrategy::kThreadPerRow;
   const int64_t split = spread.split;
   const std::string idx = columns && !k.index64 ? "int" : "long long";
   const std::string sfx = idx == "int" ? "" : "LL";
   const std::string rows = absl::StrCat(k.num_rows, sfx), length = absl::StrCat(k.row_length, sfx);
+  // Every pass's accumulators in order, numbered across passes: accumulator
+  // c's partials are fb_part<c>.
+  struct Partial {
+    const Accumulator* acc;
+    size_t pass;
+  };
+  std::vector<Partial> all;
   std::string partials;
-  for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-    const Accumulator& a = pass.accumulators[c];
-    absl::StrAppend(&partials, ", ", ComputeCType(a.dtype), "* __restrict__ fb_part", c);
-    if (a.index_temp >= 0) absl::StrAppend(&partials, ", long long* __restrict__ fb_part_index", c);
+  for (size_t p = 0; p < k.passes.size(); ++p) {
+    for (const Accumulator& a : k.passes[p].accumulators) {
+      absl::StrAppend(&partials, ", ", ComputeCType(a.dtype), "* __restrict__ fb_part", all.size());
+      if (a.index_temp >= 0) absl::StrAppend(&partials, ", long long* __restrict__ fb_part_index", all.size());
+      all.push_back({&a, p});
+    }
   }
   const std::string params = CPrinter::ParamList(k, /*restrict_qualified=*/true) + partials;
   const std::string chunk = absl::StrCat(CudaSplitChunk(k, spread, tuning), sfx);
-  const int64_t tiles = CudaCombineGridSize(k, spread);
-  // Each element of the partial kernel's rows is read once
+  const int64_t tiles = (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
+  // Several loops over each column (softmax over dim 0): a launch per pass,
+  // each folding the earlier passes' partials first, and the per-element
+  // stores in the final kernel over the same chunks.
+  const bool multi = k.passes.size() > 1 || !k.elementwise.empty();
+  // Each element of a single-pass kernel's rows is read once
   // (StreamEverywhere: streaming the column sum's partial measured 3%
   // slower on the H200, unlike a row sum's loads).
   auto streamed = [&](const Stmt& s) {
-    if (!TouchesEachElementOnce(s.index) || StreamEverywhere(tuning) == CacheHint::kNormal) return std::string();
+    if (multi || !TouchesEachElementOnce(s.index) || StreamEverywhere(tuning) == CacheHint::kNormal) return std::string();
     return HintedLoad(CacheHint::kStream, absl::StrCat(k.buffers[s.buffer].name, " + (", s.index.ToString(), ")"));
   };
   CodeWriter w;
-  // One element of the chunk (at `j`) folded into the accumulators.
-  auto fold = [&] {
-    CPrinter::Statements(w, k, pass.body, op_template, /*cached_loads=*/false, streamed);
-    for (const Accumulator& a : pass.accumulators) {
+  // One element (at `j`) of pass `p`'s loop folded into its accumulators, or
+  // of the per-element stores (p == passes.size()).
+  auto element = [&](size_t p) {
+    CPrinter::Statements(w, k, k.RowLoop(p), op_template, /*cached_loads=*/false, streamed);
+    if (p == k.passes.size()) return;
+    for (const Accumulator& a : k.passes[p].accumulators) {
       CPrinter::AccumulateStep(w, a, op_template(a.op), absl::StrCat("t", a.value), "(long long)j");
     }
   };
-  // Stores (or folds) every accumulator's partial at `slot`.
-  auto partial_slots = [&](const std::string& slot, bool load) {
-    for (size_t c = 0; c < pass.accumulators.size(); ++c) {
-      const Accumulator& a = pass.accumulators[c];
+  // Stores (or folds) the partial of every accumulator of the passes in
+  // [first, last) at `slot`.
+  auto partial_slots = [&](const std::string& slot, bool load, size_t first, size_t last) {
+    for (size_t c = 0; c < all.size(); ++c) {
+      if (all[c].pass < first || all[c].pass >= last) continue;
+      const Accumulator& a = *all[c].acc;
       const std::string value = absl::StrCat("fb_part", c, slot), index = absl::StrCat("fb_part_index", c, slot);
       if (load) {
         CPrinter::AccumulateStep(w, a, op_template(a.op), value, index);
@@ -70,8 +86,71 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
       if (a.index_temp >= 0) w.Line(index, " = t", a.index_temp, ";");
     }
   };
+  auto declare = [&](size_t first, size_t last) {
+    for (size_t p = first; p < last; ++p) {
+      for (const Accumulator& a : k.passes[p].accumulators) CPrinter::AccumulatorDecl(w, a);
+    }
+  };
+  // A column's totals of the passes before `last`, from their partials.
+  auto column_totals = [&](size_t last) {
+    if (last == 0) return;
+    declare(0, last);
+    auto parts = w.Block("for (int p = 0; p < ", split, "; ++p)");
+    partial_slots(absl::StrCat("[p * ", rows, " + r]"), /*load=*/true, 0, last);
+  };
+  // A column's chunk [begin, end) through loop `p`, kColumnUnroll rows at a
+  // time: the rows' loads are independent (only the fold is a chain).
+  auto column_chunk = [&](size_t p) {
+    const int unroll = tuning.GetInt(Knob::kColumnUnroll);
+    auto steps = [&](const std::string& bound) {
+      auto step = w.Block("for (; j0 + ", unroll, " <= ", bound, "; j0 += ", unroll, ")");
+      w.Directive("#pragma unroll");
+      auto rows_of_step = w.Block("for (int u = 0; u < ", unroll, "; ++u)");
+      w.Line("const ", idx, " j = j0 + u;");
+      element(p);
+    };
+    w.Line(idx, " j0 = begin;");
+    // Long chunks fold in runs of kCudaColumnRunSteps steps, each into
+    // fresh (shadowing) sums and products then added to the chunk's, so
+    // no rounding chain grows with the column (RoundsEachFold).
+    const int64_t run = kCudaColumnRunSteps * unroll;
+    std::vector<const Accumulator*> runs;
+    if (p < k.passes.size()) {
+      for (const Accumulator& a : k.passes[p].accumulators) {
+        if (RoundsEachFold(a) && CudaSplitChunk(k, spread, tuning) > run) runs.push_back(&a);
+      }
+    }
+    if (runs.empty()) {
+      steps("end");
+    } else {
+      auto run_loop = w.Block("for (", idx, " fb_run = begin; fb_run < end; fb_run += ", run, ")");
+      w.Line("const ", idx, " fb_run_end = fb_run + ", run, " < end ? fb_run + ", run, " : end;");
+      for (const Accumulator* a : runs) w.Line(ComputeCType(a->dtype), " fb_run_t", a->temp, ";");
+      {
+        auto fresh = w.Block();
+        for (const Accumulator* a : runs) CPrinter::AccumulatorDecl(w, *a);
+        steps("fb_run_end");
+        for (const Accumulator* a : runs) w.Line("fb_run_t", a->temp, " = t", a->temp, ";");
+      }
+      for (const Accumulator* a : runs) {
+        const std::string t = absl::StrCat("t", a->temp);
+        w.Line(t, " = ", absl::Substitute(op_template(a->op), t, "fb_run_" + t), ";");
+      }
+    }
+    auto tail = w.Block("for (", idx, " j = j0; j < end; ++j)");
+    element(p);
+  };
+  // The column and chunk of this thread: a block per (256 columns, chunk).
+  auto column_and_chunk = [&] {
+    w.Line("const ", idx, " part = blockIdx.x / ", tiles, ";");
+    w.Line("const ", idx, " r = (", idx, ")(blockIdx.x % ", tiles, ") * ", kCudaBlockSize, " + threadIdx.x;");
+    w.Line("const ", idx, " begin = part * ", chunk, ", end = begin + ", chunk, " < ", length, " ? begin + ", chunk, " : ",
+           length, ";");
+  };
   auto combine = [&] {
-    for (const Accumulator& a : pass.accumulators) hooks.after_pass(w, a, CPrinter::CombineLambda(a, op_template(a.op)), 32);
+    for (const Accumulator& a : k.passes.at(0).accumulators) {
+      hooks.after_pass(w, a, CPrinter::CombineLambda(a, op_template(a.op)), 32);
+    }
   };
 
   const bool tiled = UsesCudaColumnTiles(spread);
@@ -81,72 +160,39 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
          " chunks of ", CudaSplitChunk(k, spread, tuning),
          tiled ? absl::StrCat("; tiles of ", kCudaColumnTileThreadsX, " x ", kCudaColumnTileThreadsY, " threads, ",
                               kCudaColumnTileWidth, " columns and ", kCudaColumnTileSteps, " rows each (column_tiles.h)")
-               : "");
+               : "",
+         multi ? absl::StrCat("; a launch per pass (", k.passes.size(), "), then the stores") : "");
   if (tiled) {
     w.Raw(PrintCudaColumnTiles(k, params, tuning));
+  } else if (columns) {
+    // Each pass's partial kernel waits for the one before it (launched as its
+    // programmatic dependent, as the final kernel is).
+    for (size_t p = 0; p < k.passes.size(); ++p) {
+      if (p > 0) w.Line();
+      auto kernel = w.Block(CudaSignature(k.name + (p == 0 ? "_partial" : absl::StrCat("_partial", p)), params));
+      if (p > 0) CudaWaitForPriorGrid(w);
+      column_and_chunk();
+      auto row = w.Block("if (r < ", rows, ")");
+      column_totals(p);
+      declare(p, p + 1);
+      column_chunk(p);
+      auto store = w.Block();
+      partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false, p, p + 1);
+    }
   } else {
     auto kernel = w.Block(CudaSignature(k.name + "_partial", params));
-    if (columns) {
-      w.Line("const ", idx, " part = blockIdx.x / ", tiles, ";");
-      w.Line("const ", idx, " r = (", idx, ")(blockIdx.x % ", tiles, ") * ", kCudaBlockSize, " + threadIdx.x;");
-    } else {
-      w.Line("const long long r = blockIdx.x / ", split, ", part = blockIdx.x % ", split, ";");
-    }
+    w.Line("const long long r = blockIdx.x / ", split, ", part = blockIdx.x % ", split, ";");
     w.Line("const ", idx, " begin = part * ", chunk, ", end = begin + ", chunk, " < ", length, " ? begin + ", chunk, " : ",
            length, ";");
-    auto row = w.Block(columns ? absl::StrCat("if (r < ", rows, ")") : "");
-    for (const Accumulator& a : pass.accumulators) CPrinter::AccumulatorDecl(w, a);
-    if (columns) {
-      // Chunks are whole steps of kColumnUnroll rows; only the last has a tail.
-      const int unroll = tuning.GetInt(Knob::kColumnUnroll);
-      auto steps = [&](const std::string& bound) {
-        auto step = w.Block("for (; j0 + ", unroll, " <= ", bound, "; j0 += ", unroll, ")");
-        w.Directive("#pragma unroll");
-        auto rows_of_step = w.Block("for (int u = 0; u < ", unroll, "; ++u)");
-        w.Line("const ", idx, " j = j0 + u;");
-        fold();
-      };
-      w.Line(idx, " j0 = begin;");
-      // Long chunks fold in runs of kCudaColumnRunSteps steps, each into
-      // fresh (shadowing) sums and products then added to the chunk's, so
-      // no rounding chain grows with the column (RoundsEachFold).
-      const int64_t run = kCudaColumnRunSteps * unroll;
-      std::vector<const Accumulator*> runs;
-      for (const Accumulator& a : pass.accumulators) {
-        if (RoundsEachFold(a) && CudaSplitChunk(k, spread, tuning) > run) runs.push_back(&a);
-      }
-      if (runs.empty()) {
-        steps("end");
-      } else {
-        auto run_loop = w.Block("for (", idx, " fb_run = begin; fb_run < end; fb_run += ", run, ")");
-        w.Line("const ", idx, " fb_run_end = fb_run + ", run, " < end ? fb_run + ", run, " : end;");
-        for (const Accumulator* a : runs) w.Line(ComputeCType(a->dtype), " fb_run_t", a->temp, ";");
-        {
-          auto fresh = w.Block();
-          for (const Accumulator* a : runs) CPrinter::AccumulatorDecl(w, *a);
-          steps("fb_run_end");
-          for (const Accumulator* a : runs) w.Line("fb_run_t", a->temp, " = t", a->temp, ";");
-        }
-        for (const Accumulator* a : runs) {
-          const std::string t = absl::StrCat("t", a->temp);
-          w.Line(t, " = ", absl::Substitute(op_template(a->op), t, "fb_run_" + t), ";");
-        }
-      }
-      {
-        auto tail = w.Block("for (", idx, " j = j0; j < end; ++j)");
-        fold();
-      }
-      auto store = w.Block();
-      partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false);
-    } else {
-      {
-        auto loop = w.Block("for (long long j = begin + threadIdx.x; j < end; j += ", kCudaBlockSize, ")");
-        fold();
-      }
-      combine();
-      auto store = w.Block("if (threadIdx.x == 0)");
-      partial_slots("[blockIdx.x]", /*load=*/false);
+    auto row = w.Block();
+    declare(0, 1);
+    {
+      auto loop = w.Block("for (long long j = begin + threadIdx.x; j < end; j += ", kCudaBlockSize, ")");
+      element(0);
     }
+    combine();
+    auto store = w.Block("if (threadIdx.x == 0)");
+    partial_slots("[blockIdx.x]", /*load=*/false, 0, 1);
   }
   // The combine is launched as a programmatic dependent of the partial
   // kernel (Driver::Launch, LaunchDims::programmatic): its blocks may start
@@ -154,18 +200,31 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
   w.Line();
   auto kernel = w.Block(CudaSignature(k.name, params));
   CudaWaitForPriorGrid(w);
-  if (columns) {
-    w.Line("const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;");
+  if (multi) {
+    column_and_chunk();
+    auto row = w.Block("if (r < ", rows, ")");
+    column_totals(k.passes.size());
+    if (!k.elementwise.empty()) {
+      auto stores = w.Block();
+      column_chunk(k.passes.size());
+    }
+    // The per-column stores: the first chunk's threads.
+    if (!k.row_body.empty()) {
+      auto first = w.Block("if (part == 0)");
+      CPrinter::Statements(w, k, k.row_body, op_template);
+    }
   } else {
-    w.Line("const long long r = blockIdx.x;");
-  }
-  {
+    if (columns) {
+      w.Line("const ", idx, " r = (", idx, ")blockIdx.x * ", kCudaBlockSize, " + threadIdx.x;");
+    } else {
+      w.Line("const long long r = blockIdx.x;");
+    }
     auto row = w.Block(columns ? absl::StrCat("if (r < ", rows, ")") : "");
-    for (const Accumulator& a : pass.accumulators) CPrinter::AccumulatorDecl(w, a);
+    declare(0, 1);
     {
       auto parts = w.Block(columns ? absl::StrCat("for (int p = 0; p < ", split, "; ++p)")
                                    : absl::StrCat("for (int p = threadIdx.x; p < ", split, "; p += ", kCudaBlockSize, ")"));
-      partial_slots(columns ? absl::StrCat("[p * ", rows, " + r]") : absl::StrCat("[r * ", split, " + p]"), /*load=*/true);
+      partial_slots(columns ? absl::StrCat("[p * ", rows, " + r]") : absl::StrCat("[r * ", split, " + p]"), /*load=*/true, 0, 1);
     }
     combine();
     hooks.open_row_stores(w);

@@ -4,6 +4,7 @@
 // the kernel), that the schedule and launch geometry agree with it, and that
 // NVRTC compiles every variant for sm_90 without spills.
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -12,6 +13,7 @@
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/outer_reduction.h"
 #include "backend/ptx_summary.h"
+#include "backend/tuning.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -50,6 +52,7 @@ void ExpectCompiles(const backend::Kernel& k, const backend::CudaOuterLayout& l)
 }
 
 TEST(OuterReductionTest, FewLongColumnsAreHeldOverAClusterThatFillsTheDevice) {
+  backend::ScopedTuning one_kernel({{backend::Knob::kOuterSplit, 0}});  // the rule splits these (below)
   // 1023 columns of 16411 f32: 16 columns a warp row would need 33 values a
   // thread over 8 blocks, so warps of 8 columns (half that) x 4 lanes, 32
   // warps x 8 blocks per column group hold 17 values each.
@@ -68,6 +71,40 @@ TEST(OuterReductionTest, FewLongColumnsAreHeldOverAClusterThatFillsTheDevice) {
   EXPECT_THAT(source, HasSubstr("float c0[17];"));
   EXPECT_THAT(source, HasSubstr("fb_outer_reduce<8, 32, 8>("));
   ExpectCompiles(k, *l);
+}
+
+// Knob::kOuterSplit's rule (row_spread.cc): a launch per pass where the
+// held layout's grid takes more than one wave and its cluster has at least
+// as many blocks as the widest element has bytes.
+TEST(OuterReductionTest, ColumnsHeldOverLargeClustersSplitIntoALaunchPerPass) {
+  auto schedule = [](const Shape& shape, DType dtype) {
+    const backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn(shape).to(dtype)});
+    return std::make_pair(k, backend::ChooseCudaSchedule(k, backend::CurrentTuning()));
+  };
+  // 16411 rows: 8 blocks hold a column, 1024 blocks in all.
+  const auto [tall, split] = schedule({16411, 1023}, DType::kFloat32);
+  EXPECT_EQ(split.kind, backend::CudaScheduleKind::kThreadPerRow);
+  EXPECT_EQ(split.spread.split, 121) << "chunks of 136 rows, 512 blocks aimed at";
+  EXPECT_EQ(split.partial_launches, 2);
+  EXPECT_EQ(split.Grid(tall.num_rows, 132), 4 * 121);
+  EXPECT_EQ(split.combine_grid, 4 * 121) << "the stores run over the same chunks";
+  const std::string source = backend::PrintCuda(tall, split, backend::CurrentTuning());
+  EXPECT_THAT(source, HasSubstr(" " + tall.name + "_partial("));
+  EXPECT_THAT(source, HasSubstr(" " + tall.name + "_partial1("));
+  EXPECT_THAT(source, Not(HasSubstr(" " + tall.name + "_partial2(")));
+  auto out = cuda::CompileWithNvrtc(source, tall.name, 90);
+  ASSERT_TRUE(out.ok()) << out.status() << "\n" << source;
+  // 1031 rows: 2 blocks hold a column; f32 keeps the one kernel, bf16 splits.
+  EXPECT_EQ(schedule({1031, 16273}, DType::kFloat32).second.kind, backend::CudaScheduleKind::kOuterTiles);
+  EXPECT_EQ(schedule({1031, 16273}, DType::kBFloat16).second.partial_launches, 2);
+  // One wave of the held grid: the launches would dominate.
+  EXPECT_EQ(schedule({1031, 129}, DType::kBFloat16).second.kind, backend::CudaScheduleKind::kOuterTiles);
+  {
+    backend::ScopedTuning never({{backend::Knob::kOuterSplit, 0}});
+    EXPECT_EQ(schedule({16411, 1023}, DType::kFloat32).second.kind, backend::CudaScheduleKind::kOuterTiles);
+  }
+  backend::ScopedTuning always({{backend::Knob::kOuterSplit, 2}});
+  EXPECT_EQ(schedule({1031, 129}, DType::kFloat32).second.partial_launches, 2);
 }
 
 TEST(OuterReductionTest, ManyColumnsNeedNoCluster) {
@@ -94,6 +131,7 @@ TEST(OuterReductionTest, ShortColumnsCombineInTheWarp) {
 }
 
 TEST(OuterReductionTest, SixteenBitColumnsTakeASectorOrHalfOneToBeHeld) {
+  backend::ScopedTuning one_kernel({{backend::Knob::kOuterSplit, 0}});
   const backend::Kernel k =
       LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({4099, 1023}).to(DType::kBFloat16)});
   const auto l = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());

@@ -1,9 +1,11 @@
-// Multi-pass reductions over dim 0 and a middle dim on the GPU
-// (backend/cuda/outer_reduction.h) against float64 references: softmax,
-// log_softmax, layer_norm and rms_norm written over a [A, R, B] tensor
-// reduced over R, on shapes that take every variant of the layout (columns
-// held over a cluster, held by one block, reloaded each pass, short columns,
-// a last tile partly past the end, 16-bit columns, a run-time column count).
+// Multi-pass reductions over dim 0 and a middle dim on the GPU against
+// float64 references: softmax, log_softmax, layer_norm and rms_norm written
+// over a [A, R, B] tensor reduced over R, in both CUDA layouts: one kernel
+// (backend/cuda/outer_reduction.h) on shapes that take every variant of it
+// (columns held over a cluster, held by one block, reloaded each pass, short
+// columns, a last tile partly past the end, 16-bit columns, a run-time column
+// count), and the split into a launch per pass (split_printer.h) on the same
+// shapes wherever their columns split.
 // The same checks run on the CPU, where the references and tolerances are
 // proven without a GPU. Skips the CUDA cases without a device.
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/tuning.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -65,9 +68,11 @@ Tensor RmsNormOver(const Tensor& x, int64_t dim, const Tensor& w) {
 }
 
 // The four ops compiled on `device` against float64; `tol` scales with the
-// column length (float sums) or is the 16-bit dtype's.
-void CheckOuterOps(Device device, const Dims& d, DType dtype) {
-  SCOPED_TRACE(absl::StrCat(d.a, "x", d.r, "x", d.b, " ", DTypeName(dtype), " on ", device.str()));
+// column length (float sums) or is the 16-bit dtype's. On CUDA, softmax's
+// schedule names the layout: `schedule` ("outer-tiles", or "partial launches"
+// of a split).
+void CheckOuterOps(Device device, const Dims& d, DType dtype, const std::string& schedule = "outer-tiles") {
+  SCOPED_TRACE(absl::StrCat(d.a, "x", d.r, "x", d.b, " ", DTypeName(dtype), " on ", device.str(), ", ", schedule));
   const uint64_t seed = FreshSeed();
   const Shape shape = ShapeOf(d);
   Shape weight_shape(shape.size(), 1);
@@ -89,7 +94,7 @@ void CheckOuterOps(Device device, const Dims& d, DType dtype) {
   ExpectClose(got(softmax_fn(x)), softmax_ref, tol);
   if (device.is_cuda()) {
     ASSERT_EQ(softmax_fn.kernels().size(), 1u);
-    EXPECT_THAT(softmax_fn.kernels()[0].schedule, ::testing::HasSubstr("outer-tiles"));
+    EXPECT_THAT(softmax_fn.kernels()[0].schedule, ::testing::HasSubstr(schedule));
   }
 
   auto log_softmax_fn = compile([dim](const Tensor& t) { return log_softmax(t, dim); });
@@ -125,6 +130,7 @@ void CheckOuterOps(Device device, const Dims& d, DType dtype) {
 
 TEST(OuterReductionsGpuTest, MatchFloat64OverEveryVariant) {
   SKIP_WITHOUT_CUDA();
+  backend::ScopedTuning one_kernel({{backend::Knob::kOuterSplit, 0}});
   for (const Dims& d : std::vector<Dims>{
            {0, 16411, 1023},  // held over a cluster of 8
            {0, 1031, 263},    // held, a cluster of 2-4 to fill the device
@@ -139,6 +145,26 @@ TEST(OuterReductionsGpuTest, MatchFloat64OverEveryVariant) {
   CheckOuterOps(Device::cuda(), {0, 4099, 517}, DType::kBFloat16);
   CheckOuterOps(Device::cuda(), {0, 16411, 255}, DType::kBFloat16);  // held in half-sector tiles
   CheckOuterOps(Device::cuda(), {2, 1031, 129}, DType::kFloat16);
+}
+
+// The split: columns of at least 128 rows, over few enough columns that a
+// block per 256 of them leaves the device short (row_spread.cc).
+TEST(OuterReductionsGpuTest, SplitIntoALaunchPerPassMatchesFloat64) {
+  SKIP_WITHOUT_CUDA();
+  backend::ScopedTuning split({{backend::Knob::kOuterSplit, 2}});
+  for (const Dims& d : std::vector<Dims>{
+           {0, 16411, 1023},  // 121 chunks, each past one run of 128 rows
+           {0, 1031, 263},    // a partial last tile of 256 columns
+           {0, 70001, 40},    // long chunks
+           {0, 3001, 33},
+           {5, 3001, 37},     // a middle dim
+           {3, 16411, 31},
+           {0, 131, 301},     // two chunks, the last a short tail
+       }) {
+    CheckOuterOps(Device::cuda(), d, DType::kFloat32, "partial launches");
+  }
+  CheckOuterOps(Device::cuda(), {0, 4099, 517}, DType::kBFloat16, "partial launches");
+  CheckOuterOps(Device::cuda(), {2, 1031, 129}, DType::kFloat16, "partial launches");
 }
 
 TEST(OuterReductionsGpuTest, RunTimeColumnCounts) {

@@ -258,7 +258,7 @@ bool KindFitsStrategy(backend::CudaScheduleKind kind, backend::RowStrategy strat
 // say (cuda_printer.h, row_layout.h), given the spread it chose first from
 // the kernel IR's neutral facts (row_spread.h): the launch reads it, not them.
 TEST(CudaSchedule, AgreesWithThePrintersRules) {
-  int kernels = 0, splits = 0, tiles = 0;
+  int kernels = 0, splits = 0, multi_pass_splits = 0, tiles = 0;
   ForEachCase([&](const std::string& file, const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
     const fusion::Plan plan = PlanOf(fn, inputs);
     for (const fusion::KernelGroup& group : plan.kernels) {
@@ -270,7 +270,8 @@ TEST(CudaSchedule, AgreesWithThePrintersRules) {
       SCOPED_TRACE(file + ": " + k.name + ": " + s.ToString());
       // The spread follows from the neutral facts: column reductions take a
       // thread per row, other rows a warp up to Knob::kWarpRowLimit, else a
-      // block; only static single-pass rows with no per-element stores split.
+      // block; only static rows split, single-pass ones with no per-element
+      // stores, or columns of any passes (a launch each).
       EXPECT_EQ(spread, backend::ChooseCudaRowSpread(k, DefaultTuning()));
       if (k.is_reduction()) {
         EXPECT_TRUE(KindFitsStrategy(s.kind, spread.strategy));
@@ -282,8 +283,12 @@ TEST(CudaSchedule, AgreesWithThePrintersRules) {
       }
       if (spread.split > 1) {
         ++splits;
-        EXPECT_TRUE(k.kind == fusion::KernelKind::kReduction && k.passes.size() == 1 && k.elementwise.empty() &&
-                    !k.dynamic_extent);
+        EXPECT_TRUE(k.kind == fusion::KernelKind::kReduction && !k.dynamic_extent);
+        // Several loops over a row split only over columns, a launch per pass.
+        const bool single = k.passes.size() == 1 && k.elementwise.empty();
+        if (!single) ++multi_pass_splits;
+        EXPECT_TRUE(single || spread.strategy == backend::RowStrategy::kThreadPerRow);
+        EXPECT_EQ(s.partial_launches, static_cast<int>(k.passes.size()));
       } else {
         EXPECT_EQ(spread.split, 0) << "no split is 0";
       }
@@ -316,13 +321,19 @@ TEST(CudaSchedule, AgreesWithThePrintersRules) {
         EXPECT_EQ(s.partial_block, backend::CudaPartialBlockSize(k, spread, DefaultTuning()));
         EXPECT_EQ(s.combine_grid, backend::CudaCombineGridSize(k, spread));
       }
-      // The executable looks up <name>_partial exactly where the schedule splits.
+      // The executable looks up <name>_partial, <name>_partial1, ... exactly
+      // where the schedule splits, one per partial launch.
       const std::string source = backend::PrintCuda(k, s, DefaultTuning());
       EXPECT_EQ(source.find(" " + k.name + "_partial(") != std::string::npos, spread.split > 1);
+      for (int p = 1; p <= s.partial_launches; ++p) {
+        EXPECT_EQ(source.find(absl::StrCat(" ", k.name, "_partial", p, "(")) != std::string::npos,
+                  p < s.partial_launches) << "partial kernel " << p;
+      }
     }
   });
   EXPECT_GT(kernels, 200);
   EXPECT_GT(splits, 0);
+  EXPECT_GT(multi_pass_splits, 0);
   EXPECT_GT(tiles, 0);
 }
 
