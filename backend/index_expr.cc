@@ -152,6 +152,25 @@ bool IndexExpr::HasTemp() const {
   return true;
 }
 
+std::vector<int> IndexExpr::Temps() const {
+  std::vector<int> temps;
+  std::vector<const IndexExpr*> stack = {this};
+  while (!stack.empty()) {
+    const IndexExpr* e = stack.back();
+    stack.pop_back();
+    switch (e->rep_->kind) {
+      case Kind::kTemp: temps.push_back(static_cast<int>(e->rep_->value)); break;
+      case Kind::kVar:
+      case Kind::kConst: break;
+      case Kind::kAdd: stack.push_back(&e->rep_->b); [[fallthrough]];
+      case Kind::kMul:
+      case Kind::kDiv:
+      case Kind::kMod: stack.push_back(&e->rep_->a); break;
+    }
+  }
+  return temps;
+}
+
 bool IndexExpr::IsVarPlusMultipleOf(const char* var, int64_t m) const {
   // Terms of the top-level sum.
   std::vector<const IndexExpr*> terms, stack = {this};

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace fusebox::backend {
 
@@ -38,6 +39,9 @@ class IndexExpr {
   bool DependsOn(const char* var) const;
   // Whether a temporary occurs in it (an indirect access).
   bool HasTemp() const;
+  // The temporaries that occur in it, in order (a statement whose result an
+  // index reads is live: passes that drop dead statements ask this).
+  std::vector<int> Temps() const;
   // Whether the expression is `var + rest`, `rest` free of `var` and a
   // multiple of m for every value of the other indices (proved from the
   // terms: constants and products by multiples of m). The CUDA row printer

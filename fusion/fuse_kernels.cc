@@ -282,8 +282,10 @@ class Fuser {
   // With epilogue fusion asked for on the matmul (its node's `scalar`, set at
   // capture: frontend/matmul.h), the last node of a chain the GEMM computes
   // in its epilogue: + bias (a row vector read from a graph input), then
-  // relu or gelu (tanh form), each the only use of the value before it and
-  // of its dtype; else the matmul itself.
+  // gelu (tanh form), each the only use of the value before it and of its
+  // dtype; else the matmul itself. Not relu: cuBLASLt's RELU epilogue maps
+  // NaN to 0 where relu keeps it (the fuzzer found it on the H200), so a
+  // relu runs in the kernel after the GEMM.
   NodeId EpilogueEnd(NodeId mm) {
     if (g_.node(mm).scalar == 0) return mm;
     NodeId end = mm;
@@ -302,7 +304,7 @@ class Fuser {
     if (std::optional<NodeId> u = only_use(end); u && IsBiasAdd(*u, end)) end = *u;
     if (std::optional<NodeId> u = only_use(end); u) {
       const Node& act = g_.node(*u);
-      if ((act.op == Op::kRelu || act.op == Op::kGeluTanh) && act.dtype == g_.node(mm).dtype) end = *u;
+      if (act.op == Op::kGeluTanh && act.dtype == g_.node(mm).dtype) end = *u;
     }
     return end;
   }

@@ -1,10 +1,12 @@
 #include "fusion/pipeline.h"
 
 #include <cstdio>
+#include <string>
 
 #include "fusion/eliminate_dead_nodes.h"
 #include "fusion/fuse_kernels.h"
 #include "fusion/name_kernels.h"
+#include "fusion/order_kernels.h"
 #include "fusion/split_kernels.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
@@ -18,8 +20,12 @@ void DumpGraph(const char* after, const graph::Graph& before, const graph::Graph
                before == g ? "" : g.ToString().c_str());
 }
 
-void DumpPlan(const char* after, const Plan& plan) {
-  if (DebugDump("plan")) std::fprintf(stderr, "[fusebox plan] after %s\n%s", after, plan.ToString().c_str());
+// `before`: the plan's text before the step, where it may leave it unchanged.
+void DumpPlan(const char* after, const Plan& plan, const std::string* before = nullptr) {
+  if (!DebugDump("plan")) return;
+  const std::string text = plan.ToString();
+  const bool same = before != nullptr && *before == text;
+  std::fprintf(stderr, "[fusebox plan] after %s%s\n%s", after, same ? " (unchanged)" : "", same ? "" : text.c_str());
 }
 
 }  // namespace
@@ -31,14 +37,17 @@ Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic,
   graph::Graph g = EliminateDeadNodes(captured);
   DumpGraph("eliminate_dead_nodes", captured, g);
 
-  // 2. Group into kernels (or one per op); 3. name them (names depend on the
-  // final groups).
+  // 2. Group into kernels (or one per op); 3. order them so each runs after
+  // what it loads; 4. name them (names depend on the final groups and order).
   Plan plan = options.fuse ? FuseKernels(g) : SplitKernels(g);
   DumpPlan(options.fuse ? "fuse_kernels" : "split_kernels", plan);
+  const std::string fused = DebugDump("plan") ? plan.ToString() : std::string();
+  plan = OrderKernels(std::move(plan));
+  DumpPlan("order_kernels", plan, &fused);
   plan = NameKernels(std::move(plan));
   DumpPlan("name_kernels", plan);
 
-  // 4. Which sizes stay run-time values (on the final graph: node ids match).
+  // 5. Which sizes stay run-time values (on the final graph: node ids match).
   plan.symbols = FindDimSymbols(plan.graph, dynamic);
   plan.index64 = plan.dynamic() && NeedsIndex64(plan.graph);
   spdlog::debug("planned {} kernel(s) for a graph of {} node(s)", plan.kernels.size(), g.size());

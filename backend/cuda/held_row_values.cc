@@ -70,7 +70,10 @@ void RemoveDeadStatements(Kernel& k, size_t first) {
   for (bool removed = true; removed;) {
     absl::flat_hash_set<int> used;
     auto use = [&](const std::vector<Stmt>& body) {
-      for (const Stmt& s : body) used.insert(s.args.begin(), s.args.end());
+      for (const Stmt& s : body) {
+        used.insert(s.args.begin(), s.args.end());
+        for (int t : s.index.Temps()) used.insert(t);  // a gather's checked index
+      }
     };
     for (const Pass& p : k.passes) {
       use(p.body);

@@ -444,3 +444,39 @@ TEST(RowCodegenTest, NormRowsLoopOneGroupPerStepWithL1Hints) {
 
 }  // namespace
 }  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+// Rows gathered at a stored argmax, then normalized twice (layer_norm, then
+// rms_norm or layer_norm over the last dim): the fuzzer found sources that
+// named a temp of the gather's first pass in a later one. Every kernel's
+// CUDA source compiles.
+TEST(RowCodegenTest, GatheredRowsNormalizedTwiceCompile) {
+  auto gathered = [](const std::vector<Tensor>& in) {
+    Tensor g = gather(in[0], -2, argmax(in[0], -2, /*keepdim=*/true));  // [1, n]
+    Tensor y = layer_norm(g, {1, in[0].size(1)}, in[1], Tensor(), 1e-5);
+    return rms_norm(y, {in[0].size(1)});
+  };
+  auto selected = [](const std::vector<Tensor>& in) {
+    Tensor y = layer_norm(in[0], {in[0].size(1), 1}, in[1], Tensor(), 1e-3);
+    Tensor s = index_select(y, 2, argmax(y, 2).flatten());  // [1, n, n]
+    return layer_norm(s, {in[0].size(1), in[0].size(1)}, Tensor(), Tensor(), 1e-5);
+  };
+  for (int64_t n : {int64_t{5}, int64_t{37}, int64_t{300}}) {
+    SCOPED_TRACE(n);
+    const std::vector<std::vector<backend::Kernel>> programs = {
+        testing_backend::LowerAll(gathered, {randn({n, n}), randn({1, n})}),
+        testing_backend::LowerAll(selected, {randn({1, n, 1}), randn({n, 1})})};
+    for (const std::vector<backend::Kernel>& kernels : programs) {
+      for (const backend::Kernel& k : kernels) {
+        const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
+        auto out = cuda::CompileWithNvrtc(source, k.name, 90);
+        EXPECT_TRUE(out.ok()) << out.status() << "\n" << source;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fusebox

@@ -158,8 +158,9 @@ void CheckMlp(Device device) {
 }
 
 // With epilogue fusion on (set_matmul_epilogue_fusion, the default), a bias
-// add and a relu / tanh-gelu after the GEMM run in it: one kernel. An exact
-// gelu, or a value also used elsewhere, keeps the kernel after it.
+// add and a tanh-gelu after the GEMM run in it: one kernel. An exact gelu, a
+// relu (cuBLASLt's maps NaN to 0), or a value also used elsewhere, keeps the
+// kernel after it.
 void CheckEpilogues(Device device, DType dtype) {
   SCOPED_TRACE(DTypeName(dtype));
   ASSERT_TRUE(matmul_epilogue_fusion()) << "on by default";
@@ -184,7 +185,17 @@ void CheckEpilogues(Device device, DType dtype) {
 
   auto with_relu = compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return relu(linear(x, w, b)); });
   ExpectClose(AsFloat(with_relu(xd, wd, bd)), map([](double v) { return std::max(v, 0.0); }), tol);
-  EXPECT_EQ(with_relu.kernels().size(), 1u);
+  EXPECT_EQ(with_relu.kernels().size(), 2u) << "relu runs after the GEMM";
+  // relu keeps NaN: a NaN in x's first row gives a NaN row.
+  {
+    Tensor nan_x = x.to(DType::kFloat32);
+    std::vector<float> xv = nan_x.to_vector();
+    xv[3] = NAN;
+    Tensor xn = Tensor::from_vector(xv, {m, k}).to(dtype).to(device);
+    const std::vector<float> got = AsFloat(with_relu(xn, wd, bd));
+    for (int64_t c = 0; c < n; ++c) EXPECT_TRUE(std::isnan(got[c])) << "column " << c;
+    EXPECT_FALSE(std::isnan(got[n])) << "the next row has no NaN";
+  }
 
   auto with_gelu = compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(linear(x, w, b), "tanh"); });
   ExpectClose(AsFloat(with_gelu(xd, wd, bd)), map(GeluRef), tol);

@@ -2,8 +2,11 @@
 // a hand-written layer_norm and rms_norm, column softmax and sum(x * x) each
 // become ONE kernel with a deterministic name, with numbers matching float64;
 // reductions over different rows get separate kernels, and explain() says why.
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "frontend/fusebox.h"
 #include "fusion/plan.h"
@@ -165,6 +168,40 @@ TEST(ReductionFusionTest, ArgmaxAndMaxShareOneKernelFirstIndexWinsNanIsMax) {
       EXPECT_EQ(got[row], best) << "row " << row << " of " << cols;
     }
   }
+}
+
+// A gather read by reductions over the innermost dims (fused into them) and
+// by a reduction over dim 0 (which needs it stored first: fuse_kernels.cc
+// StoreMoves): the gather's kernel runs before every kernel that loads it
+// (order_kernels.h; the fuzzer found it stored after them).
+TEST(ReductionFusionTest, AGatherStoredForALaterReductionRunsBeforeItsReaders) {
+  Tensor x = randn({2, 8, 33}, Device::cpu(), FreshSeed());
+  Tensor w = randn({8, 1}, Device::cpu(), FreshSeed()), b = randn({8, 1}, Device::cpu(), FreshSeed());
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    Tensor rows_max = gather(x, 2, argmax(x, 2, /*keepdim=*/true));  // [2, 8, 1]
+    return sum(layer_norm(rows_max, {8, 1}, w, b, 1e-3), std::vector<int64_t>{0}, /*keepdim=*/true);
+  };
+  auto compiled = compile(fn);
+  const std::vector<float> got = compiled(x, w, b).to_vector();
+  const std::vector<double> xs = x.to_double_vector(), ws = w.to_double_vector(), bs = b.to_double_vector();
+  std::vector<double> want(8, 0.0);
+  for (int a = 0; a < 2; ++a) {
+    std::vector<double> m(8);
+    double mean = 0, var = 0;
+    for (int r = 0; r < 8; ++r) {
+      m[r] = -INFINITY;
+      for (int k = 0; k < 33; ++k) m[r] = std::max(m[r], xs[(a * 8 + r) * 33 + k]);
+      mean += m[r] / 8;
+    }
+    for (int r = 0; r < 8; ++r) var += (m[r] - mean) * (m[r] - mean) / 8;
+    for (int r = 0; r < 8; ++r) want[r] += (m[r] - mean) / std::sqrt(var + 1e-3) * ws[r] + bs[r];
+  }
+  ExpectClose(got, want, 1e-4);
+  // The argmax's kernel, then the gather's, then the reductions reading it.
+  const std::vector<std::string> names = Names(compiled.kernels());
+  ASSERT_GE(names.size(), 3u);
+  EXPECT_THAT(names[0], HasSubstr("argmax"));
+  EXPECT_THAT(names[1], HasSubstr("gather"));
 }
 
 }  // namespace
