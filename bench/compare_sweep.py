@@ -38,7 +38,7 @@ def sweep_fn(torch, case):
         return (lambda x, col: gelu(x + col)) if case["layout"] == "broadcast" else gelu
     return {"sum": lambda x: x.sum(d), "softmax": lambda x: torch.softmax(x, d),
             "log_softmax": lambda x: torch.log_softmax(x, d), "layer_norm": layer_norm,
-            "rms_norm": rms_norm}[op]
+            "rms_norm": rms_norm, "copy": lambda x: x.clone()}[op]
 
 
 def sweep_inputs(torch, case, gen):

@@ -16,6 +16,7 @@ int64_t Odd(int64_t n) { return std::max<int64_t>(n, 1) | 1; }
 
 Tensor Gelu(const Tensor& x) { return 0.5 * x * (1.0 + tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * pow(x, 3.0)))); }
 Tensor GeluOfSum(const Tensor& x, const Tensor& column) { return Gelu(x + column); }
+Tensor Copy(const Tensor& x) { return x.clone(); }
 
 // The reductions and normalizations over dim D, as a user writes them: the
 // built-in op where PyTorch has one for that dim, else written out.
@@ -51,7 +52,8 @@ WorkloadFn ForDim(SweepOp op) {
     case SweepOp::kLogSoftmax: return Fn1{LogSoftmax<D>};
     case SweepOp::kLayerNorm: return Fn3{LayerNorm<D>};
     case SweepOp::kRmsNorm: return Fn2{RmsNorm<D>};
-    case SweepOp::kGelu: break;
+    case SweepOp::kGelu:
+    case SweepOp::kCopy: break;
   }
   return Fn1{Gelu};
 }
@@ -59,6 +61,7 @@ WorkloadFn ForDim(SweepOp op) {
 }  // namespace
 
 WorkloadFn SweepFunction(const SweepCase& c) {
+  if (c.op == SweepOp::kCopy) return Fn1{Copy};
   if (c.op == SweepOp::kGelu) return c.layout == SweepLayout::kBroadcast ? WorkloadFn{Fn2{GeluOfSum}} : Fn1{Gelu};
   if (c.dim == -1) return ForDim<-1>(c.op);
   return c.dim == 0 ? ForDim<0>(c.op) : ForDim<1>(c.op);
@@ -97,7 +100,7 @@ void AddClass(std::vector<SweepCase>* out, const std::string& cls, SweepOp op, S
 }  // namespace
 
 const char* SweepOpName(SweepOp op) {
-  const char* names[] = {"gelu", "sum", "softmax", "log_softmax", "layer_norm", "rms_norm"};
+  const char* names[] = {"gelu", "sum", "softmax", "log_softmax", "layer_norm", "rms_norm", "copy"};
   return names[static_cast<int>(op)];
 }
 
@@ -128,6 +131,7 @@ std::vector<SweepCase> SweepCases(bool quick) {
   const std::vector<Shape> cube = {{33, 1031, Odd(big / (33 * 1031))}, {5, 129, 33}};
 
   std::vector<SweepCase> cases;
+  AddClass(&cases, "copy/contiguous", SweepOp::kCopy, SweepLayout::kContiguous, -1, square);
   for (SweepLayout layout : {SweepLayout::kContiguous, SweepLayout::kTransposed, SweepLayout::kPermuted,
                              SweepLayout::kSliced, SweepLayout::kBroadcast}) {
     AddClass(&cases, absl::StrCat("gelu/", SweepLayoutName(layout)), SweepOp::kGelu, layout, -1,

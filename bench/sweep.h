@@ -27,7 +27,9 @@ enum class SweepLayout {
   kBroadcast,   // x plus a [rows, 1] column broadcast over the columns
 };
 
-enum class SweepOp { kGelu, kSum, kSoftmax, kLogSoftmax, kLayerNorm, kRmsNorm };
+// kCopy: x.clone() of a contiguous x, the copy ceiling at the grid's own
+// sizes (a 2^24-element kernel pays its launch and tail as the others do).
+enum class SweepOp { kGelu, kSum, kSoftmax, kLogSoftmax, kLayerNorm, kRmsNorm, kCopy };
 
 struct SweepCase {
   std::string cls;   // "gelu/transposed", "softmax/dim0": one class of work
