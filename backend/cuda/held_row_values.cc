@@ -2,57 +2,88 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <set>
-#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
 #include "backend/c_printer.h"
 
 namespace fusebox::backend {
 namespace {
 
-// Per temporary of one loop body: its expression as text (temporaries from
-// outside the body, such as an earlier pass's result, by name), how many
-// statements it spans, the cache slots it reads and the outside temporaries.
+// The structural identity of an expression: the statement's every field
+// that decides its value, with operands by their expressions' ids (a
+// temporary from outside the body, such as an earlier pass's result, by its
+// number: -1 - t). Equal ids are the same computation.
+struct ExprNode {
+  StmtKind kind;
+  graph::Op op;
+  DType dtype;
+  uint64_t constant;
+  int slot, buffer;
+  IndexExpr index;
+  int64_t lo, hi, dim;
+  std::vector<int64_t> operands;  // args, then the mask and the index's temporaries
+  friend bool operator==(const ExprNode&, const ExprNode&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const ExprNode& n) {
+    return H::combine(std::move(h), n.kind, n.op, n.dtype, n.constant, n.slot, n.buffer, n.index, n.lo, n.hi, n.dim,
+                      n.operands);
+  }
+};
+
+// Ids of expressions, shared by every loop body of a kernel.
+class ExprIds {
+ public:
+  int Of(ExprNode node) { return ids_.try_emplace(std::move(node), static_cast<int>(ids_.size())).first->second; }
+
+ private:
+  absl::flat_hash_map<ExprNode, int> ids_;
+};
+
+// Per temporary of one loop body: its expression's id, how many statements
+// it spans, the cache slots it reads and the outside temporaries.
 struct Expressions {
-  absl::flat_hash_map<int, std::string> key;
+  absl::flat_hash_map<int, int> key;
   absl::flat_hash_map<int, int> size;
   absl::flat_hash_map<int, std::set<int>> slots;
   absl::flat_hash_map<int, std::set<int>> outside;
 };
 
-Expressions Describe(const std::vector<Stmt>& body) {
+Expressions Describe(const std::vector<Stmt>& body, ExprIds& ids) {
   Expressions e;
   for (const Stmt& s : body) {
     if (s.result < 0 || s.kind == StmtKind::kStore) continue;
-    std::string key;
+    // A held load is its slot's value, wherever it is read from.
+    const bool held = s.kind == StmtKind::kLoad && s.cache_slot >= 0;
+    ExprNode node{.kind = s.kind, .op = s.kind == StmtKind::kCompute ? s.op : graph::Op::kCopy, .dtype = s.dtype,
+                  .constant = std::bit_cast<uint64_t>(s.constant), .slot = s.cache_slot,
+                  .buffer = held ? -1 : s.buffer, .index = held ? IndexExpr() : s.index, .lo = s.lo, .hi = s.hi,
+                  .dim = s.dim, .operands = {}};
     int size = 1;
     std::set<int> slots, outside;
-    if (s.kind == StmtKind::kLoad) {
-      key = s.cache_slot >= 0 ? absl::StrCat("c", s.cache_slot)
-                              : absl::StrCat("load ", s.buffer, "[", s.index.ToString(), "]");
-      if (s.cache_slot >= 0) slots.insert(s.cache_slot);
-    } else if (s.kind == StmtKind::kConstant) {
-      key = absl::StrCat("const ", std::bit_cast<uint64_t>(s.constant));
-    } else {
-      key = absl::StrCat(graph::OpName(s.op), "(");
-      for (int arg : s.args) {
-        if (auto it = e.key.find(arg); it != e.key.end()) {
-          absl::StrAppend(&key, it->second, ",");
-          size += e.size[arg];
-          slots.insert(e.slots[arg].begin(), e.slots[arg].end());
-          outside.insert(e.outside[arg].begin(), e.outside[arg].end());
-        } else {
-          absl::StrAppend(&key, "t", arg, ",");
-          outside.insert(arg);
-        }
-      }
-      absl::StrAppend(&key, ")");
+    if (held) slots.insert(s.cache_slot);
+    std::vector<int> reads = s.args;
+    if (s.mask >= 0) reads.push_back(s.mask);
+    if (!held) {
+      for (int t : s.index.Temps()) reads.push_back(t);
     }
-    e.key[s.result] = absl::StrCat(DTypeName(s.dtype), " ", key);
+    for (int arg : reads) {
+      if (auto it = e.key.find(arg); it != e.key.end()) {
+        node.operands.push_back(it->second);
+        size += e.size[arg];
+        slots.insert(e.slots[arg].begin(), e.slots[arg].end());
+        outside.insert(e.outside[arg].begin(), e.outside[arg].end());
+      } else {
+        node.operands.push_back(-1 - int64_t{arg});
+        outside.insert(arg);
+      }
+    }
+    e.key[s.result] = ids.Of(std::move(node));
     e.size[s.result] = size;
     e.slots[s.result] = std::move(slots);
     e.outside[s.result] = std::move(outside);
@@ -93,13 +124,13 @@ void RemoveDeadStatements(Kernel& k, size_t first) {
 
 // Holds `value` (a temporary of pass `p`) in `slot` from pass p on, if every
 // later read of the slot is a copy of its expression.
-bool TryHold(Kernel& k, size_t p, int slot, int value, const std::string& key) {
+bool TryHold(Kernel& k, size_t p, int slot, int value, int key, ExprIds& ids) {
   Kernel trial = k;
   const CachedLoad& c = k.cached_loads[slot];
   absl::flat_hash_set<int> replaced;
   for (size_t l = p + 1; l < trial.NumRowLoops(); ++l) {
     std::vector<Stmt>& body = trial.RowLoop(l);
-    const Expressions e = Describe(body);
+    const Expressions e = Describe(body, ids);
     for (Stmt& s : body) {
       if (s.kind != StmtKind::kCompute || e.key.at(s.result) != key) continue;
       s = Stmt{.kind = StmtKind::kLoad, .result = s.result, .dtype = s.dtype, .buffer = c.buffer, .index = c.index,
@@ -123,6 +154,7 @@ bool TryHold(Kernel& k, size_t p, int slot, int value, const std::string& key) {
 }  // namespace
 
 Kernel ReuseHeldRowValues(Kernel kernel) {
+  ExprIds ids;
   for (int slot = 0; slot < static_cast<int>(kernel.cached_loads.size()); ++slot) {
     // The last pass reading the slot, and whether a later loop reads it.
     int last = -1;
@@ -141,7 +173,7 @@ Kernel ReuseHeldRowValues(Kernel kernel) {
       for (const Accumulator& a : kernel.passes[p].accumulators) running.insert({a.temp, a.index_temp});
     }
     const std::vector<Stmt>& body = kernel.passes[last].body;
-    const Expressions e = Describe(body);
+    const Expressions e = Describe(body, ids);
     const char* held_type = ComputeCType(kernel.cached_loads[slot].dtype);
     std::vector<int> candidates;
     for (const Stmt& s : body) {
@@ -156,7 +188,7 @@ Kernel ReuseHeldRowValues(Kernel kernel) {
     }
     std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) { return e.size.at(a) > e.size.at(b); });
     for (int value : candidates) {
-      if (TryHold(kernel, last, slot, value, e.key.at(value))) break;
+      if (TryHold(kernel, last, slot, value, e.key.at(value), ids)) break;
     }
   }
   return kernel;

@@ -82,6 +82,8 @@ TEST(CatTest, EmptyAndNonContiguousInputs) {
   EXPECT_TRUE(AllClose(cat({legacy, a}, 1), CatRef({a}, 1, kF32), "with a legacy [0]"));
   EXPECT_EQ(cat({empty_rows, empty_rows}).shape(), (Shape{0, 4}));
   EXPECT_EQ(cat({legacy}).shape(), (Shape{0}));
+  // All skipped: empty at any dim, as torch.cat([torch.empty(0)] * 2, dim=2).
+  EXPECT_EQ(cat({legacy, legacy}, 2).shape(), (Shape{0}));
   const Tensor t = RandomTensor({4, 5}, kF32).transpose(0, 1);  // [5, 4], non-contiguous
   const Tensor n = RandomTensor({4, 9}, kF32).narrow(1, 2, 4);  // [4, 4] of a wider row
   ASSERT_FALSE(t.is_contiguous());

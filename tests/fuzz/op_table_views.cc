@@ -57,6 +57,9 @@ Dims FbShape(const Tensor& t) { return Dims(t.shape().begin(), t.shape().end());
 // x's elements, independently of fusebox.
 RefArray CatSelf(const RefArray& x, int64_t dim) {
   if (x.rank() == 0) throw RefError("cat of a 0-d tensor");
+  // PyTorch skips 1-D empty tensors in a cat before it reads the dim: all
+  // skipped, the result is empty at any dim.
+  if (x.rank() == 1 && x.numel() == 0) return x;
   dim = Wrap(dim, x.rank());
   Dims shape = x.shape;
   shape[dim] *= 2;

@@ -72,7 +72,9 @@ RefArray Map(const std::vector<const RefArray*>& xs, DType out, const std::funct
 
 VE Interval(const std::function<double(double)>& f, VE x, double lipschitz) {
   const double y = f(x.v);
-  if (std::isnan(x.v)) return {y, 0};
+  // A NaN that may be any value (an unbounded operand: pow of a negative
+  // base at an inexact exponent) stays unbounded.
+  if (std::isnan(x.v)) return {y, std::isinf(x.e) ? kInf : 0};
   if (std::isinf(x.e)) return {y, kInf};
   if (x.e == 0) return {y, 0};
   const double lo = f(x.v - x.e), hi = f(x.v + x.e);
