@@ -235,17 +235,22 @@ fuzz_campaign() {
   : >"$OUT/fuzz-$device.log"
   for ((i = 0; i < slots; ++i)); do
     (
-      local k=0 seed moves=()
+      local k=0 seed moves=() tune=()
       if ((every > 0 && i % every == every - 1)); then moves=(--data-movement); fi
+      # One CUDA slot in four splits every multi-pass column reduction (the
+      # rule splits only large ones, which the fuzzer's shapes are not).
+      if [[ $device == cuda ]] && ((i % 4 == 2)); then tune=(FUSEBOX_TUNE_OUTER_SPLIT=2); fi
       while ((SECONDS < 440)); do
         seed=$((1 + i * 1000000 + k * chunk + ${FUSEBOX_FUZZ_SEED:-0}))
-        timeout $((500 - SECONDS)) "$dist/bin/fusebox_fuzz" --device "$device" --seed "$seed" --count "$chunk" \
-          --minimize ${moves[@]+"${moves[@]}"} ${FUSEBOX_FUZZ_ARGS:-} >"/tmp/fuzz-$device-$i.log" 2>&1
+        env ${tune[@]+"${tune[@]}"} timeout $((500 - SECONDS)) "$dist/bin/fusebox_fuzz" --device "$device" \
+          --seed "$seed" --count "$chunk" --minimize ${moves[@]+"${moves[@]}"} ${FUSEBOX_FUZZ_ARGS:-} \
+          >"/tmp/fuzz-$device-$i.log" 2>&1
         # A chunk cut by the timeout printed no summary: whole chunks count.
         # A clean chunk adds its summary; one with findings all it printed.
         if grep -q '^findings: 0$' "/tmp/fuzz-$device-$i.log"; then
           grep -E '^(programs:|  [a-z-]+ +clean|findings:)' "/tmp/fuzz-$device-$i.log" >>"$OUT/fuzz-$device.log"
         elif grep -q '^findings:' "/tmp/fuzz-$device-$i.log"; then
+          echo "slot $i (seed $seed, ${tune[*]:-default tuning}):" >>"$OUT/fuzz-$device.log"
           grep -vE '^\[' "/tmp/fuzz-$device-$i.log" >>"$OUT/fuzz-$device.log"
         fi
         k=$((k + 1))
