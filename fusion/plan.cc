@@ -1,9 +1,8 @@
 #include "fusion/plan.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "fusion/row_contexts.h"
 
 namespace fusebox::fusion {
 
@@ -53,9 +52,8 @@ Shape RowShape(const KernelGroup& group) {
 }
 
 bool KeepsRowOnChip(const Shape& shape, const std::vector<int64_t>& axes) {
-  int64_t inner = static_cast<int64_t>(shape.size()) - 1;
-  while (inner > 0 && shape[inner] == 1) --inner;
-  if (inner < 0 || std::find(axes.begin(), axes.end(), inner) == axes.end()) return false;
+  // A 0-d shape has no row to hold (RowsInnermost holds for it: no dim is outer).
+  if (shape.empty() || !RowsInnermost({shape, axes})) return false;
   int64_t row = 1;
   for (int64_t d : axes) row *= shape[d];
   return row > 0 && row <= kPersistentRowLimit;
