@@ -128,6 +128,8 @@ Outcome RunProgram(const Program& p, Mode mode, Device device) {
         for (int o : p.outputs) want.push_back(values[o]);
       } catch (const RefError&) {
         rejected = true;
+      } catch (const TooBig&) {
+        continue;  // a call's sizes past what the reference evaluates: not checked
       }
       const int64_t plans_before = fn.stats().plan_compiles;
       std::vector<Tensor> got;

@@ -293,6 +293,8 @@ class Generator {
           refs_[a].push_back(OpTable()[c.op].ref(args, c));
         } catch (const RefError&) {
           return false;
+        } catch (const TooBig&) {  // Propose undoes the refs pushed so far
+          return false;
         }
       }
       p_.steps.push_back(c);
