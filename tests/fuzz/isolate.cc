@@ -1,12 +1,14 @@
 // Crash isolation: programs run in forked children, which report each
 // program's start and result through a pipe; a child that dies by a signal
 // (or an alarm: a hang) leaves its last started program as a crash finding,
-// and a new child goes on with the next one. The parent never touches
+// and a new child goes on with the next one (a child also ends after
+// kChildRuns runs, bounding what it loads). The parent never touches
 // fusebox (a CUDA context does not survive fork).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -82,6 +84,8 @@ Outcome RunIsolated(const Program& p, Mode mode, Device device, int timeout_s) {
   return out;
 }
 
+constexpr int64_t kChildRuns = 1000;
+
 RunSummary RunMany(uint64_t first, int64_t count, const std::vector<Mode>& modes, Device device,
                    const GenOptions& options, bool verbose) {
   RunSummary sum;
@@ -90,9 +94,13 @@ RunSummary RunMany(uint64_t first, int64_t count, const std::vector<Mode>& modes
   while (next < total) {
     int64_t started = -1, finished = next - 1;
     const int64_t from = next;
+    // A child runs at most kChildRuns (program, mode) pairs, then exits: each
+    // compiled CPU kernel stays loaded (dlopen), so one child over thousands
+    // of programs ran out of memory mappings (vm.max_map_count).
+    const int64_t until = std::min(total, from + kChildRuns);
     const int status = Forked(
         [&](int fd) {
-          for (int64_t k = from; k < total; ++k) {
+          for (int64_t k = from; k < until; ++k) {
             const uint64_t seed = first + k / modes.size();
             const Mode mode = modes[k % modes.size()];
             WriteLine(fd, absl::StrCat("S\t", k));
@@ -121,7 +129,8 @@ RunSummary RunMany(uint64_t first, int64_t count, const std::vector<Mode>& modes
           }
         });
     next = finished + 1;
-    if (next < total) {  // the child stopped early: its last started program is the culprit
+    const bool batch_done = WIFEXITED(status) && WEXITSTATUS(status) == 0 && next == until;
+    if (next < total && !batch_done) {  // the child stopped early: its last started program is the culprit
       const int64_t bad = started > finished ? started : next;
       const std::string why = WIFSIGNALED(status) ? SignalName(WTERMSIG(status))
                                                   : absl::StrCat("child exited with status ", WEXITSTATUS(status));
