@@ -59,6 +59,9 @@ std::string CudaPrelude(const TuningSnapshot& tuning);
 // Kernels with index checks: CUDA's fb_check_index (CPrinter::IndexCheckHelpers).
 std::string CudaIndexCheckPrelude();
 
+// Column reductions (a thread per column): blocks of kCudaBlockSize columns.
+inline int64_t CudaColumnTiles(const Kernel& k) { return (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize; }
+
 // Split reductions (CudaRowSpread::split > 1): CudaSchedule::Grid is the
 // partial kernel's grid; this is the final kernel's (a block per row, or a thread per
 // column; per column and chunk where the kernel stores per element).

@@ -69,7 +69,7 @@ int64_t ChooseSplit(const Kernel& k, const CudaRowSpread& spread, const TuningSn
   if (spread.strategy == RowStrategy::kThreadPerRow) {
     if (spread.column_tiles) return CudaColumnTileSplit(k);  // groups of 256-row tile steps
     const int64_t blocks = tuning.Get(Knob::kColumnBlocks);
-    const int64_t tiles = (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
+    const int64_t tiles = CudaColumnTiles(k);
     const int64_t split = std::min(blocks / tiles, k.row_length / 64);
     if (split < 2) return 0;
     // Chunks are whole unrolled steps (CudaColumnChunk): none left empty.

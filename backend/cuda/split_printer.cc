@@ -49,7 +49,7 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
   }
   const std::string params = CPrinter::ParamList(k, /*restrict_qualified=*/true) + partials;
   const std::string chunk = absl::StrCat(CudaSplitChunk(k, spread, tuning), sfx);
-  const int64_t tiles = (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize;
+  const int64_t tiles = CudaColumnTiles(k);
   // Several loops over each column (softmax over dim 0): a launch per pass,
   // each folding the earlier passes' partials first, and the per-element
   // stores in the final kernel over the same chunks.
@@ -220,11 +220,12 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
       w.Line("const long long r = blockIdx.x;");
     }
     auto row = w.Block(columns ? absl::StrCat("if (r < ", rows, ")") : "");
-    declare(0, 1);
-    {
-      auto parts = w.Block(columns ? absl::StrCat("for (int p = 0; p < ", split, "; ++p)")
-                                   : absl::StrCat("for (int p = threadIdx.x; p < ", split, "; p += ", kCudaBlockSize, ")"));
-      partial_slots(columns ? absl::StrCat("[p * ", rows, " + r]") : absl::StrCat("[r * ", split, " + p]"), /*load=*/true, 0, 1);
+    if (columns) {
+      column_totals(1);
+    } else {
+      declare(0, 1);
+      auto parts = w.Block("for (int p = threadIdx.x; p < ", split, "; p += ", kCudaBlockSize, ")");
+      partial_slots(absl::StrCat("[r * ", split, " + p]"), /*load=*/true, 0, 1);
     }
     combine();
     hooks.open_row_stores(w);
