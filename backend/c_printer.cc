@@ -140,6 +140,7 @@ void CPrinter::AccumulatorDecl(CodeWriter& w, const Accumulator& a) {
 
 void CPrinter::AccumulateStep(CodeWriter& w, const Accumulator& a, const char* op_template, const std::string& value,
                               const std::string& value_index) {
+  FUSEBOX_CHECK(a.online_max < 0, "online sum t", a.temp, ": only the CUDA split printer folds online sums");
   if (a.index_temp < 0) {
     w.Line(Temp(a.temp), " = ", absl::Substitute(op_template, Temp(a.temp), value), ";");
     return;

@@ -62,6 +62,11 @@ std::string Kernel::ToString() const {
     absl::StrAppend(&out, "    for j in [0, ", row_length, "):\n");
     print(p.body, "      ");
     for (const Accumulator& a : p.accumulators) {
+      if (a.online_max >= 0) {
+        absl::StrAppend(&out, "      t", a.temp, " = online_exp_sum(t", a.temp, ", t", a.value, " - running t", a.online_max,
+                        ")\n");
+        continue;
+      }
       absl::StrAppend(&out, "      t", a.temp, " = ", graph::OpName(a.op), "(t", a.temp, ", t", a.value, ")\n");
     }
   }

@@ -72,13 +72,17 @@ struct Accumulator {
   int value = -1;
   int index_temp = -1;  // argmax/argmin: the winning position (int64); `temp`
                         // then holds the winning value, of `dtype`
+  // An online sum (online_exp_sums.h): `temp` is sum(exp(value - M)) over
+  // the row, M the max accumulator `online_max` of the same pass (whose
+  // value is `value` too), folded as one running pair with it.
+  int online_max = -1;
 };
 
 // A float sum or product: each fold rounds, so a serial chain's error grows
 // with its length (a float sum stalls at 2^24 ones). Printers keep such
 // chains short on long rows (cpu/cascade_pass.h; CUDA column chunks).
 inline bool RoundsEachFold(const Accumulator& a) {
-  return a.index_temp < 0 && (a.op == graph::Op::kSum || a.op == graph::Op::kProd) && IsFloating(a.dtype);
+  return a.index_temp < 0 && a.online_max < 0 && (a.op == graph::Op::kSum || a.op == graph::Op::kProd) && IsFloating(a.dtype);
 }
 
 // One loop over a row (index `j`), folding into its accumulators.

@@ -8,6 +8,7 @@
 #include "backend/nonnegative_compares.h"
 #include "backend/cuda/held_row_values.h"
 #include "backend/one_plus_tanh.h"
+#include "backend/online_exp_sums.h"
 #include "backend/row_reciprocals.h"
 #include "tensor/debug.h"
 
@@ -28,6 +29,11 @@ constexpr KernelPass kNeutral[] = {
 };
 
 constexpr KernelPass kCuda[] = {
+    {"online_exp_sums",
+     "split columns fold each sum of exp(x - max) in its max's pass, a read of the column fewer (online_exp_sums.h; "
+     "Knob::kOnlineExpSums)",
+     [](const Kernel&, const CudaSchedule* s, const TuningSnapshot&) { return s != nullptr && s->online_exp_sums; },
+     FoldExpSumsOnline},
     {"held_row_values",
      "rows held on chip keep a value the last pass computed (cuda/held_row_values.h; Knob::kHeldValues)",
      [](const Kernel&, const CudaSchedule* s, const TuningSnapshot& t) {

@@ -27,7 +27,8 @@ struct KernelPass {
 
 // Every kernel, after lowering: row reciprocals, 1 + tanh, abs compares.
 std::span<const KernelPass> NeutralKernelPasses();
-// CUDA, after the schedule is chosen: held row values (rows held on chip).
+// CUDA, after the schedule is chosen: online exp sums (split columns), held
+// row values (rows held on chip).
 std::span<const KernelPass> CudaKernelPasses();
 
 // Runs `passes` in order on `kernel`: after each that applies, the IR (or

@@ -100,6 +100,10 @@ constexpr KnobInfo kKnobs[] = {
      "CUDA multi-pass reductions over outer dims with few columns: 0 never split (one kernel, held or reloaded "
      "columns); 1 the rule (`backend/cuda/row_spread.cc`); 2 split wherever the columns are few enough: one launch "
      "per pass over chunks of rows, each folding the earlier passes' partials, then one for the stores"},
+    {Knob::kOnlineExpSums, "FUSEBOX_TUNE_ONLINE_EXP_SUMS", kInt, 1, 0, 2,
+     "CUDA split column reductions (softmax, log_softmax over dim 0 or a middle dim): the sum of exp(x - max) "
+     "folds online in the max's pass, a column read fewer (`backend/online_exp_sums.h`): 0 never (a pass of its "
+     "own); 1 the rule, where every element is at least 4 bytes (`backend/cuda/cuda_schedule.cc`); 2 always"},
     {Knob::kPointwiseThreadBytes, "FUSEBOX_TUNE_POINTWISE_THREAD_BYTES", kPowerOfTwo, 16, 4, 64,
      "CUDA pointwise kernels that cannot move 16-byte vectors (sliced, broadcast, mixed types): bytes of its "
      "narrowest operand each thread keeps in flight (elements per thread: this over its size, 4 to 8)"},

@@ -45,6 +45,7 @@ enum class Knob : int {
   kOuterWarpColumns,
   kOuterHeldWords,
   kOuterSplit,
+  kOnlineExpSums,
   kPointwiseThreadBytes,
   kOnePlusTanh,
   kFastMath,

@@ -57,6 +57,9 @@ struct CudaSchedule {
   // stores, over the same chunks, where the kernel has them).
   int partial_block = 0;
   int partial_launches = 0;
+  // Split columns: sums of exp(x - max) fold online in their max's pass
+  // (online_exp_sums.h, the CUDA pass of that name), a launch fewer each.
+  bool online_exp_sums = false;
   int64_t combine_grid = 0;
   std::optional<CudaRowLayout> rows;  // reductions along contiguous rows
   ClusterLayout cluster;

@@ -9,8 +9,32 @@
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_printer.h"
+#include "tensor/error.h"
 
 namespace fusebox::backend {
+namespace {
+
+// Online softmax (online_exp_sums.h): the running pair (m, s), s the sum of
+// exp(x - m) over the elements so far, takes in (ym, ys), a partial's pair
+// or one element's (ys = 1), with one exp (eager's two passes take one per
+// element too). Branch-free: a branch per element kept the unrolled loads
+// from issuing together (1.5-1.9x slower on the H200). NaN and infinities
+// come out as eager's: a NaN or a +inf (exp(inf - inf)) makes s NaN; -inf
+// elements while the max is -inf count 1 each (eager's NaN for such a
+// column comes from the stores' exp(x - m)).
+constexpr char kOnlineExpSum[] = R"(
+FB_INLINE void fb_online_exp_sum(float& m, float& s, float ym, float ys) {
+  const float d = ym - m;
+  // exp(-|d|) rescales the smaller side; d is NaN where m and ym are both
+  // -inf (weight 1), both +inf or either NaN (NaN).
+  const float w = d == d ? expf(-fabsf(d)) : (m < 0.0f && ym < 0.0f ? 1.0f : d);
+  const float nan = __int_as_float(0x7fffffff);
+  s = d > 0.0f ? fmaf(s, w, ym == fb_inf() ? nan : ys) : fmaf(ys, w, s);
+  m = fb_max(m, ym);
+}
+)";
+
+}  // namespace
 
 // Split rows (CudaRowSpread::split): a partial kernel folds each (row, chunk) into
 // one partial result per accumulator in scratch; the final kernel folds
@@ -40,8 +64,10 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
   };
   std::vector<Partial> all;
   std::string partials;
+  bool online = false;
   for (size_t p = 0; p < k.passes.size(); ++p) {
     for (const Accumulator& a : k.passes[p].accumulators) {
+      online = online || a.online_max >= 0;
       absl::StrAppend(&partials, ", ", ComputeCType(a.dtype), "* __restrict__ fb_part", all.size());
       if (a.index_temp >= 0) absl::StrAppend(&partials, ", long long* __restrict__ fb_part_index", all.size());
       all.push_back({&a, p});
@@ -62,13 +88,37 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
     return HintedLoad(CacheHint::kStream, absl::StrCat(k.buffers[s.buffer].name, " + (", s.index.ToString(), ")"));
   };
   CodeWriter w;
+  // Online sums (online_exp_sums.h): each folds as one running pair with
+  // its max, the partner, whose own fold it does.
+  auto partner_of = [&](const Accumulator& a) {
+    for (size_t c = 0; c < all.size(); ++c) {
+      if (all[c].acc->temp == a.online_max) return c;
+    }
+    FUSEBOX_CHECK(false, "online sum t", a.temp, " has no max t", a.online_max, " in ", k.name);
+    return all.size();
+  };
+  auto is_partner = [&](const Accumulator& a) {
+    for (const Partial& q : all) {
+      if (q.acc->online_max == a.temp) return true;
+    }
+    return false;
+  };
+  // The running pair (m, s) takes in a pair (ym, ys): a partial's, or one
+  // element's (ys 1; kOnlineExpSum).
+  auto online_step = [&](const std::string& m, const std::string& sum, const std::string& ym, const std::string& ys) {
+    w.Line("fb_online_exp_sum(", m, ", ", sum, ", ", ym, ", ", ys.empty() ? "1.0f" : ys, ");");
+  };
   // One element (at `j`) of pass `p`'s loop folded into its accumulators, or
   // of the per-element stores (p == passes.size()).
   auto element = [&](size_t p) {
     CPrinter::Statements(w, k, k.RowLoop(p), op_template, /*cached_loads=*/false, streamed);
     if (p == k.passes.size()) return;
     for (const Accumulator& a : k.passes[p].accumulators) {
-      CPrinter::AccumulateStep(w, a, op_template(a.op), absl::StrCat("t", a.value), "(long long)j");
+      if (a.online_max >= 0) {
+        online_step(absl::StrCat("t", a.online_max), absl::StrCat("t", a.temp), absl::StrCat("t", a.value), "");
+      } else if (!is_partner(a)) {
+        CPrinter::AccumulateStep(w, a, op_template(a.op), absl::StrCat("t", a.value), "(long long)j");
+      }
     }
   };
   // Stores (or folds) the partial of every accumulator of the passes in
@@ -79,7 +129,12 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
       const Accumulator& a = *all[c].acc;
       const std::string value = absl::StrCat("fb_part", c, slot), index = absl::StrCat("fb_part_index", c, slot);
       if (load) {
-        CPrinter::AccumulateStep(w, a, op_template(a.op), value, index);
+        if (a.online_max >= 0) {
+          online_step(absl::StrCat("t", a.online_max), absl::StrCat("t", a.temp),
+                      absl::StrCat("fb_part", partner_of(a), slot), value);
+        } else if (!is_partner(a)) {
+          CPrinter::AccumulateStep(w, a, op_template(a.op), value, index);
+        }
         continue;
       }
       w.Line(value, " = t", a.temp, ";");
@@ -112,12 +167,13 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
     w.Line(idx, " j0 = begin;");
     // Long chunks fold in runs of kCudaColumnRunSteps steps, each into
     // fresh (shadowing) sums and products then added to the chunk's, so
-    // no rounding chain grows with the column (RoundsEachFold).
+    // no rounding chain grows with the column (RoundsEachFold); an online
+    // sum's run is a pair with its max's, combined as two partials are.
     const int64_t run = kCudaColumnRunSteps * unroll;
     std::vector<const Accumulator*> runs;
-    if (p < k.passes.size()) {
+    if (p < k.passes.size() && CudaSplitChunk(k, spread, tuning) > run) {
       for (const Accumulator& a : k.passes[p].accumulators) {
-        if (RoundsEachFold(a) && CudaSplitChunk(k, spread, tuning) > run) runs.push_back(&a);
+        if (RoundsEachFold(a) || a.online_max >= 0 || is_partner(a)) runs.push_back(&a);
       }
     }
     if (runs.empty()) {
@@ -134,7 +190,12 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
       }
       for (const Accumulator* a : runs) {
         const std::string t = absl::StrCat("t", a->temp);
-        w.Line(t, " = ", absl::Substitute(op_template(a->op), t, "fb_run_" + t), ";");
+        if (a->online_max >= 0) {
+          const std::string m = absl::StrCat("t", a->online_max);
+          online_step(m, t, "fb_run_" + m, "fb_run_" + t);
+        } else if (!is_partner(*a)) {
+          w.Line(t, " = ", absl::Substitute(op_template(a->op), t, "fb_run_" + t), ";");
+        }
       }
     }
     auto tail = w.Block("for (", idx, " j = j0; j < end; ++j)");
@@ -155,6 +216,7 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
 
   const bool tiled = UsesCudaColumnTiles(spread);
   w.Raw(hooks.prelude);
+  if (online) w.Raw(kOnlineExpSum);
   w.Line();
   w.Line("// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ", k.row_length, ", each split over ", split,
          " chunks of ", CudaSplitChunk(k, spread, tuning),

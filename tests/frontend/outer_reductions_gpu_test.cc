@@ -5,7 +5,8 @@
 // (columns held over a cluster, held by one block, reloaded each pass, short
 // columns, a last tile partly past the end, 16-bit columns, a run-time column
 // count), and the split into a launch per pass (split_printer.h) on the same
-// shapes wherever their columns split.
+// shapes wherever their columns split, softmax's sums folded online with
+// their max (backend/online_exp_sums.h) or in a pass of their own.
 // The same checks run on the CPU, where the references and tolerances are
 // proven without a GPU. Skips the CUDA cases without a device.
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backend/tuning.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
@@ -69,8 +71,8 @@ Tensor RmsNormOver(const Tensor& x, int64_t dim, const Tensor& w) {
 
 // The four ops compiled on `device` against float64; `tol` scales with the
 // column length (float sums) or is the 16-bit dtype's. On CUDA, softmax's
-// schedule names the layout: `schedule` ("outer-tiles", or "partial launches"
-// of a split).
+// schedule names the layout: `schedule` ("outer-tiles", "partial launches"
+// of a split, or "online exp sums" of a split that folds them online).
 void CheckOuterOps(Device device, const Dims& d, DType dtype, const std::string& schedule = "outer-tiles") {
   SCOPED_TRACE(absl::StrCat(d.a, "x", d.r, "x", d.b, " ", DTypeName(dtype), " on ", device.str(), ", ", schedule));
   const uint64_t seed = FreshSeed();
@@ -161,10 +163,67 @@ TEST(OuterReductionsGpuTest, SplitIntoALaunchPerPassMatchesFloat64) {
            {3, 16411, 31},
            {0, 131, 301},     // two chunks, the last a short tail
        }) {
-    CheckOuterOps(Device::cuda(), d, DType::kFloat32, "partial launches");
+    CheckOuterOps(Device::cuda(), d, DType::kFloat32, "online exp sums");
   }
-  CheckOuterOps(Device::cuda(), {0, 4099, 517}, DType::kBFloat16, "partial launches");
-  CheckOuterOps(Device::cuda(), {2, 1031, 129}, DType::kFloat16, "partial launches");
+  // 16-bit columns keep a pass per sum by the rule (cuda_schedule.cc); 2
+  // folds them online too.
+  CheckOuterOps(Device::cuda(), {0, 4099, 517}, DType::kBFloat16, "2 partial launches");
+  CheckOuterOps(Device::cuda(), {2, 1031, 129}, DType::kFloat16, "2 partial launches");
+  {
+    backend::ScopedTuning online({{backend::Knob::kOnlineExpSums, 2}});
+    CheckOuterOps(Device::cuda(), {0, 4099, 517}, DType::kBFloat16, "online exp sums");
+    CheckOuterOps(Device::cuda(), {2, 1031, 129}, DType::kFloat16, "online exp sums");
+  }
+  // Knob::kOnlineExpSums 0: the sum in a pass (a launch) of its own.
+  backend::ScopedTuning two_pass({{backend::Knob::kOnlineExpSums, 0}});
+  CheckOuterOps(Device::cuda(), {0, 16411, 1023}, DType::kFloat32, "2 partial launches");
+  CheckOuterOps(Device::cuda(), {0, 70001, 40}, DType::kFloat32, "2 partial launches");
+}
+
+// The online fold keeps eager's two-pass results where columns hold
+// infinities and NaNs: a chunk (and more) of -inf under a finite max, a
+// column all -inf (NaN), a +inf (NaN: exp(inf - inf)), a NaN, and -inf
+// first in a column whose max comes later. Compiled and eager on the GPU
+// must agree element by element, NaNs in the same places.
+TEST(OuterReductionsGpuTest, OnlineExpSumsKeepEagersInfinitiesAndNaNs) {
+  SKIP_WITHOUT_CUDA();
+  backend::ScopedTuning split({{backend::Knob::kOuterSplit, 2}});
+  for (const Dims& d : std::vector<Dims>{{0, 16411, 37}, {0, 70001, 40}}) {  // chunks of 64, and of 137 in runs
+    SCOPED_TRACE(absl::StrCat(d.r, "x", d.b));
+    std::vector<float> host = randn(ShapeOf(d), Device::cpu(), FreshSeed()).to_vector();
+    auto at = [&](int64_t j, int64_t k) -> float& { return host[j * d.b + k]; };
+    const float inf = INFINITY;
+    for (int64_t j = 0; j < 9000; ++j) at(j, 1) = -inf;          // many chunks of -inf, then finite values
+    for (int64_t j = 0; j < d.r; ++j) at(j, 2) = -inf;           // all -inf
+    at(d.r / 2, 3) = inf;                                        // one +inf
+    at(d.r - 1, 4) = NAN;                                        // one NaN, last
+    for (int64_t j = 0; j < d.r; j += 2) at(j, 5) = -inf;        // -inf every other row
+    at(7, 6) = 80.0f;                                            // a max far above the rest
+    at(d.r - 3, 7) = -80.0f;
+    at(d.r / 3, 8) = inf;                                        // +inf and NaN in one column
+    at(d.r / 3 + 1, 8) = NAN;
+    const Tensor x = Tensor::from_vector(host, ShapeOf(d)).to(Device::cuda());
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(log ? "log_softmax" : "softmax");
+      auto op = [log](const Tensor& t) { return log ? log_softmax(t, 0) : softmax(t, 0); };
+      auto fn = compile(op);
+      const std::vector<float> got = fn(x).to(Device::cpu()).to_vector();
+      ASSERT_EQ(fn.kernels().size(), 1u);
+      EXPECT_THAT(fn.kernels()[0].schedule, ::testing::HasSubstr("online exp sums"));
+      const std::vector<float> want = op(x).to(Device::cpu()).to_vector();
+      int64_t mismatches = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const bool same = std::isnan(want[i]) ? std::isnan(got[i])
+                          : std::isinf(want[i]) ? got[i] == want[i]
+                                                : std::abs(got[i] - want[i]) <= 1e-5 + 1e-4 * std::abs(want[i]);
+        if (!same && ++mismatches <= 5) {
+          ADD_FAILURE() << "at row " << i / d.b << " column " << i % d.b << ": compiled " << got[i] << ", eager "
+                        << want[i];
+        }
+      }
+      EXPECT_EQ(mismatches, 0);
+    }
+  }
 }
 
 TEST(OuterReductionsGpuTest, RunTimeColumnCounts) {

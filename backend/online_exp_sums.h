@@ -1,0 +1,30 @@
+// A softmax over a split column (cuda/split_printer.h) reads HBM once per
+// pass: the max, then the sum of exp(x - max), then the stores. The sum can
+// be folded in the max's own pass instead (Milakov and Gimelshein's online
+// softmax): each element updates the running pair (m, s) as
+//   m' = max(m, y),  s' = s * exp(m - m') + exp(y - m'),
+// and two partial pairs combine the same way, so the column is read once
+// fewer (softmax, log_softmax: 3 reads and a write become 2 and a write).
+// Only the split column layout takes it: every other layout holds its row
+// on chip or in the caches, where the extra pass costs no HBM and the
+// online fold's second exp would only cost time.
+#pragma once
+
+#include <cstddef>
+
+#include "backend/kernel_ir.h"
+
+namespace fusebox::backend {
+
+// Pure: `kernel` with each pass whose accumulators are all sums of
+// exp(y - M), M a max accumulator of the pass before and y the same value
+// that max folds, merged into that pass: the sums become online
+// accumulators (Accumulator::online_max), the pass's body is dropped. The
+// kernel itself where no pass has that form. Results differ from the
+// two-pass fold by rounding (the rescalings), ~1 ulp per fold.
+Kernel FoldExpSumsOnline(Kernel kernel);
+
+// The passes FoldExpSumsOnline leaves (the schedule's partial launches).
+size_t PassesAfterOnlineExpSums(const Kernel& kernel);
+
+}  // namespace fusebox::backend
