@@ -14,6 +14,12 @@
 namespace fusebox::backend {
 namespace {
 
+// Partials a thread loads before folding them online (an exp per step):
+// NVRTC unrolled the fold by 4 on its own, ~30 L2 round trips a thread for
+// 121 chunks. 16 made f32 softmax and log_softmax over [16411, 1023] 5-8%
+// faster on the H200; plain folds (sums, max) measured no faster.
+constexpr int kCudaPartialUnroll = 16;
+
 // Online softmax (online_exp_sums.h): the running pair (m, s), s the sum of
 // exp(x - m) over the elements so far, takes in (ym, ys), a partial's pair
 // or one element's (ys = 1), with one exp (eager's two passes take one per
@@ -146,10 +152,12 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
       for (const Accumulator& a : k.passes[p].accumulators) CPrinter::AccumulatorDecl(w, a);
     }
   };
-  // A column's totals of the passes before `last`, from their partials.
+  // A column's totals of the passes before `last`, from their partials
+  // (online ones kCudaPartialUnroll at a time).
   auto column_totals = [&](size_t last) {
     if (last == 0) return;
     declare(0, last);
+    if (online) w.Directive(absl::StrCat("#pragma unroll ", kCudaPartialUnroll));
     auto parts = w.Block("for (int p = 0; p < ", split, "; ++p)");
     partial_slots(absl::StrCat("[p * ", rows, " + r]"), /*load=*/true, 0, last);
   };

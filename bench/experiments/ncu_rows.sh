@@ -8,6 +8,7 @@
 #   bash bench/experiments/ncu_rows.sh        # layer_norm, softmax
 #   bash bench/experiments/ncu_rows.sh sums   # row and column sums 8192 x 8192
 #   bash bench/experiments/ncu_rows.sh outer  # softmax over dim 0, [16411, 1023] f32 (the sweep)
+#   bash bench/experiments/ncu_rows.sh split  # split columns: softmax and rms_norm over dim 0, [16411, 1023]
 # FUSEBOX_TUNE_* settings in the environment reach fusebox's kernels. ncu
 # replays each profiled kernel with the caches flushed (no dirty lines, unlike
 # the bench's zeroing) at the GPU's own clocks; the fourth launch is profiled.
@@ -57,6 +58,42 @@ for _ in range(6):
 torch.cuda.synchronize()
 PY
   profile "torch.compile softmax dim0 [16411, 1023] f32" triton_ python3 "$driver"
+  rm -f "$driver"
+  exit 0
+fi
+if [[ ${1:-rows} == split ]]; then
+  # The split column layout (a launch per pass, split_printer.h): three
+  # launches in a row of fusebox's, then torch.compile's kernels, on the
+  # sweep's tallest f32 and bf16 columns. Filters cannot hold the shape's
+  # comma: the kernel name picks the dtype (bf16 kernels cast).
+  splits=(--launch-skip 6 --launch-count 3)
+  fb() {  # title, filter, kernel regex
+    echo "=== fusebox $1 (3 launches)"
+    timeout 80 /usr/local/cuda/bin/ncu --clock-control none --cache-control all "${splits[@]}" --metrics "$metrics" \
+      -k "regex:$3" build-device/dist/bin/fusebox_bench --sweep --filter "$2" 2>&1 | grep -E "$keep"
+  }
+  fb "softmax dim0 [16411, 1023] f32" "softmax/dim0 [16411" "^red_fused_div_exp_max"
+  fb "softmax dim0 [16411, 1023] bf16" "softmax/dim0 [16411" "^red_fused_cast_div_exp_max"
+  fb "rms_norm dim0 [16411, 1023] f32" "rms_norm/dim0 [16411" "^red_fused_add_div_mul_rsqrt"
+  fb "rms_norm dim0 [16411, 1023] bf16" "rms_norm/dim0 [16411" "^red_fused_add_cast_div_mul_rsqrt"
+  cat >"$driver" <<'PY'
+import sys
+import torch
+dtype = getattr(torch, sys.argv[1])
+ops = {"softmax": lambda x, w: torch.softmax(x, 0),
+       "rms_norm": lambda x, w: x * torch.rsqrt(torch.mean(x * x, 0, keepdim=True) + 1e-6) * w}
+fn = torch.compile(ops[sys.argv[2]])
+x = torch.randn(16411, 1023, device="cuda", dtype=dtype)
+w = torch.randn(16411, 1, device="cuda", dtype=dtype)
+for _ in range(6):
+    fn(x, w)
+torch.cuda.synchronize()
+PY
+  for dtype in float32 bfloat16; do
+    for op in softmax rms_norm; do
+      profile "torch.compile $op dim0 [16411, 1023] $dtype" triton_ python3 "$driver" $dtype $op
+    done
+  done
   rm -f "$driver"
   exit 0
 fi
