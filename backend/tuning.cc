@@ -104,6 +104,10 @@ constexpr KnobInfo kKnobs[] = {
      "CUDA split column reductions (softmax, log_softmax over dim 0 or a middle dim): the sum of exp(x - max) "
      "folds online in the max's pass, a column read fewer (`backend/online_exp_sums.h`): 0 never (a pass of its "
      "own); 1 the rule, where every element is at least 4 bytes (`backend/cuda/cuda_schedule.cc`); 2 always"},
+    {Knob::kColumnLanes, "FUSEBOX_TUNE_COLUMN_LANES", kPowerOfTwo, 1, 1, 8,
+     "CUDA split columns of several passes (`backend/cuda/split_printer.h`): threads per column in a block, each "
+     "walking a share of the column's chunk, combined in shared memory before the chunk's partial (more loads in "
+     "flight per SM, no more partials); 256 / this many columns per block"},
     {Knob::kPointwiseThreadBytes, "FUSEBOX_TUNE_POINTWISE_THREAD_BYTES", kPowerOfTwo, 16, 4, 64,
      "CUDA pointwise kernels that cannot move 16-byte vectors (sliced, broadcast, mixed types): bytes of its "
      "narrowest operand each thread keeps in flight (elements per thread: this over its size, 4 to 8)"},

@@ -46,6 +46,7 @@ enum class Knob : int {
   kOuterHeldWords,
   kOuterSplit,
   kOnlineExpSums,
+  kColumnLanes,
   kPointwiseThreadBytes,
   kOnePlusTanh,
   kFastMath,

@@ -412,7 +412,7 @@ int CudaPartialBlockSize(const Kernel& k, const CudaRowSpread& spread, const Tun
 
 int64_t CudaCombineGridSize(const Kernel& k, const CudaRowSpread& spread) {
   if (spread.strategy != RowStrategy::kThreadPerRow) return k.num_rows;
-  const int64_t tiles = CudaColumnTiles(k);
+  const int64_t tiles = CudaSplitColumnTiles(k, spread);
   // Per-element stores run over the partial kernels' chunks.
   return k.elementwise.empty() ? tiles : tiles * spread.split;
 }

@@ -61,6 +61,12 @@ std::string CudaIndexCheckPrelude();
 
 // Column reductions (a thread per column): blocks of kCudaBlockSize columns.
 inline int64_t CudaColumnTiles(const Kernel& k) { return (k.num_rows + kCudaBlockSize - 1) / kCudaBlockSize; }
+// Split columns: the blocks across the columns, kCudaBlockSize /
+// column_lanes columns each (CudaRowSpread::column_lanes).
+inline int64_t CudaSplitColumnTiles(const Kernel& k, const CudaRowSpread& spread) {
+  const int64_t columns = kCudaBlockSize / spread.column_lanes;
+  return (k.num_rows + columns - 1) / columns;
+}
 
 // Split reductions (CudaRowSpread::split > 1): CudaSchedule::Grid is the
 // partial kernel's grid; this is the final kernel's (a block per row, or a thread per

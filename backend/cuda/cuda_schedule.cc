@@ -97,7 +97,7 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
         s.outer = outer;
       } else {
         s.kind = CudaScheduleKind::kThreadPerRow;
-        s.per_block = kCudaBlockSize;
+        s.per_block = kCudaBlockSize / spread.column_lanes;
         s.blocks_each = std::max<int64_t>(spread.split, 1);
         // A split column's passes each read it from HBM: fold the sums of
         // exp(x - max) online where the kernel has them (Knob::kOnlineExpSums
@@ -137,7 +137,9 @@ std::string CudaSchedule::ToString() const {
   if (spread.split > 1) {
     absl::StrAppend(&s, ", split ", spread.split, " (partial block ", partial_block,
                     partial_launches > 1 ? absl::StrCat(", ", partial_launches, " partial launches") : "",
-                    online_exp_sums ? ", online exp sums" : "", ", combine grid ", combine_grid, ")");
+                    online_exp_sums ? ", online exp sums" : "",
+                    spread.column_lanes > 1 ? absl::StrCat(", ", spread.column_lanes, " lanes per column") : "",
+                    ", combine grid ", combine_grid, ")");
   }
   if (rows) {
     const CudaRowLayout& l = *rows;

@@ -88,6 +88,10 @@ CudaRowSpread ChooseCudaRowSpread(const Kernel& k, const TuningSnapshot& tuning)
   if (k.dynamic_extent) return s;
   s.column_tiles = s.strategy == RowStrategy::kThreadPerRow && CudaColumnTilesFit(k, tuning);
   if (const int64_t split = ChooseSplit(k, s, tuning); split > 1) s.split = split;
+  const bool multi = k.passes.size() > 1 || !k.elementwise.empty();
+  if (s.split > 1 && s.strategy == RowStrategy::kThreadPerRow && !s.column_tiles && multi) {
+    s.column_lanes = tuning.GetInt(Knob::kColumnLanes);
+  }
   return s;
 }
 

@@ -33,6 +33,11 @@ struct CudaRowSpread {
   // Column reductions read as 2-D tiles of 4 adjacent columns
   // (column_tiles.h), with the split CudaColumnTileSplit gives.
   bool column_tiles = false;
+  // Split columns of several passes (a thread per column): threads per
+  // column in a block, each walking its share of the column's chunk, their
+  // folds combined in shared memory before the chunk's one partial
+  // (Knob::kColumnLanes): 256 / column_lanes columns per block.
+  int column_lanes = 1;
   friend bool operator==(const CudaRowSpread&, const CudaRowSpread&) = default;
 };
 

@@ -81,7 +81,16 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
   }
   const std::string params = CPrinter::ParamList(k, /*restrict_qualified=*/true) + partials;
   const std::string chunk = absl::StrCat(CudaSplitChunk(k, spread, tuning), sfx);
-  const int64_t tiles = CudaColumnTiles(k);
+  // Column lanes (CudaRowSpread::column_lanes): `lanes` threads per column,
+  // thread (fb_lane, fb_col) of a block walking rows [begin, end), the
+  // fb_lane-th share of `lane_rows` of the chunk; lanes past the first hand
+  // their folds to it through shared memory (fb_lanes<c>).
+  const int lanes = columns ? spread.column_lanes : 1;
+  const int64_t block_columns = kCudaBlockSize / lanes;
+  const int unroll = tuning.GetInt(Knob::kColumnUnroll);
+  const int64_t lane_rows = lanes == 1 ? CudaSplitChunk(k, spread, tuning)
+                                       : (CudaSplitChunk(k, spread, tuning) / unroll + lanes - 1) / lanes * unroll;
+  const int64_t tiles = CudaSplitColumnTiles(k, spread);
   // Several loops over each column (softmax over dim 0): a launch per pass,
   // each folding the earlier passes' partials first, and the per-element
   // stores in the final kernel over the same chunks.
@@ -128,16 +137,18 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
     }
   };
   // Stores (or folds) the partial of every accumulator of the passes in
-  // [first, last) at `slot`.
-  auto partial_slots = [&](const std::string& slot, bool load, size_t first, size_t last) {
+  // [first, last) at `slot` of `<name><c>` (fb_part: the partials in scratch;
+  // fb_lanes: a block's column lanes in shared memory).
+  auto partial_slots = [&](const std::string& slot, bool load, size_t first, size_t last,
+                           const std::string& name = "fb_part") {
     for (size_t c = 0; c < all.size(); ++c) {
       if (all[c].pass < first || all[c].pass >= last) continue;
       const Accumulator& a = *all[c].acc;
-      const std::string value = absl::StrCat("fb_part", c, slot), index = absl::StrCat("fb_part_index", c, slot);
+      const std::string value = absl::StrCat(name, c, slot), index = absl::StrCat(name, "_index", c, slot);
       if (load) {
         if (a.online_max >= 0) {
-          online_step(absl::StrCat("t", a.online_max), absl::StrCat("t", a.temp),
-                      absl::StrCat("fb_part", partner_of(a), slot), value);
+          online_step(absl::StrCat("t", a.online_max), absl::StrCat("t", a.temp), absl::StrCat(name, partner_of(a), slot),
+                      value);
         } else if (!is_partner(a)) {
           CPrinter::AccumulateStep(w, a, op_template(a.op), value, index);
         }
@@ -164,7 +175,6 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
   // A column's chunk [begin, end) through loop `p`, kColumnUnroll rows at a
   // time: the rows' loads are independent (only the fold is a chain).
   auto column_chunk = [&](size_t p) {
-    const int unroll = tuning.GetInt(Knob::kColumnUnroll);
     auto steps = [&](const std::string& bound) {
       auto step = w.Block("for (; j0 + ", unroll, " <= ", bound, "; j0 += ", unroll, ")");
       w.Directive("#pragma unroll");
@@ -179,7 +189,7 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
     // sum's run is a pair with its max's, combined as two partials are.
     const int64_t run = kCudaColumnRunSteps * unroll;
     std::vector<const Accumulator*> runs;
-    if (p < k.passes.size() && CudaSplitChunk(k, spread, tuning) > run) {
+    if (p < k.passes.size() && lane_rows > run) {
       for (const Accumulator& a : k.passes[p].accumulators) {
         if (RoundsEachFold(a) || a.online_max >= 0 || is_partner(a)) runs.push_back(&a);
       }
@@ -209,12 +219,22 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
     auto tail = w.Block("for (", idx, " j = j0; j < end; ++j)");
     element(p);
   };
-  // The column and chunk of this thread: a block per (256 columns, chunk).
+  // The column and chunk of this thread: a block per (256 columns, chunk),
+  // or per (256 / lanes columns, chunk) with column lanes.
   auto column_and_chunk = [&] {
     w.Line("const ", idx, " part = blockIdx.x / ", tiles, ";");
-    w.Line("const ", idx, " r = (", idx, ")(blockIdx.x % ", tiles, ") * ", kCudaBlockSize, " + threadIdx.x;");
-    w.Line("const ", idx, " begin = part * ", chunk, ", end = begin + ", chunk, " < ", length, " ? begin + ", chunk, " : ",
-           length, ";");
+    if (lanes == 1) {
+      w.Line("const ", idx, " r = (", idx, ")(blockIdx.x % ", tiles, ") * ", kCudaBlockSize, " + threadIdx.x;");
+      w.Line("const ", idx, " begin = part * ", chunk, ", end = begin + ", chunk, " < ", length, " ? begin + ", chunk,
+             " : ", length, ";");
+      return;
+    }
+    w.Line("const int fb_col = threadIdx.x % ", block_columns, ", fb_lane = threadIdx.x / ", block_columns, ";");
+    w.Line("const ", idx, " r = (", idx, ")(blockIdx.x % ", tiles, ") * ", block_columns, " + fb_col;");
+    w.Line("const ", idx, " fb_chunk_end = part * ", chunk, " + ", chunk, " < ", length, " ? part * ", chunk, " + ", chunk,
+           " : ", length, ";");
+    w.Line("const ", idx, " begin = part * ", chunk, " + fb_lane * ", lane_rows, sfx, ", end = begin + ", lane_rows, sfx,
+           " < fb_chunk_end ? begin + ", lane_rows, sfx, " : fb_chunk_end;");
   };
   auto combine = [&] {
     for (const Accumulator& a : k.passes.at(0).accumulators) {
@@ -228,6 +248,7 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
   w.Line();
   w.Line("// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ", k.row_length, ", each split over ", split,
          " chunks of ", CudaSplitChunk(k, spread, tuning),
+         lanes > 1 ? absl::StrCat(", ", lanes, " lanes of ", lane_rows, " rows per column") : "",
          tiled ? absl::StrCat("; tiles of ", kCudaColumnTileThreadsX, " x ", kCudaColumnTileThreadsY, " threads, ",
                               kCudaColumnTileWidth, " columns and ", kCudaColumnTileSteps, " rows each (column_tiles.h)")
                : "",
@@ -242,11 +263,37 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
       auto kernel = w.Block(CudaSignature(k.name + (p == 0 ? "_partial" : absl::StrCat("_partial", p)), params));
       if (p > 0) CudaWaitForPriorGrid(w);
       column_and_chunk();
-      auto row = w.Block("if (r < ", rows, ")");
-      column_totals(p);
+      if (lanes == 1) {
+        auto row = w.Block("if (r < ", rows, ")");
+        column_totals(p);
+        declare(p, p + 1);
+        column_chunk(p);
+        auto store = w.Block();
+        partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false, p, p + 1);
+        continue;
+      }
+      for (size_t c = 0; c < all.size(); ++c) {
+        if (all[c].pass != p) continue;
+        w.Line("__shared__ ", ComputeCType(all[c].acc->dtype), " fb_lanes", c, "[", lanes - 1, "][", block_columns, "];");
+      }
       declare(p, p + 1);
-      column_chunk(p);
-      auto store = w.Block();
+      {
+        auto row = w.Block("if (r < ", rows, ")");
+        column_totals(p);
+        column_chunk(p);
+      }
+      // Lanes past the first hand over their folds; the first combines them
+      // and stores the chunk's partial.
+      {
+        auto hand = w.Block("if (r < ", rows, " && fb_lane > 0)");
+        partial_slots("[fb_lane - 1][fb_col]", /*load=*/false, p, p + 1, "fb_lanes");
+      }
+      w.Line("__syncthreads();");
+      auto first = w.Block("if (r < ", rows, " && fb_lane == 0)");
+      {
+        auto others = w.Block("for (int l = 0; l < ", lanes - 1, "; ++l)");
+        partial_slots("[l][fb_col]", /*load=*/true, p, p + 1, "fb_lanes");
+      }
       partial_slots(absl::StrCat("[part * ", rows, " + r]"), /*load=*/false, p, p + 1);
     }
   } else {
@@ -278,9 +325,9 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
       auto stores = w.Block();
       column_chunk(k.passes.size());
     }
-    // The per-column stores: the first chunk's threads.
+    // The per-column stores: the first chunk's threads (its first lane's).
     if (!k.row_body.empty()) {
-      auto first = w.Block("if (part == 0)");
+      auto first = w.Block(lanes == 1 ? "if (part == 0)" : "if (part == 0 && fb_lane == 0)");
       CPrinter::Statements(w, k, k.row_body, op_template);
     }
   } else {

@@ -110,6 +110,40 @@ TEST(OuterReductionTest, ColumnsHeldOverLargeClustersSplitIntoALaunchPerPass) {
   EXPECT_EQ(schedule({1031, 129}, DType::kFloat32).second.partial_launches, 2);
 }
 
+// Knob::kColumnLanes: split columns of several passes take that many
+// threads per column in a block (256 / lanes columns), their folds combined
+// in shared memory; the partials and chunks stay as they were.
+TEST(OuterReductionTest, ColumnLanesShareEachChunkOfASplitColumn) {
+  const backend::Kernel softmax = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({16411, 1023})});
+  const backend::Kernel norm =
+      LowerOnly([](auto& in) { return LayerNormDim1(in[0], in[1]); }, {randn({33, 16411, 31}), randn({1, 16411, 1})});
+  const backend::CudaSchedule one = backend::ChooseCudaSchedule(softmax, backend::CurrentTuning());
+  ASSERT_EQ(one.spread.column_lanes, 1);
+  backend::ScopedTuning lanes({{backend::Knob::kColumnLanes, 4}});
+  for (const backend::Kernel* k : {&softmax, &norm}) {
+    SCOPED_TRACE(k->name);
+    const backend::CudaSchedule s = backend::ChooseCudaSchedule(*k, backend::CurrentTuning());
+    ASSERT_EQ(s.kind, backend::CudaScheduleKind::kThreadPerRow);
+    EXPECT_EQ(s.spread.column_lanes, 4);
+    EXPECT_EQ(s.spread.split, 121) << "the same chunks";
+    EXPECT_EQ(s.block, 256);
+    EXPECT_EQ(s.Grid(k->num_rows, 132), 16 * 121) << "64 columns a block";
+    EXPECT_EQ(s.combine_grid, 16 * 121);
+    EXPECT_THAT(s.ToString(), HasSubstr("4 lanes per column"));
+    const std::string source = backend::PrintCuda(*k, s, backend::CurrentTuning());
+    EXPECT_THAT(source, HasSubstr("[3][64];"));
+    EXPECT_THAT(source, HasSubstr("__syncthreads();"));
+    EXPECT_THAT(source, HasSubstr("fb_lane == 0"));
+    auto out = cuda::CompileWithNvrtc(source, k->name, 90);
+    ASSERT_TRUE(out.ok()) << out.status() << "\n" << source;
+    const PtxSummary summary = backend::SummarizePtx(out->ptx, out->log);
+    EXPECT_EQ(summary.spill_store_bytes + summary.spill_load_bytes, 0) << summary.ToString();
+  }
+  // Single-pass column sums keep a thread per column (tiles or not).
+  const backend::Kernel sum = LowerOnly([](auto& in) { return fusebox::sum(in[0], 0); }, {randn({16411, 1023})});
+  EXPECT_EQ(backend::ChooseCudaRowSpread(sum, backend::CurrentTuning()).column_lanes, 1);
+}
+
 TEST(OuterReductionTest, ManyColumnsNeedNoCluster) {
   // 16273 columns: 1018 tiles of 16 fill the device alone; 515 rows over 64
   // lanes leave 9 values a thread.

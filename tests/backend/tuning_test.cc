@@ -162,6 +162,7 @@ TEST(TuningTest, EachSourceKnobChangesTheCudaSourceWhichStillCompiles) {
       {Knob::kOuterHeldWords, 0, ColumnSoftmax, {{96, 1023}}},
       {Knob::kOuterSplit, 0, ColumnSoftmax, {{4096, 1023}}},
       {Knob::kOnlineExpSums, 0, ColumnSoftmax, {{4096, 1023}}},
+      {Knob::kColumnLanes, 2, ColumnSoftmax, {{4096, 1023}}},
       {Knob::kOnePlusTanh, 0, Gelu, {{1000}}},
   };
   std::set<Knob> covered;

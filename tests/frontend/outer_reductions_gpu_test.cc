@@ -174,6 +174,15 @@ TEST(OuterReductionsGpuTest, SplitIntoALaunchPerPassMatchesFloat64) {
     CheckOuterOps(Device::cuda(), {0, 4099, 517}, DType::kBFloat16, "online exp sums");
     CheckOuterOps(Device::cuda(), {2, 1031, 129}, DType::kFloat16, "online exp sums");
   }
+  // Knob::kColumnLanes: 2 or 4 threads share each column's chunk.
+  for (int64_t lanes : {2, 4}) {
+    backend::ScopedTuning shared({{backend::Knob::kColumnLanes, lanes}});
+    const std::string named = absl::StrCat(lanes, " lanes per column");
+    CheckOuterOps(Device::cuda(), {0, 16411, 1023}, DType::kFloat32, named);
+    CheckOuterOps(Device::cuda(), {0, 131, 301}, DType::kFloat32, named);  // lanes past a short chunk's end
+    CheckOuterOps(Device::cuda(), {5, 3001, 37}, DType::kFloat32, named);
+    CheckOuterOps(Device::cuda(), {0, 4099, 517}, DType::kBFloat16, named);
+  }
   // Knob::kOnlineExpSums 0: the sum in a pass (a launch) of its own.
   backend::ScopedTuning two_pass({{backend::Knob::kOnlineExpSums, 0}});
   CheckOuterOps(Device::cuda(), {0, 16411, 1023}, DType::kFloat32, "2 partial launches");
