@@ -172,6 +172,31 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
     auto parts = w.Block("for (int p = 0; p < ", split, "; ++p)");
     partial_slots(absl::StrCat("[p * ", rows, " + r]"), /*load=*/true, 0, last);
   };
+  // With column lanes, at kernel scope (it synchronizes the block): lane l
+  // folds partials l, l + lanes, ...; the lanes' folds meet in shared memory
+  // (fb_totals<c>), and each lane folds them all in the same order, so every
+  // lane holds the same totals, having read 1 / lanes of the partials.
+  auto column_totals_of_lanes = [&](size_t last) {
+    if (last == 0) return;
+    for (size_t c = 0; c < all.size(); ++c) {
+      if (all[c].pass >= last) continue;
+      w.Line("__shared__ ", ComputeCType(all[c].acc->dtype), " fb_totals", c, "[", lanes, "][", block_columns, "];");
+    }
+    declare(0, last);
+    {
+      auto row = w.Block("if (r < ", rows, ")");
+      if (online) w.Directive(absl::StrCat("#pragma unroll ", kCudaPartialUnroll / lanes));
+      auto parts = w.Block("for (int p = fb_lane; p < ", split, "; p += ", lanes, ")");
+      partial_slots(absl::StrCat("[p * ", rows, " + r]"), /*load=*/true, 0, last);
+    }
+    partial_slots("[fb_lane][fb_col]", /*load=*/false, 0, last, "fb_totals");
+    w.Line("__syncthreads();");
+    for (size_t c = 0; c < all.size(); ++c) {
+      if (all[c].pass < last) w.Line("t", all[c].acc->temp, " = ", CPrinter::IdentityLiteral(*all[c].acc), ";");
+    }
+    auto others = w.Block("for (int l = 0; l < ", lanes, "; ++l)");
+    partial_slots("[l][fb_col]", /*load=*/true, 0, last, "fb_totals");
+  };
   // A column's chunk [begin, end) through loop `p`, kColumnUnroll rows at a
   // time: the rows' loads are independent (only the fold is a chain).
   auto column_chunk = [&](size_t p) {
@@ -276,10 +301,10 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
         if (all[c].pass != p) continue;
         w.Line("__shared__ ", ComputeCType(all[c].acc->dtype), " fb_lanes", c, "[", lanes - 1, "][", block_columns, "];");
       }
+      column_totals_of_lanes(p);
       declare(p, p + 1);
       {
         auto row = w.Block("if (r < ", rows, ")");
-        column_totals(p);
         column_chunk(p);
       }
       // Lanes past the first hand over their folds; the first combines them
@@ -319,8 +344,9 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
   CudaWaitForPriorGrid(w);
   if (multi) {
     column_and_chunk();
+    if (lanes > 1) column_totals_of_lanes(k.passes.size());
     auto row = w.Block("if (r < ", rows, ")");
-    column_totals(k.passes.size());
+    if (lanes == 1) column_totals(k.passes.size());
     if (!k.elementwise.empty()) {
       auto stores = w.Block();
       column_chunk(k.passes.size());

@@ -134,6 +134,9 @@ TEST(OuterReductionTest, ColumnLanesShareEachChunkOfASplitColumn) {
     EXPECT_THAT(source, HasSubstr("[3][64];"));
     EXPECT_THAT(source, HasSubstr("__syncthreads();"));
     EXPECT_THAT(source, HasSubstr("fb_lane == 0"));
+    // Later launches fold a quarter of the partials per lane, then share them.
+    EXPECT_THAT(source, HasSubstr("for (int p = fb_lane; p < 121; p += 4)"));
+    EXPECT_THAT(source, HasSubstr("__shared__ float fb_totals0[4][64];"));
     auto out = cuda::CompileWithNvrtc(source, k->name, 90);
     ASSERT_TRUE(out.ok()) << out.status() << "\n" << source;
     const PtxSummary summary = backend::SummarizePtx(out->ptx, out->log);
