@@ -67,6 +67,8 @@ if [[ ${1:-rows} == split ]]; then
   # sweep's tallest f32 and bf16 columns. Filters cannot hold the shape's
   # comma: the kernel name picks the dtype (bf16 kernels cast).
   splits=(--launch-skip 6 --launch-count 3)
+  # The whole report to $OUT too (the device tool returns only the output's tail).
+  exec > >(tee "${OUT:-/tmp}/ncu-split.txt") 2>&1
   fb() {  # title, filter, kernel regex
     echo "=== fusebox $1 (3 launches)"
     timeout 80 /usr/local/cuda/bin/ncu --clock-control none --cache-control all "${splits[@]}" --metrics "$metrics" \
