@@ -95,7 +95,8 @@ int Usage(const char* argv0) {
                "  --profile also print each case's kernels' device times (fusebox::Profiler) and the\n"
                "            host time of one compiled call\n"
                "  --sweep   instead of the suite, the grid of odd shapes per class of work (bench/sweep.h);\n"
-               "            --filter then matches its rows' names (\"softmax/dim0 [1031, 16273] bfloat16\")\n",
+               "            --filter then matches its rows' names (\"softmax/dim0 [1031, 16273] bfloat16\"); a filter\n"
+               "            holding ';' splits there instead (\"sum/dim0 [16411, 1023];softmax/dim0 [16411, 1023]\")\n",
                argv0);
   return 2;
 }

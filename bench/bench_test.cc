@@ -40,6 +40,11 @@ TEST(Matches, CommaListOfSubstrings) {
   EXPECT_TRUE(Matches("softmax,sum", "col_sum"));
   EXPECT_FALSE(Matches("softmax,sum", "manual_gelu"));
   EXPECT_FALSE(Matches(",", "manual_gelu"));
+  // A ';' in the filter makes it the separator: sweep shapes hold commas.
+  EXPECT_TRUE(Matches("sum/dim0 [16411, 1023];softmax/last", "sum/dim0 [16411, 1023] float32"));
+  EXPECT_TRUE(Matches("sum/dim0 [16411, 1023];softmax/last", "softmax/last [37, 453439] bfloat16"));
+  EXPECT_FALSE(Matches("sum/dim0 [16411, 1023];softmax/last", "sum/dim0 [1031, 16273] float32"));
+  EXPECT_FALSE(Matches("sum/dim0 [16411, 1023];", "rms_norm/dim0 [1031, 1023] float32"));
 }
 
 TEST(SuiteCases, QuickAndFullRunTheSameCases) {

@@ -35,8 +35,9 @@ struct Case {
 
 std::vector<Case> SuiteCases(bool quick);
 
-// True when `name` contains one of the comma-separated words of `filter`
-// (an empty filter matches every name).
+// True when `name` contains one of the comma-separated words of `filter`,
+// or of its ';'-separated ones where it holds a ';' (sweep rows, whose
+// shapes hold commas); an empty filter matches every name.
 bool Matches(const std::string& filter, const std::string& name);
 
 // Runs one case on `device`; inputs are drawn from seeds derived from `seed`.

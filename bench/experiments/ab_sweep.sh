@@ -5,8 +5,10 @@
 # the bench. On the device, from the repository root, carrying
 # build-device/dist.tar.xz (bench/device_run.sh build):
 #   bash bench/experiments/ab_sweep.sh 'dim0 [16411, 1023]' '' 'FUSEBOX_TUNE_COLUMN_UNROLL=16'
-# The first argument is the filter, each further one a setting ('' the defaults;
-# several variables separated by spaces).
+# The first argument is the filter (comma-separated words, or ';'-separated
+# ones where it holds a ';', to name shapes: 'softmax/dim0 [16411, 1023];rms_norm/dim0 [16411, 1023]'),
+# each further one a setting ('' the defaults; several variables separated by
+# spaces).
 set -euo pipefail
 filter=$1
 shift
