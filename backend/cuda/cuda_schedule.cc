@@ -102,10 +102,10 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
         // A split column's passes each read it from HBM: fold the sums of
         // exp(x - max) online where the kernel has them (Knob::kOnlineExpSums
         // 1: where no buffer is narrower than 4 bytes). Measured on the H200
-        // (bench/NOTES.md): f32 1.06-1.07x faster at 2^24 elements, even at
-        // 2^24 over 8 chunks; 16-bit 0.89x at [16411, 1023] (the online
-        // fold's extra work where 2-byte loads leave few bytes in flight),
-        // 1.03-1.06x on smaller splits.
+        // (bench/NOTES.md): f32 1.06-1.07x faster on [16411, 1023] and
+        // [33, 16411, 31]; 16-bit 0.89x on those (the online fold's extra
+        // work where 2-byte loads leave few bytes in flight), 1.03-1.06x on
+        // [1031, 16273] and [33, 1031, 493].
         if (spread.split > 1 && OnlineExpSumsApply(k, tuning)) {
           const size_t passes = PassesAfterOnlineExpSums(k);
           s.online_exp_sums = passes < k.passes.size();
