@@ -185,6 +185,7 @@ bool IndexExpr::IsVarPlusMultipleOf(const char* var, int64_t m) const {
     }
   }
   auto multiple = [m](auto& self, const IndexExpr& e) -> bool {
+    if (m == 1) return true;
     switch (e.rep_->kind) {
       case Kind::kConst: return e.rep_->value % m == 0;
       case Kind::kMul: return e.rep_->value % m == 0 || self(self, e.rep_->a);

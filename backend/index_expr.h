@@ -44,8 +44,9 @@ class IndexExpr {
   std::vector<int> Temps() const;
   // Whether the expression is `var + rest`, `rest` free of `var` and a
   // multiple of m for every value of the other indices (proved from the
-  // terms: constants and products by multiples of m). The CUDA row printer
-  // asks this of `j` to move m consecutive elements in one vector access.
+  // terms: constants and products by multiples of m; any `rest` for m = 1).
+  // The CUDA row printer asks this of `j` to move m consecutive elements in
+  // one vector access.
   bool IsVarPlusMultipleOf(const char* var, int64_t m) const;
   // Whether, over every run of v values of `var` that starts at a multiple
   // of v (the other indices fixed), the expression takes v consecutive values

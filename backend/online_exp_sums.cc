@@ -126,4 +126,8 @@ Kernel FoldExpSumsOnline(Kernel kernel) {
 
 size_t PassesAfterOnlineExpSums(const Kernel& kernel) { return FoldExpSumsOnline(kernel).passes.size(); }
 
+bool FoldsExpSumsOnline(const Kernel& k, const TuningSnapshot& tuning) {
+  return tuning.On(Knob::kOnlineExpSums) && PassesAfterOnlineExpSums(k) < k.passes.size();
+}
+
 }  // namespace fusebox::backend

@@ -13,6 +13,7 @@
 #include <cstddef>
 
 #include "backend/kernel_ir.h"
+#include "backend/tuning.h"
 
 namespace fusebox::backend {
 
@@ -26,5 +27,10 @@ Kernel FoldExpSumsOnline(Kernel kernel);
 
 // The passes FoldExpSumsOnline leaves (the schedule's partial launches).
 size_t PassesAfterOnlineExpSums(const Kernel& kernel);
+
+// Whether a split of `kernel`'s columns folds its exp sums online: it has
+// such a pass and Knob::kOnlineExpSums is on (the spread's column lanes and
+// the schedule read it).
+bool FoldsExpSumsOnline(const Kernel& kernel, const TuningSnapshot& tuning);
 
 }  // namespace fusebox::backend

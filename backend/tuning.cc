@@ -100,14 +100,19 @@ constexpr KnobInfo kKnobs[] = {
      "CUDA multi-pass reductions over outer dims with few columns: 0 never split (one kernel, held or reloaded "
      "columns); 1 the rule (`backend/cuda/row_spread.cc`); 2 split wherever the columns are few enough: one launch "
      "per pass over chunks of rows, each folding the earlier passes' partials, then one for the stores"},
-    {Knob::kOnlineExpSums, "FUSEBOX_TUNE_ONLINE_EXP_SUMS", kInt, 1, 0, 2,
+    {Knob::kOnlineExpSums, "FUSEBOX_TUNE_ONLINE_EXP_SUMS", kBool, 1, 0, 1,
      "CUDA split column reductions (softmax, log_softmax over dim 0 or a middle dim): the sum of exp(x - max) "
-     "folds online in the max's pass, a column read fewer (`backend/online_exp_sums.h`): 0 never (a pass of its "
-     "own); 1 the rule, where every element is at least 4 bytes (`backend/cuda/cuda_schedule.cc`); 2 always"},
-    {Knob::kColumnLanes, "FUSEBOX_TUNE_COLUMN_LANES", kPowerOfTwo, 1, 1, 8,
+     "folds online in the max's pass, a column read fewer (`backend/online_exp_sums.h`); 0: a pass of its own"},
+    {Knob::kColumnLanes, "FUSEBOX_TUNE_COLUMN_LANES", kInt, 0, 0, 8,
      "CUDA split columns of several passes (`backend/cuda/split_printer.h`): threads per column in a block, each "
      "walking a share of the column's chunk, combined in shared memory before the chunk's partial (more loads in "
-     "flight per SM, no more partials); 256 / this many columns per block"},
+     "flight per SM, no more partials; 256 / this many columns per block); 0: the rule, 4 where the exp sums fold "
+     "online, else 1 (`backend/cuda/row_spread.cc`); 1 to 8 (a power of two, others round down) for every such split"},
+    {Knob::kAlignedRowGroups, "FUSEBOX_TUNE_ALIGNED_ROW_GROUPS", kInt, 1, 0, 2,
+     "CUDA reductions along rows whose length is no multiple of 16 bytes' elements (odd rows): 16-byte vectors "
+     "anyway, each row's groups aligned to memory rather than to the row's start, the elements outside the row "
+     "masked (`backend/cuda/row_layout.h`, CudaRowLayout::aligned_groups): 0 never (narrower or scalar accesses); "
+     "1 the rule, rows read once with nothing stored per element (a sum); 2 every odd row"},
     {Knob::kPointwiseThreadBytes, "FUSEBOX_TUNE_POINTWISE_THREAD_BYTES", kPowerOfTwo, 16, 4, 64,
      "CUDA pointwise kernels that cannot move 16-byte vectors (sliced, broadcast, mixed types): bytes of its "
      "narrowest operand each thread keeps in flight (elements per thread: this over its size, 4 to 8)"},

@@ -47,6 +47,7 @@ enum class Knob : int {
   kOuterSplit,
   kOnlineExpSums,
   kColumnLanes,
+  kAlignedRowGroups,
   kPointwiseThreadBytes,
   kOnePlusTanh,
   kFastMath,

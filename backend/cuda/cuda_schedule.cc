@@ -29,15 +29,6 @@ bool UsesCudaCluster(const Kernel& k, const CudaRowSpread& spread, const TuningS
   return UsesCudaRowLayout(k, spread) && k.num_rows < CudaSmCount(k) && !ChooseCudaRowLayout(k, spread, tuning).on_chip;
 }
 
-bool OnlineExpSumsApply(const Kernel& k, const TuningSnapshot& tuning) {
-  const int mode = tuning.GetInt(Knob::kOnlineExpSums);
-  if (mode != 1) return mode == 2;
-  for (const BufferParam& b : k.buffers) {
-    if (DTypeSize(b.dtype) < 4) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
@@ -100,16 +91,14 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
         s.per_block = kCudaBlockSize / spread.column_lanes;
         s.blocks_each = std::max<int64_t>(spread.split, 1);
         // A split column's passes each read it from HBM: fold the sums of
-        // exp(x - max) online where the kernel has them (Knob::kOnlineExpSums
-        // 1: where no buffer is narrower than 4 bytes). Measured on the H200
-        // (bench/NOTES.md): f32 1.06-1.07x faster on [16411, 1023] and
-        // [33, 16411, 31]; 16-bit 0.89x on those (the online fold's extra
-        // work where 2-byte loads leave few bytes in flight), 1.03-1.06x on
-        // [1031, 16273] and [33, 1031, 493].
-        if (spread.split > 1 && OnlineExpSumsApply(k, tuning)) {
-          const size_t passes = PassesAfterOnlineExpSums(k);
-          s.online_exp_sums = passes < k.passes.size();
-          s.partial_launches = static_cast<int>(passes);
+        // exp(x - max) online where the kernel has them (online_exp_sums.h),
+        // with the spread's column lanes. Measured on the H200
+        // (bench/NOTES.md, ms, two passes / online with 4 lanes): softmax
+        // [16411, 1023] f32 0.0925 / 0.0793, bf16 0.0668 / 0.0613,
+        // [33, 16411, 31] f32 0.0985 / 0.0927, bf16 0.0702 / 0.0652.
+        if (spread.split > 1 && FoldsExpSumsOnline(k, tuning)) {
+          s.online_exp_sums = true;
+          s.partial_launches = static_cast<int>(PassesAfterOnlineExpSums(k));
         }
       }
       break;
@@ -145,6 +134,7 @@ std::string CudaSchedule::ToString() const {
     const CudaRowLayout& l = *rows;
     absl::StrAppend(&s, ", rows: ", l.threads_per_row, " threads/row, ", l.rows_per_block, " rows/block, ",
                     l.on_chip ? "on chip" : "looped", ", groups ", l.groups);
+    if (l.aligned_groups) absl::StrAppend(&s, " aligned to 16 bytes");
     if (l.shared_groups > 0) absl::StrAppend(&s, ", shared groups ", l.shared_groups);
     if (l.min_blocks > 0) absl::StrAppend(&s, ", min blocks ", l.min_blocks);
   }

@@ -28,22 +28,59 @@ int VectorElementSize(DType dtype) {
   return size == 2 || size == 4 ? size : 0;
 }
 
-// V: 16 bytes of the narrowest access that is contiguous in j, halved until
-// it divides the row; 1 when no access qualifies.
-int ChooseVectorWidth(const Kernel& k) {
-  int size = 0;
-  auto visit = [&](const std::vector<Stmt>& block) {
-    for (const Stmt& s : block) {
-      const int bytes = s.is_access() ? VectorElementSize(k.buffers[s.buffer].dtype) : 0;
-      if (bytes != 0 && s.index.IsVarPlusMultipleOf("j", 16 / bytes)) size = size == 0 ? bytes : std::min(size, bytes);
+// Whether `index` walks a row: j plus a part that varies with the row (not
+// an operand broadcast over the rows, nor a gather).
+bool WalksRow(const IndexExpr& index) { return index.IsVarPlusMultipleOf("j", 1) && index.DependsOn("r") && !index.HasTemp(); }
+
+// Calls `visit` on each access of the passes, then of the per-element stores.
+template <typename F>
+void EachRowAccess(const Kernel& k, F visit) {
+  for (const Pass& p : k.passes) {
+    for (const Stmt& s : p.body) {
+      if (s.is_access()) visit(s);
     }
-  };
-  for (const Pass& p : k.passes) visit(p.body);
-  visit(k.elementwise);
-  if (size == 0) return 1;
-  int v = 16 / size;
-  while (v > 1 && k.row_length % v != 0) v /= 2;
-  return v;
+  }
+  for (const Stmt& s : k.elementwise) {
+    if (s.is_access()) visit(s);
+  }
+}
+
+struct RowVectors {
+  int v = 1;
+  bool aligned_groups = false;
+};
+
+// V: 16 bytes of the narrowest access that is contiguous in j, halved until
+// it divides the row; 1 when no access qualifies. Where that leaves the row
+// accesses narrower than 16 bytes (odd rows), aligned groups (the knob's
+// rule) give them 16 bytes: V of the narrowest row access.
+RowVectors ChooseRowVectors(const Kernel& k, const TuningSnapshot& tuning) {
+  int size = 0;
+  EachRowAccess(k, [&](const Stmt& s) {
+    const int bytes = VectorElementSize(k.buffers[s.buffer].dtype);
+    if (bytes != 0 && s.index.IsVarPlusMultipleOf("j", 16 / bytes)) size = size == 0 ? bytes : std::min(size, bytes);
+  });
+  RowVectors r;
+  if (size != 0) {
+    r.v = 16 / size;
+    while (r.v > 1 && k.row_length % r.v != 0) r.v /= 2;
+  }
+  // Knob::kAlignedRowGroups 1 (the rule): rows read once, nothing stored
+  // per element (a sum). Measured on the H200 (bench/NOTES.md, ms, scalar /
+  // aligned): sum [1023, 16411] bf16 0.0197 / 0.0143, [453439, 37] bf16
+  // 0.0215 / 0.0144, [16273, 1031] f32 0.0295 / 0.0226; rows read again or
+  // stored per element lost (softmax [1023, 16411] bf16 0.0367 / 0.0511,
+  // rms_norm [16273, 1031] bf16 0.0383 / 0.0904): the masks in each pass and
+  // the partial groups' element stores cost more than the wider loads gain.
+  const int mode = tuning.GetInt(Knob::kAlignedRowGroups);
+  const bool applies = mode == 2 || (mode == 1 && RowReads(k) == 1 && k.elementwise.empty());
+  const AlignedGroupLead lead = ChooseAlignedGroupLead(k);
+  // Rows of fewer than two vectors gain nothing from a masked head.
+  if (applies && lead.buffer >= 0 && r.v * lead.element_size < 16 && k.row_length >= 32 / lead.element_size) {
+    r.v = 16 / lead.element_size;
+    r.aligned_groups = true;
+  }
+  return r;
 }
 
 // Whether a row loop of `k` loads an operand broadcast over the rows (a
@@ -60,9 +97,9 @@ bool ReadsBroadcastOperand(const Kernel& k) {
 // What both one-group loops (LoopsWideRows, LoopsNormRows) need: persistent
 // block rows with a static row count, read more than once, in groups of 4 or
 // more.
-bool MayLoopOneGroupPerStep(const Kernel& k, const CudaRowSpread& spread) {
+bool MayLoopOneGroupPerStep(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
   return spread.strategy == RowStrategy::kBlockPerRow && PersistentRows(k) && RowReads(k) > 1 &&
-         !k.dynamic_extent && ChooseVectorWidth(k) >= 4;
+         !k.dynamic_extent && ChooseRowVectors(k, tuning).v >= 4;
 }
 
 }  // namespace
@@ -80,6 +117,22 @@ std::set<int> PreloadedSlots(const Kernel& k) {
 bool Vectorizable(DType dtype, const IndexExpr& index, int v) {
   const int size = VectorElementSize(dtype);
   return v > 1 && size != 0 && index.IsVarPlusMultipleOf("j", std::min(v, 16 / size));
+}
+
+AlignedGroupLead ChooseAlignedGroupLead(const Kernel& k) {
+  AlignedGroupLead lead;
+  EachRowAccess(k, [&](const Stmt& s) {
+    const int bytes = VectorElementSize(k.buffers[s.buffer].dtype);
+    if (bytes == 0 || !WalksRow(s.index) || (lead.buffer >= 0 && bytes >= lead.element_size)) return;
+    lead = {s.buffer, s.index, bytes};
+  });
+  return lead;
+}
+
+bool MovesVectors(const Kernel& k, const CudaRowLayout& layout, DType dtype, const IndexExpr& index) {
+  if (!layout.aligned_groups) return Vectorizable(dtype, index, layout.vector_width);
+  const AlignedGroupLead lead = ChooseAlignedGroupLead(k);
+  return DTypeSize(dtype) == lead.element_size && index == lead.index;
 }
 
 
@@ -100,12 +153,12 @@ bool LoopsReadingTwice(const Kernel& k, const CudaRowSpread& spread) {
 }
 
 bool LoopsWideRows(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
-  return tuning.On(Knob::kWideRowLoop) && MayLoopOneGroupPerStep(k, spread) && k.row_length > kCudaShortRowLength &&
+  return tuning.On(Knob::kWideRowLoop) && MayLoopOneGroupPerStep(k, spread, tuning) && k.row_length > kCudaShortRowLength &&
          k.row_length <= kCudaWideLoopRowLimit && !ReadsBroadcastOperand(k);
 }
 
 bool LoopsNormRows(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
-  return tuning.On(Knob::kNormRowLoop) && MayLoopOneGroupPerStep(k, spread) && k.row_length >= kCudaNormLoopMinLength &&
+  return tuning.On(Knob::kNormRowLoop) && MayLoopOneGroupPerStep(k, spread, tuning) && k.row_length >= kCudaNormLoopMinLength &&
          k.row_length <= kCudaShortRowLength && ReadsBroadcastOperand(k);
 }
 
@@ -115,10 +168,14 @@ bool LoopsOneGroupPerStep(const Kernel& k, const CudaRowSpread& spread, const Tu
 
 CudaRowLayout ChooseCudaRowLayout(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
   CudaRowLayout layout;
-  const int v = layout.vector_width = ChooseVectorWidth(k);
+  const RowVectors vectors = ChooseRowVectors(k, tuning);
+  const int v = layout.vector_width = vectors.v;
+  layout.aligned_groups = vectors.aligned_groups;
   const int64_t cached = static_cast<int64_t>(PreloadedSlots(k).size());
-  // Values each thread holds per cached input, with `threads` per row.
-  auto values = [&](int64_t threads) { return (k.row_length + threads * v - 1) / (threads * v) * v; };
+  // Values each thread holds per cached input, with `threads` per row
+  // (aligned groups cover the row and up to V - 1 elements before it).
+  const int64_t span = k.row_length + (layout.aligned_groups ? v - 1 : 0);
+  auto values = [&](int64_t threads) { return (span + threads * v - 1) / (threads * v) * v; };
   const bool wide_loop = LoopsOneGroupPerStep(k, spread, tuning);  // block rows only
   if (spread.strategy == RowStrategy::kBlockPerRow) {
     int threads = 256;

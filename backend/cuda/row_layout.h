@@ -28,6 +28,18 @@ struct CudaRowLayout {
   int block_size = 256;
   int rows_per_block = 8;
   int vector_width = 1;  // V: elements per group (1: no access is vectorized)
+  // Rows whose accesses would move fewer than 16 bytes at once because V
+  // elements of 16 bytes do not tile the row (odd rows; Knob::kAlignedRowGroups):
+  // groups are aligned to memory instead of to the row. Thread `lane`'s
+  // groups start at j = (lane + q * threads) * V - fb_head, fb_head (0 to
+  // V - 1) the row's misalignment read at run time from its lead access
+  // (AlignedGroupLead), so the lead, and every access at the same index and
+  // element size, moves whole 16-byte vectors; the loops cover row_length +
+  // V - 1 elements and mask those outside the row (other accesses load
+  // element by element, and partial groups store so). A vector that reaches
+  // past the row stays inside one 16-byte chunk, so inside the allocation
+  // (CUDA buffers are 512-byte granular, caching_allocator.cc).
+  bool aligned_groups = false;
   // Persistent kernels whose cached values fit the register budget
   // (kCudaRowRegisterBudget); the others are printed looped.
   bool on_chip = false;
@@ -179,5 +191,18 @@ std::set<int> PreloadedSlots(const Kernel& kernel);
 // multiples of v, and rows hold whole groups), and every group starts at a
 // multiple of its access size, or of 16 bytes, from the buffer's pointer.
 bool Vectorizable(DType dtype, const IndexExpr& index, int v);
+// Aligned groups (CudaRowLayout::aligned_groups): the access whose
+// misalignment places a row's groups, the first row access (j plus a part
+// that varies with the row) of the narrowest element size in the passes,
+// then the per-element stores; only accesses at its index and element size
+// move vectors.
+struct AlignedGroupLead {
+  int buffer = -1;
+  IndexExpr index;
+  int element_size = 0;
+};
+AlignedGroupLead ChooseAlignedGroupLead(const Kernel& kernel);
+// Whether an access of `dtype` at `index` moves whole groups of `layout`.
+bool MovesVectors(const Kernel& kernel, const CudaRowLayout& layout, DType dtype, const IndexExpr& index);
 
 }  // namespace fusebox::backend

@@ -84,7 +84,8 @@ class RowPrinter {
       : k_(k), spread_(spread), hooks_(hooks), tuning_(tuning), layout_(layout), v_(layout_.vector_width),
         idx_(k.index64 ? "long long" : "int"), n_(absl::StrCat(k.row_length, k.index64 ? "LL" : "")),
         preloaded_(layout_.on_chip ? PreloadedSlots(k) : std::set<int>{}),
-        rereads_rows_(CudaCacheHintLevel(tuning) >= 1 && RereadsRows()) {}
+        rereads_rows_(CudaCacheHintLevel(tuning) >= 1 && RereadsRows()),
+        lead_(layout_.aligned_groups ? ChooseAlignedGroupLead(k) : AlignedGroupLead{}) {}
 
   std::string Print() const {
     const bool warp = spread_.strategy == RowStrategy::kWarpPerRow;
@@ -99,7 +100,7 @@ class RowPrinter {
            k_.dynamic_extent ? absl::StrCat("fb_n (run-time) rows of ", k_.row_length)
                              : absl::StrCat(k_.numel, " elements, ", k_.num_rows, " rows of ", k_.row_length),
            "; ", lanes, " threads per row", short_rows ? absl::StrCat(" (", 32 / lanes, " rows per warp)") : "",
-           ", groups of ", v_,
+           ", groups of ", v_, layout_.aligned_groups ? " aligned to 16 bytes of memory (the row's ends masked)" : "",
            !PersistentRows(k_) || layout_.on_chip ? ""
            : LoopsReadingTwice(k_, spread_)            ? ", looped (read twice, the second time from the L2)"
            : LoopsOneGroupPerStep(k_, spread_, tuning_) ? ", looped (one group per step, the row kept in the L2)"
@@ -124,7 +125,7 @@ class RowPrinter {
     // (the shared branches cost the softmax over 65536 7% on the H200, in
     // registers). Looped rows test `fb_vec` inline: picked once, rms_norm
     // over 16384 x 4096 measured 5.5% slower.
-    const bool instances = !aligned.empty() && layout_.on_chip;
+    const bool instances = !aligned.empty() && aligned != "true" && layout_.on_chip;
     const std::string kernel =
         absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", layout_.block_size,
                      layout_.min_blocks > 0 ? absl::StrCat(", ", layout_.min_blocks) : "", ") ", k_.name, "(", params, ")");
@@ -162,6 +163,15 @@ class RowPrinter {
       w.Line("const unsigned fb_mask = 0x", absl::Hex((uint64_t{1} << lanes) - 1), "u << (threadIdx.x & ", 32 - lanes, ");");
     }
     if (!aligned.empty() && !instances) w.Line("const bool fb_vec = ", aligned, ";");
+    // Aligned groups: the row's misalignment in elements, from its lead
+    // access at j = 0 (0 where the pointers disagree and groups go scalar).
+    if (layout_.aligned_groups) {
+      w.Line("int fb_head = 0;");
+      auto head = w.Block("if (fb_vec)");
+      w.Line("const ", idx_, " j = 0;");
+      w.Line("fb_head = (int)(((unsigned long long)(", k_.buffers[lead_.buffer].name, " + (", lead_.index.ToString(),
+             ")) & 15) / ", lead_.element_size, ");");
+    }
 
     if (layout_.on_chip) {
       int64_t shared_offset = 0;  // elements of fb_smem before this slot's
@@ -247,7 +257,7 @@ class RowPrinter {
 
   Access CachedAccess(int slot, size_t next_loop) const {
     const CachedLoad& c = k_.cached_loads[slot];
-    return {c.buffer, c.index, slot, Vectorizable(c.dtype, c.index, v_), LoadHint(c.buffer, c.index, next_loop)};
+    return {c.buffer, c.index, slot, MovesVectors(k_, layout_, c.dtype, c.index), LoadHint(c.buffer, c.index, next_loop)};
   }
 
   // Whether the preload copies the shared-memory groups with cp.async: every
@@ -268,13 +278,22 @@ class RowPrinter {
     std::set<int> buffers;
     auto visit = [&](const std::vector<Stmt>& block) {
       for (const Stmt& s : block) {
-        if (s.is_access() && Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_)) buffers.insert(s.buffer);
+        if (s.is_access() && MovesVectors(k_, layout_, k_.buffers[s.buffer].dtype, s.index)) buffers.insert(s.buffer);
       }
     };
     for (const Pass& p : k_.passes) visit(p.body);
     visit(k_.elementwise);
     if (buffers.empty()) return "";
     std::string mask;
+    if (layout_.aligned_groups) {
+      // The groups follow the lead's alignment: every vector buffer must share
+      // its pointer's low 4 bits (they share its index and element size).
+      const std::string lead = absl::StrCat("(unsigned long long)", k_.buffers[lead_.buffer].name);
+      for (int b : buffers) {
+        if (b != lead_.buffer) absl::StrAppend(&mask, mask.empty() ? "" : " | ", "((unsigned long long)", k_.buffers[b].name, " ^ ", lead, ")");
+      }
+      return mask.empty() ? "true" : absl::StrCat("((", mask, ") & 15) == 0");
+    }
     for (int b : buffers) {
       const int align = std::min(16, v_ * DTypeSize(k_.buffers[b].dtype));
       absl::StrAppend(&mask, mask.empty() ? "" : " | ", "((unsigned long long)", k_.buffers[b].name, " & ", align - 1, ")");
@@ -298,9 +317,9 @@ class RowPrinter {
         // Gathered and masked loads stay in the body, after their index and mask.
         if (!s.index.DependsOn("j") || s.is_data_dependent()) continue;
         s.cache_slot = static_cast<int>(plan.loads.size());
-        plan.loads.push_back({s.buffer, s.index, s.cache_slot, Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_),
+        plan.loads.push_back({s.buffer, s.index, s.cache_slot, MovesVectors(k_, layout_, k_.buffers[s.buffer].dtype, s.index),
                               LoadHint(s.buffer, s.index, loop + 1)});
-      } else if (s.kind == StmtKind::kStore && s.cache_slot < 0 && Vectorizable(k_.buffers[s.buffer].dtype, s.index, v_)) {
+      } else if (s.kind == StmtKind::kStore && s.cache_slot < 0 && MovesVectors(k_, layout_, k_.buffers[s.buffer].dtype, s.index)) {
         const int array = static_cast<int>(plan.stores.size());
         plan.stores.push_back({s.buffer, s.index, array, true, StoreHint(s.index)});
         plan.lanes.buffers.push_back({absl::StrCat("s", array), k_.buffers[s.buffer].dtype, true});
@@ -326,7 +345,9 @@ class RowPrinter {
     // lines, 39 -> 34 registers. Knob::kCountedLoop off (A/B runs) tests
     // `jc < n` instead.
     const bool counted = tuning_.On(Knob::kCountedLoop);
-    const int64_t steps = (k_.row_length + step - 1) / step;
+    // Aligned groups start up to V - 1 elements before the row (fb_head).
+    const int64_t span = k_.row_length + (layout_.aligned_groups ? v_ - 1 : 0);
+    const int64_t steps = (span + step - 1) / step;
     // Float sums and products of rows whose threads fold over
     // kCudaRowRunValues values each fold in runs of about that many into
     // fresh (shadowing) accumulators, each added to the row's, so no thread's
@@ -349,22 +370,23 @@ class RowPrinter {
           runs.empty() ? absl::StrCat(steps)
                        : absl::StrCat("(fb_run + ", run, " < ", steps, " ? fb_run + ", run, " : ", steps, ")");
       return counted ? w.Block("for (int fb_step = ", first, "; fb_step < ", bound, "; ++fb_step)")
-                     : w.Block("for (", idx_, " jc = (", idx_, ")fb_lane * ", v_, "; jc < ", n_, "; jc += ", step, ")");
+                     : w.Block("for (", idx_, " jc = (", idx_, ")fb_lane * ", v_, head_, "; jc < ", n_, "; jc += ", step, ")");
     };
     auto step_loop = persistent ? w.Indented(0) : open_steps();
     if (!persistent) {
-      if (counted) w.Line("const ", idx_, " jc = (", idx_, ")fb_lane * ", v_, " + (", idx_, ")fb_step * ", step, ";");
+      if (counted) w.Line("const ", idx_, " jc = (", idx_, ")fb_lane * ", v_, " + (", idx_, ")fb_step * ", step, head_, ";");
       for (const Access& a : plan.loads) {
         w.Line(ComputeCType(k_.buffers[a.buffer].dtype), " c", a.array, "[", layout_.groups * v_, "];");
       }
     }
-    const bool guard = persistent ? k_.row_length % width != 0 : !counted || k_.row_length % step != 0;
+    const bool guard = persistent ? span % width != 0 || layout_.aligned_groups
+                                  : !counted || span % step != 0 || layout_.aligned_groups;
     // The loop over the thread's groups (q), `body` for each group within the row.
     auto groups = [&](const std::function<void()>& body) {
       w.Line("#pragma unroll");
       auto loop = w.Block("for (int q = 0; q < ", layout_.groups, "; ++q)");
       w.Line("const ", idx_, " jv = ",
-             persistent ? absl::StrCat("((", idx_, ")fb_lane + q * ", layout_.threads_per_row, ") * ", v_)
+             persistent ? absl::StrCat("((", idx_, ")fb_lane + q * ", layout_.threads_per_row, ") * ", v_, head_)
                         : absl::StrCat("jc + q * ", width),
              ";");
       auto in_row = guard ? w.Block("if (jv < ", n_, ")") : w.Indented(0);
@@ -393,6 +415,7 @@ class RowPrinter {
         if (v_ > 1) {
           w.Line("const int k = q * ", v_, " + e;");
           w.Line("const ", idx_, " j = jv + e;");
+          if (layout_.aligned_groups) w.Line("if (", OutsideRow(), ") continue;");
         } else {
           w.Line("const int k = q;");
           w.Line("const ", idx_, " j = jv;");
@@ -416,16 +439,24 @@ class RowPrinter {
   }
 
   // `line` for each element e of the group, j its position in the row.
+  // Aligned groups mask the elements outside the row.
   void EachElement(CodeWriter& w, const std::string& line) const {
     w.Line("#pragma unroll");
     auto element = w.Block("for (int e = 0; e < ", v_, "; ++e)");
     w.Line("const ", idx_, " j = jv + e;");
-    w.Line(line);
+    w.Line(layout_.aligned_groups ? absl::StrCat("if (!(", OutsideRow(), ")) ") : "", line);
   }
+  // Aligned groups: the condition that element j lies outside the row.
+  std::string OutsideRow() const { return absl::StrCat("j < 0 || j >= ", n_); }
   // The group's 16-byte accesses where the pointers are aligned (`vector`,
   // j at the group's first element), else `scalar`.
-  void AlignedOrScalar(CodeWriter& w, const std::function<void()>& vector, const std::function<void()>& scalar) const {
-    auto branch = w.Block("if (fb_vec)");
+  // `whole`: only groups wholly inside the row take the vector path (aligned
+  // groups' stores).
+  void AlignedOrScalar(CodeWriter& w, const std::function<void()>& vector, const std::function<void()>& scalar,
+                       bool whole = false) const {
+    auto branch = whole && layout_.aligned_groups
+        ? w.Block("if (fb_vec && jv >= 0 && jv + ", v_, " <= ", n_, ")")
+        : w.Block("if (fb_vec)");
     w.Line("const ", idx_, " j = jv;");
     vector();
     branch.Else();
@@ -498,7 +529,8 @@ class RowPrinter {
             const BufferParam& b = k_.buffers[a.buffer];
             EachElement(w, absl::StrCat(b.name, "[", a.index.ToString(), "] = s", a.array, "[e];"));
           }
-        });
+        },
+        /*whole=*/true);
   }
 
   const Kernel& k_;
@@ -509,8 +541,10 @@ class RowPrinter {
   const int v_;
   const char* idx_;
   const std::string n_;
+  const std::string head_ = layout_.aligned_groups ? " - fb_head" : "";  // a group start's shift
   const std::set<int> preloaded_;  // on-chip rows: the cache slots loaded before the passes
   const bool rereads_rows_;        // hints on, and rows are read from memory more than once
+  const AlignedGroupLead lead_;    // aligned groups: the access that places them
 };
 
 }  // namespace

@@ -1,12 +1,14 @@
 #include "backend/cuda/row_spread.h"
 
 #include <algorithm>
+#include <bit>
 #include <optional>
 
 #include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/outer_reduction.h"
+#include "backend/online_exp_sums.h"
 
 namespace fusebox::backend {
 namespace {
@@ -90,7 +92,10 @@ CudaRowSpread ChooseCudaRowSpread(const Kernel& k, const TuningSnapshot& tuning)
   if (const int64_t split = ChooseSplit(k, s, tuning); split > 1) s.split = split;
   const bool multi = k.passes.size() > 1 || !k.elementwise.empty();
   if (s.split > 1 && s.strategy == RowStrategy::kThreadPerRow && !s.column_tiles && multi) {
-    s.column_lanes = tuning.GetInt(Knob::kColumnLanes);
+    const int forced = tuning.GetInt(Knob::kColumnLanes);
+    s.column_lanes = forced > 0                          ? static_cast<int>(std::bit_floor(static_cast<unsigned>(forced)))
+                     : FoldsExpSumsOnline(k, tuning) ? kCudaOnlineColumnLanes
+                                                     : 1;
   }
   return s;
 }

@@ -41,6 +41,18 @@ struct CudaRowSpread {
   friend bool operator==(const CudaRowSpread&, const CudaRowSpread&) = default;
 };
 
+// Column lanes of split columns whose exp sums fold online (softmax,
+// log_softmax; FoldsExpSumsOnline); other splits (norms) keep 1. Measured on
+// the H200 (bench/NOTES.md, ms, 1 / 2 / 4 lanes): softmax [16411, 1023] f32
+// 0.0925 / 0.0887 / 0.0793, [33, 16411, 31] f32 0.0985 / 0.1044 / 0.0932;
+// with 4 lanes 16-bit columns fold online too (bf16 [16411, 1023] 0.0668
+// two passes, 0.0613 online): the online pass's exp and rescale per element
+// leave one thread per column too few loads in flight. Norms lost with
+// lanes (layer_norm [16411, 1023] bf16 0.0673 / 0.0822 / 0.0788): their
+// passes' light folds already keep the loads issuing, and the lanes' shared
+// memory combine costs each pass.
+inline constexpr int kCudaOnlineColumnLanes = 4;
+
 // Pure: the spread of a lowered kernel under `tuning`. Rows up to
 // Knob::kWarpRowLimit (1024) take a warp each, or for short rows a few of its
 // lanes; longer ones a block; column reductions a thread per row. Only

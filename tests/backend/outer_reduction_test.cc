@@ -112,13 +112,19 @@ TEST(OuterReductionTest, ColumnsHeldOverLargeClustersSplitIntoALaunchPerPass) {
 
 // Knob::kColumnLanes: split columns of several passes take that many
 // threads per column in a block (256 / lanes columns), their folds combined
-// in shared memory; the partials and chunks stay as they were.
+// in shared memory; the partials and chunks stay as they were. By the rule
+// (0), 4 where the exp sums fold online (softmax), 1 elsewhere (norms).
 TEST(OuterReductionTest, ColumnLanesShareEachChunkOfASplitColumn) {
   const backend::Kernel softmax = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({16411, 1023})});
   const backend::Kernel norm =
       LowerOnly([](auto& in) { return LayerNormDim1(in[0], in[1]); }, {randn({33, 16411, 31}), randn({1, 16411, 1})});
-  const backend::CudaSchedule one = backend::ChooseCudaSchedule(softmax, backend::CurrentTuning());
-  ASSERT_EQ(one.spread.column_lanes, 1);
+  EXPECT_EQ(backend::ChooseCudaSchedule(softmax, backend::CurrentTuning()).spread.column_lanes,
+            backend::kCudaOnlineColumnLanes);
+  EXPECT_EQ(backend::ChooseCudaSchedule(norm, backend::CurrentTuning()).spread.column_lanes, 1);
+  {
+    backend::ScopedTuning two_pass({{backend::Knob::kOnlineExpSums, 0}});
+    EXPECT_EQ(backend::ChooseCudaSchedule(softmax, backend::CurrentTuning()).spread.column_lanes, 1);
+  }
   backend::ScopedTuning lanes({{backend::Knob::kColumnLanes, 4}});
   for (const backend::Kernel* k : {&softmax, &norm}) {
     SCOPED_TRACE(k->name);

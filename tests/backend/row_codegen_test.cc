@@ -250,6 +250,9 @@ TEST(RowCodegenTest, LongReReadRowsStayOnChipInRegistersAndSharedMemory) {
 }
 
 TEST(RowCodegenTest, RowsThatCannotVectorizeStayScalar) {
+  // Without aligned groups (their rule takes the row sum below; see
+  // OddRowsMoveSixteenByteGroupsAlignedToMemory).
+  backend::ScopedTuning divided({{backend::Knob::kAlignedRowGroups, 0}});
   // Odd rows: groups would straddle rows, so elements move one at a time.
   for (int64_t cols : {1023, 4097 + 2, 33}) {
     SCOPED_TRACE(cols);
@@ -264,6 +267,46 @@ TEST(RowCodegenTest, RowsThatCannotVectorizeStayScalar) {
   const Compiled c = CompileCuda(k);
   EXPECT_THAT(c.source, Not(HasSubstr("fb_vec")));
   EXPECT_EQ(Count(c.summary.global_loads, 16), 0) << c.summary.ToString();
+}
+
+// Knob::kAlignedRowGroups 2: odd rows move 16-byte vectors anyway, their
+// groups aligned to memory (a row's head and tail masked): held on chip,
+// looped, warp rows, 16-bit, and a norm whose weight loads element by element.
+TEST(RowCodegenTest, OddRowsMoveSixteenByteGroupsAlignedToMemory) {
+  backend::ScopedTuning aligned({{backend::Knob::kAlignedRowGroups, 2}});
+  struct Case {
+    Shape shape;
+    DType dtype;
+    int fn;  // 0 softmax, 1 row sum, 2 layer_norm
+  };
+  const std::vector<Case> cases = {
+      {{8, 1023}, DType::kFloat32, 0},     {{8, 4099}, DType::kFloat32, 0},   {{64, 37}, DType::kFloat32, 0},
+      {{37, 16411}, DType::kBFloat16, 1},  {{64, 12289}, DType::kFloat32, 0}, {{16, 1031}, DType::kBFloat16, 2},
+      {{16, 16411}, DType::kFloat16, 0},   {{8, 1030}, DType::kBFloat16, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.fn, " ", c.shape[0], "x", c.shape[1], " ", DTypeName(c.dtype)));
+    Tensor x = randn(c.shape).to(c.dtype);
+    Tensor w = randn({c.shape[1]}).to(c.dtype), b = randn({c.shape[1]}).to(c.dtype);
+    const backend::Kernel k = c.fn == 0   ? LowerLast(Softmax, {x})
+                              : c.fn == 1 ? LowerLast([](auto& in) { return sum(in[0], -1); }, {x})
+                                          : LowerLast(LayerNorm, {x, w, b});
+    const backend::CudaRowLayout layout = backend::ChooseCudaRowLayout(k, SpreadOf(k), backend::CurrentTuning());
+    EXPECT_TRUE(layout.aligned_groups);
+    EXPECT_EQ(layout.vector_width, 16 / DTypeSize(c.dtype));
+    const Compiled compiled = CompileCuda(k);
+    EXPECT_THAT(compiled.source, HasSubstr("fb_head"));
+    ExpectVectorizedWithoutSpills(compiled, /*stores_rows=*/c.fn != 1);
+  }
+  // The rule (1): only rows read once with nothing stored per element.
+  backend::ScopedTuning rule({{backend::Knob::kAlignedRowGroups, 1}});
+  const backend::Kernel softmax = LowerLast(Softmax, {randn({8, 1023})});
+  EXPECT_FALSE(backend::ChooseCudaRowLayout(softmax, SpreadOf(softmax), backend::CurrentTuning()).aligned_groups);
+  const backend::Kernel row_sum = LowerLast([](auto& in) { return sum(in[0], -1); }, {randn({8, 1023})});
+  EXPECT_TRUE(backend::ChooseCudaRowLayout(row_sum, SpreadOf(row_sum), backend::CurrentTuning()).aligned_groups);
+  // 0: never.
+  backend::ScopedTuning off({{backend::Knob::kAlignedRowGroups, 0}});
+  EXPECT_FALSE(backend::ChooseCudaRowLayout(row_sum, SpreadOf(row_sum), backend::CurrentTuning()).aligned_groups);
 }
 
 TEST(RowCodegenTest, ArgmaxHalfPrecisionAndRunTimeRowsCompile) {

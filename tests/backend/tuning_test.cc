@@ -139,7 +139,7 @@ TEST(TuningTest, EachSourceKnobChangesTheCudaSourceWhichStillCompiles) {
   const std::vector<SourceCase> cases = {
       {Knob::kWarpRowLimit, 256, RowSum, {{64, 512}}},
       {Knob::kWarpRowsPerBlock, 4, Softmax, {{64, 512}}},
-      {Knob::kLaneElements, 1, RowSum, {{64, 37}}},  // 8 lanes per row -> 32
+      {Knob::kLaneElements, 1, Softmax, {{64, 37}}},  // 8 lanes per row -> 16
       {Knob::kShortRowWarps, 2, Softmax, {{64, 37}}},
       {Knob::kRowValues, 2, Softmax, {{8, 2048}}},
       {Knob::kOnChipRowLimit, 1024, Softmax, {{8, 2048}}},
@@ -162,7 +162,8 @@ TEST(TuningTest, EachSourceKnobChangesTheCudaSourceWhichStillCompiles) {
       {Knob::kOuterHeldWords, 0, ColumnSoftmax, {{96, 1023}}},
       {Knob::kOuterSplit, 0, ColumnSoftmax, {{4096, 1023}}},
       {Knob::kOnlineExpSums, 0, ColumnSoftmax, {{4096, 1023}}},
-      {Knob::kColumnLanes, 2, ColumnSoftmax, {{4096, 1023}}},
+      {Knob::kColumnLanes, 2, ColumnSoftmax, {{4096, 1023}}},  // the rule's 4
+      {Knob::kAlignedRowGroups, 0, RowSum, {{64, 1031}}},
       {Knob::kOnePlusTanh, 0, Gelu, {{1000}}},
   };
   std::set<Knob> covered;

@@ -165,19 +165,14 @@ TEST(OuterReductionsGpuTest, SplitIntoALaunchPerPassMatchesFloat64) {
        }) {
     CheckOuterOps(Device::cuda(), d, DType::kFloat32, "online exp sums");
   }
-  // 16-bit columns keep a pass per sum by the rule (cuda_schedule.cc); 2
-  // folds them online too.
-  CheckOuterOps(Device::cuda(), {0, 4099, 517}, DType::kBFloat16, "2 partial launches");
-  CheckOuterOps(Device::cuda(), {2, 1031, 129}, DType::kFloat16, "2 partial launches");
-  {
-    backend::ScopedTuning online({{backend::Knob::kOnlineExpSums, 2}});
-    CheckOuterOps(Device::cuda(), {0, 4099, 517}, DType::kBFloat16, "online exp sums");
-    CheckOuterOps(Device::cuda(), {2, 1031, 129}, DType::kFloat16, "online exp sums");
-  }
-  // Knob::kColumnLanes: 2 or 4 threads share each column's chunk.
-  for (int64_t lanes : {2, 4}) {
+  // 16-bit columns fold online too, with the rule's 4 lanes per column.
+  CheckOuterOps(Device::cuda(), {0, 4099, 517}, DType::kBFloat16, "online exp sums");
+  CheckOuterOps(Device::cuda(), {2, 1031, 129}, DType::kFloat16, "4 lanes per column");
+  // Knob::kColumnLanes forced: 1, 2 or 4 threads share each column's chunk,
+  // for every op (the rule gives norms 1).
+  for (int64_t lanes : {1, 2, 4}) {
     backend::ScopedTuning shared({{backend::Knob::kColumnLanes, lanes}});
-    const std::string named = absl::StrCat(lanes, " lanes per column");
+    const std::string named = lanes > 1 ? absl::StrCat(lanes, " lanes per column") : "online exp sums";
     CheckOuterOps(Device::cuda(), {0, 16411, 1023}, DType::kFloat32, named);
     CheckOuterOps(Device::cuda(), {0, 131, 301}, DType::kFloat32, named);  // lanes past a short chunk's end
     CheckOuterOps(Device::cuda(), {5, 3001, 37}, DType::kFloat32, named);

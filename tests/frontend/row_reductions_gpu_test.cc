@@ -1,7 +1,8 @@
 // Row reductions on the GPU (backend/cuda/row_printer.h) against float64
 // references: softmax, layer_norm, rms_norm, sum, max and argmax over row
 // lengths that take every layout (warp per row, 256 to 1024 threads per row,
-// looped rows; groups of 4 or 2 elements or none), and over a view whose
+// looped rows; groups of 4 or 2 elements or none, or groups aligned to
+// memory on odd rows), and over a view whose
 // pointer is 4 bytes past 16-byte alignment, which takes the scalar path of
 // a vectorized kernel. Skips without a device.
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "backend/tuning.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -37,6 +39,18 @@ double Mean(const Row& r) {
   double s = 0;
   for (double v : r) s += v;
   return s / static_cast<double>(r.size());
+}
+
+// rms_norm over each row (eps 1e-6) times the weight w.
+std::vector<double> RmsNormRef(const std::vector<double>& x, const std::vector<double>& w, int64_t rows, int64_t cols) {
+  return MapRows(x, rows, cols, [&](const Row& r) {
+    double ms = 0;
+    for (double v : r) ms += v * v;
+    const double inv = 1.0 / std::sqrt(ms / static_cast<double>(r.size()) + 1e-6);
+    Row out;
+    for (size_t j = 0; j < r.size(); ++j) out.push_back(r[j] * inv * w[j]);
+    return out;
+  });
 }
 
 // Past 16384 the re-read rows are held in registers (20000) and shared
@@ -84,15 +98,7 @@ void CheckRowOps(const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows
               10 * tol);
 
   auto rms_norm_fn = compile([](const Tensor& t, const Tensor& w) { return rms_norm(t, {t.shape().back()}, w, 1e-6); });
-  ExpectClose(rms_norm_fn(x, w).to_vector(), MapRows(xv, rows, cols, [&](const Row& r) {
-                double ms = 0;
-                for (double v : r) ms += v * v;
-                const double inv = 1.0 / std::sqrt(ms / static_cast<double>(r.size()) + 1e-6);
-                Row out;
-                for (size_t j = 0; j < r.size(); ++j) out.push_back(r[j] * inv * wv[j]);
-                return out;
-              }),
-              10 * tol);
+  ExpectClose(rms_norm_fn(x, w).to_vector(), RmsNormRef(xv, wv, rows, cols), 10 * tol);
 
   auto sum_fn = compile([](const Tensor& t) { return sum(t, -1); });
   ExpectClose(sum_fn(x).to_vector(), MapRows(xv, rows, cols, [](const Row& r) { return Row{Mean(r) * r.size()}; }),
@@ -140,6 +146,41 @@ TEST(RowReductionsGpuTest, MatchFloat64OverRowLengths) {
 TEST(RowReductionsGpuTest, MisalignedViewTakesTheScalarPath) {
   SKIP_WITHOUT_CUDA();
   CheckMisalignedViews(Device::cuda(), {1024, 4096, 8192, 20000, 65536});
+}
+
+// Knob::kAlignedRowGroups 2 (every odd row; 1, the default, takes sums
+// only): odd rows in 16-byte groups aligned to memory
+// (each row's head and tail masked), over row lengths that take each layout,
+// over views whose pointers disagree on alignment (the scalar path), and in
+// 16-bit (groups of 8) beside float weights that load element by element.
+TEST(RowReductionsGpuTest, OddRowsInAlignedGroupsMatchFloat64) {
+  SKIP_WITHOUT_CUDA();
+  backend::ScopedTuning aligned({{backend::Knob::kAlignedRowGroups, 2}});
+  CheckRowLengths(Device::cuda(), /*rows=*/37, {3, 7, 33, 37, 1023, 1026, 1031, 4099, 8191, 16411, 20001, 65537});
+  CheckMisalignedViews(Device::cuda(), {1023, 4099, 20001});
+  for (int64_t cols : {37, 1031, 4099, 16411}) {
+    SCOPED_TRACE(cols);
+    const uint64_t seed = FreshSeed();
+    Tensor host = randn({29, cols}, Device::cpu(), seed).to(DType::kBFloat16);
+    Tensor w = randn({cols}, Device::cpu(), seed + 1);
+    auto softmax_fn = compile([](const Tensor& t) { return ManualSoftmax(t); });
+    ExpectClose(softmax_fn(host.to(Device::cuda())).to(DType::kFloat32).to_vector(),
+                SoftmaxRef(host.to_double_vector(), 29, cols), 1e-2);
+    auto sum_fn = compile([](const Tensor& t) { return sum(t.to(DType::kFloat32), -1); });
+    const std::vector<double> xv = host.to_double_vector(), wv = w.to_double_vector();
+    ExpectClose(sum_fn(host.to(Device::cuda())).to_vector(),
+                MapRows(xv, 29, cols, [](const Row& r) { return Row{Mean(r) * r.size()}; }),
+                1e-5 * std::sqrt(static_cast<double>(cols)));
+    auto rms_fn = compile([](const Tensor& t, const Tensor& w) { return rms_norm(t, {t.shape().back()}, w, 1e-6); });
+    ExpectClose(rms_fn(host.to(Device::cuda()), w.to(Device::cuda())).to(DType::kFloat32).to_vector(),
+                RmsNormRef(xv, wv, 29, cols), 2e-2);
+  }
+  // Run-time row counts.
+  auto fn = compile([](const Tensor& t) { return ManualSoftmax(t); }, CompileOptions{.dynamic = true});
+  for (int64_t rows : {5, 300}) {
+    Tensor host = randn({rows, 4099}, Device::cpu(), FreshSeed());
+    ExpectClose(fn(host.to(Device::cuda())).to_vector(), SoftmaxRef(host.to_double_vector(), rows, 4099), 1e-5);
+  }
 }
 
 // The same checks on the CPU (whose kernels the tests also print as CUDA and
