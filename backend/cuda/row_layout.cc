@@ -73,7 +73,7 @@ RowVectors ChooseRowVectors(const Kernel& k, const TuningSnapshot& tuning) {
   // rms_norm [16273, 1031] bf16 0.0383 / 0.0904): the masks in each pass and
   // the partial groups' element stores cost more than the wider loads gain.
   const int mode = tuning.GetInt(Knob::kAlignedRowGroups);
-  const bool applies = mode == 2 || (mode == 1 && RowReads(k) == 1 && k.elementwise.empty());
+  const bool applies = mode == 2 || (mode == 1 && RowReads(k) == 1);
   const AlignedGroupLead lead = ChooseAlignedGroupLead(k);
   // Rows of fewer than two vectors gain nothing from a masked head.
   if (applies && lead.buffer >= 0 && r.v * lead.element_size < 16 && k.row_length >= 32 / lead.element_size) {
@@ -127,12 +127,6 @@ AlignedGroupLead ChooseAlignedGroupLead(const Kernel& k) {
     lead = {s.buffer, s.index, bytes};
   });
   return lead;
-}
-
-bool MovesVectors(const Kernel& k, const CudaRowLayout& layout, DType dtype, const IndexExpr& index) {
-  if (!layout.aligned_groups) return Vectorizable(dtype, index, layout.vector_width);
-  const AlignedGroupLead lead = ChooseAlignedGroupLead(k);
-  return DTypeSize(dtype) == lead.element_size && index == lead.index;
 }
 
 

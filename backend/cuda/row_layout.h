@@ -202,7 +202,5 @@ struct AlignedGroupLead {
   int element_size = 0;
 };
 AlignedGroupLead ChooseAlignedGroupLead(const Kernel& kernel);
-// Whether an access of `dtype` at `index` moves whole groups of `layout`.
-bool MovesVectors(const Kernel& kernel, const CudaRowLayout& layout, DType dtype, const IndexExpr& index);
 
 }  // namespace fusebox::backend

@@ -255,9 +255,16 @@ class RowPrinter {
     return (CudaL1HintBits(tuning_) & 8) ? CacheHint::kNormal : CacheHint::kStream;
   }
 
+  // Whether an access of `dtype` at `index` moves whole groups: with aligned
+  // groups, those at the lead's index and element size.
+  bool MovesVectors(DType dtype, const IndexExpr& index) const {
+    if (!layout_.aligned_groups) return Vectorizable(dtype, index, v_);
+    return DTypeSize(dtype) == lead_.element_size && index == lead_.index;
+  }
+
   Access CachedAccess(int slot, size_t next_loop) const {
     const CachedLoad& c = k_.cached_loads[slot];
-    return {c.buffer, c.index, slot, MovesVectors(k_, layout_, c.dtype, c.index), LoadHint(c.buffer, c.index, next_loop)};
+    return {c.buffer, c.index, slot, MovesVectors(c.dtype, c.index), LoadHint(c.buffer, c.index, next_loop)};
   }
 
   // Whether the preload copies the shared-memory groups with cp.async: every
@@ -278,7 +285,7 @@ class RowPrinter {
     std::set<int> buffers;
     auto visit = [&](const std::vector<Stmt>& block) {
       for (const Stmt& s : block) {
-        if (s.is_access() && MovesVectors(k_, layout_, k_.buffers[s.buffer].dtype, s.index)) buffers.insert(s.buffer);
+        if (s.is_access() && MovesVectors(k_.buffers[s.buffer].dtype, s.index)) buffers.insert(s.buffer);
       }
     };
     for (const Pass& p : k_.passes) visit(p.body);
@@ -317,9 +324,9 @@ class RowPrinter {
         // Gathered and masked loads stay in the body, after their index and mask.
         if (!s.index.DependsOn("j") || s.is_data_dependent()) continue;
         s.cache_slot = static_cast<int>(plan.loads.size());
-        plan.loads.push_back({s.buffer, s.index, s.cache_slot, MovesVectors(k_, layout_, k_.buffers[s.buffer].dtype, s.index),
+        plan.loads.push_back({s.buffer, s.index, s.cache_slot, MovesVectors(k_.buffers[s.buffer].dtype, s.index),
                               LoadHint(s.buffer, s.index, loop + 1)});
-      } else if (s.kind == StmtKind::kStore && s.cache_slot < 0 && MovesVectors(k_, layout_, k_.buffers[s.buffer].dtype, s.index)) {
+      } else if (s.kind == StmtKind::kStore && s.cache_slot < 0 && MovesVectors(k_.buffers[s.buffer].dtype, s.index)) {
         const int array = static_cast<int>(plan.stores.size());
         plan.stores.push_back({s.buffer, s.index, array, true, StoreHint(s.index)});
         plan.lanes.buffers.push_back({absl::StrCat("s", array), k_.buffers[s.buffer].dtype, true});
