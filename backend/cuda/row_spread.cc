@@ -28,7 +28,35 @@ namespace {
 // on kernels of one wave ([1031, 129], [5, 129, 33]: the launches dominate).
 // So: split where the held grid takes more than one wave of the device's SMs
 // and the cluster has at least as many blocks as the widest element has
-// bytes (4 for f32, 2 for 16-bit types).
+// bytes (4 for f32, 2 for 16-bit types). Since online exp sums fold softmax's
+// two passes into one launch, a split of one partial launch (then the
+// stores) also won over dim 0 in f32 on 2-block clusters (H200, session 24,
+// ms held / split on [1031, 16273]: softmax 0.0927 / 0.0744, log_softmax
+// 0.0927 / 0.0779, rms_norm 0.0786 / 0.0698; layer_norm's two launches
+// 0.0820 / 0.0915), but not over a middle dim ([33, 1031, 493]: 0.0766 /
+// 0.0777 softmax, rms_norm 0.065 / 0.076), where each load splits the column
+// index (r / 493, r % 493) and a warp's columns cross the inner dim's end.
+// So such a split also takes a cluster of 2 where the columns are dense
+// (DenseColumns).
+
+// Whether neighbouring columns sit at neighbouring addresses in every access
+// that varies with the column: its index is r plus a part free of r.
+bool DenseColumns(const Kernel& k) {
+  auto dense = [](const std::vector<Stmt>& body) {
+    return std::all_of(body.begin(), body.end(), [](const Stmt& s) {
+      return !s.is_access() || !s.index.DependsOn("r") || s.index.IsVarPlusMultipleOf("r", 1);
+    });
+  };
+  return std::all_of(k.passes.begin(), k.passes.end(), [&](const Pass& p) { return dense(p.body); }) &&
+         dense(k.elementwise);
+}
+
+// The launches before the stores' of a split: a pass each, online exp sums
+// folded into their max's.
+size_t PartialLaunches(const Kernel& k, const TuningSnapshot& tuning) {
+  return FoldsExpSumsOnline(k, tuning) ? PassesAfterOnlineExpSums(k) : k.passes.size();
+}
+
 bool SplitsPasses(const Kernel& k, const CudaRowSpread& spread, const TuningSnapshot& tuning) {
   if (spread.strategy != RowStrategy::kThreadPerRow || spread.column_tiles) return false;
   for (const Pass& pass : k.passes) {
@@ -43,7 +71,8 @@ bool SplitsPasses(const Kernel& k, const CudaRowSpread& spread, const TuningSnap
   int element = 1;
   for (const BufferParam& b : k.buffers) element = std::max(element, DTypeSize(b.dtype));
   const int64_t tiles = (k.num_rows + held->block_columns() - 1) / held->block_columns();
-  return tiles * held->blocks > CudaSmCount(k) && held->blocks >= element;
+  if (tiles * held->blocks <= CudaSmCount(k)) return false;
+  return held->blocks >= element || (held->blocks >= 2 && PartialLaunches(k, tuning) == 1 && DenseColumns(k));
 }
 
 RowStrategy ChooseStrategy(const Kernel& k, const TuningSnapshot& tuning) {

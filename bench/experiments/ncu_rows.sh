@@ -9,11 +9,16 @@
 #   bash bench/experiments/ncu_rows.sh sums   # row and column sums 8192 x 8192
 #   bash bench/experiments/ncu_rows.sh outer  # softmax over dim 0, [16411, 1023] f32 (the sweep)
 #   bash bench/experiments/ncu_rows.sh split  # split columns: softmax and rms_norm over dim 0, [16411, 1023]
+#   bash bench/experiments/ncu_rows.sh misses # the sweep's shapes below its goals, fusebox and torch.compile
 # FUSEBOX_TUNE_* settings in the environment reach fusebox's kernels. ncu
 # replays each profiled kernel with the caches flushed (no dirty lines, unlike
 # the bench's zeroing) at the GPU's own clocks; the fourth launch is profiled.
 set -uo pipefail
+[[ -d build-device/dist ]] || (cd build-device && tar xJf dist.tar.xz)
 export LD_LIBRARY_PATH=$PWD/build-device/dist/lib FUSEBOX_CACHE_DIR=/tmp/fbc
+# The kernels' #include paths name the source tree the dist was built from.
+src=$(dirname "$(cat build-device/dist/source_dir.txt)")
+mkdir -p "$(dirname "$src")" && ln -sfn "$PWD" "$src" 2>/dev/null || true
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct
 metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,l1tex__t_sector_hit_rate.pct,launch__registers_per_thread
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
@@ -96,6 +101,51 @@ PY
       profile "torch.compile $op dim0 [16411, 1023] $dtype" triton_ python3 "$driver" $dtype $op
     done
   done
+  rm -f "$driver"
+  exit 0
+fi
+if [[ ${1:-rows} == misses ]]; then
+  # The sweep's shapes below its goals (bench/results/*-sweep.md): every
+  # launch of one fusebox call (its kernels by name, after the warm-up
+  # calls) and every kernel of one torch.compile call (between
+  # cudaProfilerStart and Stop), f32 unless named. Report in $OUT.
+  exec > >(tee "${OUT:-/tmp}/ncu-misses.txt") 2>&1
+  cat >"$driver" <<'PY'
+import json, sys
+sys.path.insert(0, "bench")
+import torch
+from compare_sweep import sweep_fn, sweep_inputs
+case = json.loads(sys.argv[1])
+fn = torch.compile(sweep_fn(torch, case), dynamic=False)
+args = sweep_inputs(torch, case, torch.Generator(device="cuda").manual_seed(1))
+for _ in range(6):
+    fn(*args)
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
+fn(*args)
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
+PY
+  miss() {  # title, filter, kernel regex, launches per call, case JSON
+    echo "=== fusebox $1"
+    timeout 80 /usr/local/cuda/bin/ncu --clock-control none --cache-control all --launch-skip $((3 * $4)) \
+      --launch-count "$4" --metrics "$metrics" -k "regex:$3" \
+      build-device/dist/bin/fusebox_bench --sweep --filter "$2" 2>&1 | grep -E "$keep"
+    [[ -n ${NCU_FUSEBOX_ONLY:-} ]] && return
+    echo "=== torch.compile $1"
+    timeout 120 /usr/local/cuda/bin/ncu --clock-control none --cache-control all --profile-from-start off \
+      --metrics "$metrics" python3 "$driver" "$5" 2>&1 | grep -E "$keep"
+  }
+  miss "sum dim0 [1031, 16273] f32" "sum/dim0 [1031" "^red_sum_0" 2 \
+    '{"op": "sum", "dim": 0, "layout": "contiguous", "dtype": "float32", "shape": [1031, 16273]}'
+  miss "softmax dim0 [1031, 16273] f32" "softmax/dim0 [1031" "^red_fused_div_exp_max" 2 \
+    '{"op": "softmax", "dim": 0, "layout": "contiguous", "dtype": "float32", "shape": [1031, 16273]}'
+  miss "layer_norm middle [33, 16411, 31] f32" "layer_norm/middle [33, 16411" "^red_fused_add_div_mul_rsqrt_sub" 3 \
+    '{"op": "layer_norm", "dim": 1, "layout": "contiguous", "dtype": "float32", "shape": [33, 16411, 31]}'
+  miss "rms_norm dim0 [37, 453439] bf16" "rms_norm/dim0 [37" "^red_fused_add_cast_div_mul_rsqrt" 1 \
+    '{"op": "rms_norm", "dim": 0, "layout": "contiguous", "dtype": "bfloat16", "shape": [37, 453439]}'
+  miss "copy [4097, 4099] bf16" "copy/contiguous [4097" "^poi_copy" 1 \
+    '{"op": "copy", "dim": -1, "layout": "contiguous", "dtype": "bfloat16", "shape": [4097, 4099]}'
   rm -f "$driver"
   exit 0
 fi

@@ -97,7 +97,8 @@ TEST(OuterReductionTest, ColumnsHeldOverLargeClustersSplitIntoALaunchPerPass) {
   EXPECT_THAT(source, Not(HasSubstr(" " + tall.name + "_partial2(")));
   auto out = cuda::CompileWithNvrtc(source, tall.name, 90);
   ASSERT_TRUE(out.ok()) << out.status() << "\n" << source;
-  // 1031 rows: 2 blocks hold a column; f32 keeps the one kernel, bf16 splits.
+  // 1031 rows: 2 blocks hold a column; f32 keeps the one kernel where the
+  // split takes two launches before the stores, bf16 splits.
   EXPECT_EQ(schedule({1031, 16273}, DType::kFloat32).second.kind, backend::CudaScheduleKind::kOuterTiles);
   EXPECT_EQ(schedule({1031, 16273}, DType::kBFloat16).second.partial_launches, 2);
   // One wave of the held grid: the launches would dominate.
@@ -108,6 +109,34 @@ TEST(OuterReductionTest, ColumnsHeldOverLargeClustersSplitIntoALaunchPerPass) {
   }
   backend::ScopedTuning always({{backend::Knob::kOuterSplit, 2}});
   EXPECT_EQ(schedule({1031, 129}, DType::kFloat32).second.partial_launches, 2);
+}
+
+// The rule's second clause: a split of one launch before the stores (exp
+// sums folded online, or one pass) takes 2-block f32 clusters too, where
+// neighbouring columns sit at neighbouring addresses (over dim 0, not a
+// middle dim, whose loads split the column index).
+TEST(OuterReductionTest, OneLaunchSplitsTakeTwoBlockClustersOfDenseColumns) {
+  auto kind = [](auto fn, const std::vector<Tensor>& in) {
+    const backend::Kernel k = LowerOnly(fn, in);
+    return backend::ChooseCudaSchedule(k, backend::CurrentTuning()).kind;
+  };
+  const auto softmax = [](auto& in) { return SoftmaxDim0(in[0]); };
+  const auto rms = [](auto& in) { return in[0] * rsqrt(mean(in[0] * in[0], 0, /*keepdim=*/true) + 1e-6) * in[1]; };
+  const auto layer_norm = [](auto& in) {
+    Tensor centered = in[0] - mean(in[0], 0, /*keepdim=*/true);
+    return centered * rsqrt(mean(centered * centered, 0, /*keepdim=*/true) + 1e-5) * in[1];
+  };
+  const auto middle_softmax = [](auto& in) {
+    Tensor e = exp(in[0] - max(in[0], 1, /*keepdim=*/true));
+    return e / sum(e, 1, /*keepdim=*/true);
+  };
+  const auto split = backend::CudaScheduleKind::kThreadPerRow, held = backend::CudaScheduleKind::kOuterTiles;
+  EXPECT_EQ(kind(softmax, {randn({1031, 16273})}), split);
+  EXPECT_EQ(kind(rms, {randn({1031, 16273}), randn({1031, 1})}), split);
+  EXPECT_EQ(kind(layer_norm, {randn({1031, 16273}), randn({1031, 1})}), held) << "two launches before the stores";
+  EXPECT_EQ(kind(middle_softmax, {randn({33, 1031, 493})}), held) << "the column index splits";
+  backend::ScopedTuning two_pass({{backend::Knob::kOnlineExpSums, 0}});
+  EXPECT_EQ(kind(softmax, {randn({1031, 16273})}), held);
 }
 
 // Knob::kColumnLanes: split columns of several passes take that many
@@ -219,6 +248,7 @@ TEST(OuterReductionTest, ColumnsTooLongToHoldReloadEachPass) {
 }
 
 TEST(OuterReductionTest, TheClusterFollowsTheDevicesSmCount) {
+  backend::ScopedTuning held({{backend::Knob::kOuterSplit, 0}});  // 16 SMs: the rule would split
   backend::Kernel k = LowerOnly([](auto& in) { return SoftmaxDim0(in[0]); }, {randn({1031, 255})});
   k.cuda_sm_count = 132;
   const auto big = backend::ChooseCudaOuterLayout(k, SpreadOf(k), backend::CurrentTuning());
