@@ -10,6 +10,7 @@
 #   bash bench/experiments/ncu_rows.sh outer  # softmax over dim 0, [16411, 1023] f32 (the sweep)
 #   bash bench/experiments/ncu_rows.sh split  # split columns: softmax and rms_norm over dim 0, [16411, 1023]
 #   bash bench/experiments/ncu_rows.sh misses # the sweep's shapes below its goals, fusebox and torch.compile
+#                                             # (NCU_ONLY=regex: only the misses whose titles match)
 # FUSEBOX_TUNE_* settings in the environment reach fusebox's kernels. ncu
 # replays each profiled kernel with the caches flushed (no dirty lines, unlike
 # the bench's zeroing) at the GPU's own clocks; the fourth launch is profiled.
@@ -127,6 +128,7 @@ torch.cuda.synchronize()
 torch.cuda.profiler.stop()
 PY
   miss() {  # title, filter, kernel regex, launches per call, case JSON
+    [[ -n ${NCU_ONLY:-} && ! $1 =~ $NCU_ONLY ]] && return
     echo "=== fusebox $1"
     timeout 80 /usr/local/cuda/bin/ncu --clock-control none --cache-control all --launch-skip $((3 * $4)) \
       --launch-count "$4" --metrics "$metrics" -k "regex:$3" \
@@ -144,6 +146,12 @@ PY
     '{"op": "layer_norm", "dim": 1, "layout": "contiguous", "dtype": "float32", "shape": [33, 16411, 31]}'
   miss "rms_norm dim0 [37, 453439] bf16" "rms_norm/dim0 [37" "^red_fused_add_cast_div_mul_rsqrt" 1 \
     '{"op": "rms_norm", "dim": 0, "layout": "contiguous", "dtype": "bfloat16", "shape": [37, 453439]}'
+  miss "sum dim0 [16411, 1023] bf16" "sum/dim0 [16411, 1023] bfloat16" "^red_sum_0" 2 \
+    '{"op": "sum", "dim": 0, "layout": "contiguous", "dtype": "bfloat16", "shape": [16411, 1023]}'
+  miss "layer_norm dim0 [16411, 1023] f32" "layer_norm/dim0 [16411, 1023] float32" "^red_fused_add_div_mul_rsqrt_sub" 3 \
+    '{"op": "layer_norm", "dim": 0, "layout": "contiguous", "dtype": "float32", "shape": [16411, 1023]}'
+  miss "softmax middle [33, 37, 13741] f32" "softmax/middle [33, 37, 13741] float32" "^red_fused_div_exp_max" 1 \
+    '{"op": "softmax", "dim": 1, "layout": "contiguous", "dtype": "float32", "shape": [33, 37, 13741]}'
   miss "copy [4097, 4099] bf16" "copy/contiguous [4097" "^poi_copy" 1 \
     '{"op": "copy", "dim": -1, "layout": "contiguous", "dtype": "bfloat16", "shape": [4097, 4099]}'
   rm -f "$driver"
