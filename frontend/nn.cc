@@ -30,6 +30,19 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Device device, DType d
   weight = randn({num_embeddings, dim}, Device::cpu(), seed).to(dtype).to(device);
 }
 
+LayerNorm::LayerNorm(int64_t dim, double eps, Device device, DType dtype, bool has_bias) : eps(eps) {
+  FUSEBOX_ENSURE(dim > 0, "nn::LayerNorm: dim must be positive, got ", dim);
+  FUSEBOX_ENSURE(eps >= 0, "nn::LayerNorm: eps must be >= 0, got ", eps);
+  weight = ones({dim}, device, dtype);
+  if (has_bias) bias = zeros({dim}, device, dtype);
+}
+
+RMSNorm::RMSNorm(int64_t dim, std::optional<double> eps, Device device, DType dtype) : eps(eps) {
+  FUSEBOX_ENSURE(dim > 0, "nn::RMSNorm: dim must be positive, got ", dim);
+  FUSEBOX_ENSURE(!eps || *eps >= 0, "nn::RMSNorm: eps must be >= 0, got ", *eps);
+  weight = ones({dim}, device, dtype);
+}
+
 MLP::MLP(int64_t dim, int64_t num_layers, Device device, DType dtype, uint64_t seed, std::string approximate)
     : approximate(std::move(approximate)) {
   FUSEBOX_ENSURE(num_layers >= 0, "nn::MLP: num_layers must be >= 0, got ", num_layers);

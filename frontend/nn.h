@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "frontend/data_movement.h"
 #include "frontend/matmul.h"
+#include "frontend/reductions.h"
 #include "tensor/tensor.h"
 
 namespace fusebox::nn {
@@ -31,6 +33,26 @@ struct Embedding {
   Tensor operator()(const Tensor& indices) const { return embedding(indices, weight); }
 
   Tensor weight;
+};
+
+// torch.nn.LayerNorm over the last dim of size `dim`: weight ones and bias
+// zeros [dim] (bias undefined with bias = false, as nanoGPT's LayerNorm).
+struct LayerNorm {
+  LayerNorm(int64_t dim, double eps = 1e-5, Device device = Device::cpu(), DType dtype = DType::kFloat32,
+            bool bias = true);
+  Tensor operator()(const Tensor& x) const { return layer_norm(x, {weight.shape()[0]}, weight, bias, eps); }
+  Tensor weight, bias;
+  double eps;
+};
+
+// torch.nn.RMSNorm over the last dim: weight ones [dim]; eps defaults to the
+// input dtype's machine epsilon (rms_norm's default).
+struct RMSNorm {
+  RMSNorm(int64_t dim, std::optional<double> eps = std::nullopt, Device device = Device::cpu(),
+          DType dtype = DType::kFloat32);
+  Tensor operator()(const Tensor& x) const { return rms_norm(x, {weight.shape()[0]}, weight, eps); }
+  Tensor weight;
+  std::optional<double> eps;
 };
 
 // The seed's MLP: num_layers Linear(dim, dim), each followed by gelu

@@ -2,6 +2,7 @@
 // current capture (or a one-op eager capture that runs at once).
 #include "frontend/ops.h"
 
+#include <cmath>
 #include <initializer_list>
 #include <optional>
 #include <span>
@@ -223,6 +224,63 @@ Tensor sqrt(const Tensor& x) { return Apply(Op::kSqrt, {x}); }
 Tensor rsqrt(const Tensor& x) { return Apply(Op::kRsqrt, {x}); }
 Tensor abs(const Tensor& x) { return Apply(Op::kAbs, {x}); }
 Tensor neg(const Tensor& x) { return Apply(Op::kNeg, {x}); }
+Tensor sin(const Tensor& x) { return Apply(Op::kSin, {x}); }
+Tensor cos(const Tensor& x) { return Apply(Op::kCos, {x}); }
+Tensor erf(const Tensor& x) { return Apply(Op::kErf, {x}); }
+Tensor log1p(const Tensor& x) { return Apply(Op::kLog1p, {x}); }
+Tensor expm1(const Tensor& x) { return Apply(Op::kExpm1, {x}); }
+Tensor silu(const Tensor& x) { return Apply(Op::kSilu, {x}); }
+Tensor softplus(const Tensor& x) { return Apply(Op::kSoftplus, {x}); }
+// Integers are already whole: a copy, as PyTorch returns (and no float
+// round trip that would lose int64 digits).
+Tensor floor(const Tensor& x) { return IsFloating(x.dtype()) ? Apply(Op::kFloor, {x}) : x.clone(); }
+Tensor ceil(const Tensor& x) { return IsFloating(x.dtype()) ? Apply(Op::kCeil, {x}) : x.clone(); }
+Tensor round(const Tensor& x) { return IsFloating(x.dtype()) ? Apply(Op::kRound, {x}) : x.clone(); }
+Tensor sign(const Tensor& x) { return Apply(Op::kSign, {x}); }
+
+Tensor clamp(const Tensor& x, double min, double max) {
+  FUSEBOX_ENSURE(x.defined(), "clamp: x is an undefined Tensor");
+  // Whole bounds on an integer x are integer scalars (PyTorch's clamp(x, 0, 9)):
+  // 0-d tensors of x's dtype, which do not widen it.
+  if (!IsFloating(x.dtype()) && std::trunc(min) == min && std::trunc(max) == max) {
+    const Tensor lo = full({}, min, x.device(), x.dtype()), hi = full({}, max, x.device(), x.dtype());
+    return Apply(Op::kMinimum, {Apply(Op::kMaximum, {x, lo}), hi});
+  }
+  return Apply(Op::kMinimum, {Apply(Op::kMaximum, {x, min}), max});
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  FUSEBOX_ENSURE(x.defined() && mask.defined(), "masked_fill: x and mask must be defined Tensors");
+  FUSEBOX_ENSURE(mask.dtype() == DType::kBool, "masked_fill: only supports boolean masks, but got mask with dtype ",
+                 DTypeName(mask.dtype()), "; compare first, e.g. masked_fill(x, m != 0, v)");
+  Shape shape;
+  FUSEBOX_ENSURE(BroadcastShapes(x.shape(), mask.shape(), &shape) && shape == x.shape(), "masked_fill: mask ",
+                 ShapeToString(mask.shape()), " does not broadcast to x's shape ", ShapeToString(x.shape()));
+  // A float x takes the value as a scalar of the kernel (a double scalar
+  // does not widen it); other dtypes take it as a 0-d tensor of x's dtype.
+  if (IsFloating(x.dtype())) return Apply(Op::kWhere, {mask, value, x});
+  return Apply(Op::kWhere, {mask, full({}, value, x.device(), x.dtype()), x});
+}
+
+namespace {
+
+// Where col - row <= diagonal (lower) or >= diagonal (upper) over the last
+// two dims of x, zero elsewhere.
+Tensor Triangle(const Tensor& x, int64_t diagonal, bool lower, const char* name) {
+  FUSEBOX_ENSURE(x.defined(), name, ": x is an undefined Tensor");
+  FUSEBOX_ENSURE(x.dim() >= 2, name, ": input tensor must have at least 2 dimensions, got ", ShapeToString(x.shape()));
+  const int64_t rows = x.shape()[x.dim() - 2], cols = x.shape()[x.dim() - 1];
+  const Tensor r = arange(rows, x.device()).unsqueeze(1), c = arange(cols, x.device());
+  const Tensor offset = Apply(Op::kSub, {c, r});  // [rows, cols]
+  const Tensor drop = lower ? Apply(Op::kGt, {offset, static_cast<double>(diagonal)})
+                            : Apply(Op::kLt, {offset, static_cast<double>(diagonal)});
+  return masked_fill(x, drop, 0.0);
+}
+
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t diagonal) { return Triangle(x, diagonal, true, "tril"); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return Triangle(x, diagonal, false, "triu"); }
 
 Tensor add(const Tensor& a, const Tensor& b) { return Apply(Op::kAdd, {a, b}); }
 Tensor sub(const Tensor& a, const Tensor& b) { return Apply(Op::kSub, {a, b}); }

@@ -47,4 +47,15 @@ Tensor arange(int64_t n, Device device, DType dtype) {
   return Generate("arange", {n}, device, dtype, [](int64_t i) { return static_cast<double>(i); });
 }
 
+Tensor arange(int64_t start, int64_t end, int64_t step, Device device, DType dtype) {
+  FUSEBOX_ENSURE(step != 0, "arange: step must be nonzero");
+  FUSEBOX_ENSURE((step > 0 && start <= end) || (step < 0 && start >= end), "arange: upper bound and larger bound ",
+                 "inconsistent with step sign: start ", start, ", end ", end, ", step ", step);
+  // ceil((end - start) / step) without overflow in the difference.
+  const __int128 span = static_cast<__int128>(end) - start;
+  const __int128 n = (span + step + (step > 0 ? -1 : 1)) / step;
+  return Generate("arange", {static_cast<int64_t>(n)}, device, dtype,
+                  [&](int64_t i) { return static_cast<double>(start + i * step); });
+}
+
 }  // namespace fusebox

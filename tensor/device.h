@@ -29,4 +29,9 @@ struct Device {
 // True when the CUDA driver loads and reports at least one device.
 bool cuda_available();
 
+// Waits until every kernel and copy queued on `device` has finished (as
+// torch.cuda.synchronize); the CPU runs its kernels at once, so there it
+// returns. Use it before reading a host clock around CUDA work.
+void synchronize(Device device = Device::default_device());
+
 }  // namespace fusebox

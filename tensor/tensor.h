@@ -100,6 +100,7 @@ class Tensor {
 
   // --- views: no copy
   Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;  // transpose(0, 1) of a 2-D tensor; 0-D and 1-D come back as they are
   Tensor permute(const std::vector<int64_t>& dims) const;
   Tensor view(const Shape& shape) const;     // errors when the strides do not allow it
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy

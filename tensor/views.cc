@@ -96,6 +96,12 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   return MakeView(*this, std::move(shape), std::move(strides), storage_offset());
 }
 
+Tensor Tensor::t() const {
+  FUSEBOX_ENSURE(dim() <= 2, "t: expects a tensor with <= 2 dims, but got ", dim(), " dims ", ShapeToString(shape()),
+                 "; use transpose(d0, d1) or permute");
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   FUSEBOX_ENSURE(static_cast<int64_t>(dims.size()) == dim(), "permute: got ", dims.size(),
                  " dims [", absl::StrJoin(dims, ", "), "] for a tensor of rank ", dim());

@@ -111,6 +111,7 @@ inline Domain InputDomain(graph::Op op, int arg, DType dtype) {
   using graph::Op;
   switch (op) {
     case Op::kLog:
+    case Op::kLog1p:
     case Op::kSqrt:
     case Op::kRsqrt: return Domain::kPositive;
     case Op::kDiv: return arg == 1 ? Domain::kNonZero : Domain::kAny;

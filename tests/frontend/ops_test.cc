@@ -59,6 +59,17 @@ const std::map<Op, Call>& PublicOps() {
       {Op::kGelu, [](const Xs& x, DType) { return gelu(x[0]); }},
       {Op::kGeluTanh, [](const Xs& x, DType) { return gelu(x[0], "tanh"); }},
       {Op::kSqrt, [](const Xs& x, DType) { return sqrt(x[0]); }},
+      {Op::kSin, [](const Xs& x, DType) { return sin(x[0]); }},
+      {Op::kCos, [](const Xs& x, DType) { return cos(x[0]); }},
+      {Op::kErf, [](const Xs& x, DType) { return erf(x[0]); }},
+      {Op::kLog1p, [](const Xs& x, DType) { return log1p(x[0]); }},
+      {Op::kExpm1, [](const Xs& x, DType) { return expm1(x[0]); }},
+      {Op::kSilu, [](const Xs& x, DType) { return silu(x[0]); }},
+      {Op::kSoftplus, [](const Xs& x, DType) { return softplus(x[0]); }},
+      {Op::kFloor, [](const Xs& x, DType) { return floor(x[0]); }},
+      {Op::kCeil, [](const Xs& x, DType) { return ceil(x[0]); }},
+      {Op::kRound, [](const Xs& x, DType) { return round(x[0]); }},
+      {Op::kSign, [](const Xs& x, DType) { return sign(x[0]); }},
       {Op::kRsqrt, [](const Xs& x, DType) { return rsqrt(x[0]); }},
       {Op::kPow, [](const Xs& x, DType) { return pow(x[0], x[1]); }},
       {Op::kMaximum, [](const Xs& x, DType) { return maximum(x[0], x[1]); }},
@@ -485,7 +496,10 @@ TEST(OpsCudaTest, RepresentativeOpsMatchTheCpuReference) {
   const Device gpu = Device::cuda();
   const std::vector<Op> ops = {Op::kCopy, Op::kCast,    Op::kAdd,  Op::kDiv,   Op::kNeg,     Op::kExp,
                                Op::kLog,  Op::kSigmoid, Op::kGelu, Op::kGeluTanh, Op::kRsqrt, Op::kPow,
-                               Op::kMaximum, Op::kWhere, Op::kLt,  Op::kEq};
+                               Op::kMaximum, Op::kWhere, Op::kLt,  Op::kEq,
+                               // issue 24's: libm calls, compositions, rounding, a prelude helper
+                               Op::kSin, Op::kCos, Op::kErf, Op::kLog1p, Op::kExpm1, Op::kSilu, Op::kSoftplus,
+                               Op::kFloor, Op::kCeil, Op::kRound, Op::kSign};
   for (Op op : ops) {
     const int arity = graph::Info(op).arity;
     for (DType dtype : {kF32, kBF16, kF16, kI32}) {
@@ -532,7 +546,10 @@ TEST(OpsCudaTest, ScalarsAndEmptyOnGpu) {
   CheckOp(Op::kExp, {empty});
   const Tensor specials = Tensor::from_vector(std::vector<double>{NAN, INFINITY, -INFINITY, 0.0, -0.0, 1.0}, {6},
                                               kF32, gpu);
-  for (Op op : {Op::kExp, Op::kLog, Op::kRsqrt, Op::kSigmoid, Op::kTanh}) CheckOp(op, {specials});
+  for (Op op : {Op::kExp, Op::kLog, Op::kRsqrt, Op::kSigmoid, Op::kTanh, Op::kSilu, Op::kSoftplus, Op::kRound,
+                Op::kSign, Op::kLog1p, Op::kExpm1, Op::kErf}) {
+    CheckOp(op, {specials});
+  }
   CheckOp(Op::kMaximum, {specials, specials.narrow(0, 0, 1).expand({6})});
 }
 

@@ -96,6 +96,7 @@ template <typename T> FB_INLINE T fb_relu(T x) { return x < T(0) ? T(0) : x; }  
 template <typename T> FB_INLINE T fb_max(T a, T b) { return (a != a || a > b) ? a : b; }  // NaN wins
 template <typename T> FB_INLINE T fb_min(T a, T b) { return (a != a || a < b) ? a : b; }
 template <typename T> FB_INLINE T fb_abs(T x) { return x < T(0) ? -x : x; }
+template <typename T> FB_INLINE T fb_sign(T x) { return T((T(0) < x) - (x < T(0))); }  // NaN: 0, as PyTorch
 FB_INLINE float fb_abs(float x) { return fb_fabs(x); }
 template <typename T> FB_INLINE T fb_pow(T base, T exp) {  // integers: exact, exp < 0 gives 0 unless |base| == 1
   if (exp < 0) return base == 1 ? T(1) : (base == -1 ? ((exp & 1) ? T(-1) : T(1)) : T(0));
