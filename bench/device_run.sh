@@ -127,19 +127,22 @@ run_bench() {
   return $status
 }
 
-# The GPU tests: every test binary in parallel, one log each, gathered into
-# tests.log, and a summary line per binary.
+# The GPU tests: every test binary in parallel, each split into gtest shards
+# (frontend_tests alone outgrew one 420 s process), one log per shard,
+# gathered into tests.log, and a summary line per shard.
 run_tests() {
-  local status=0
-  echo "== tests (in parallel, one log each, gathered into tests.log)"
-  local logs=/tmp/fusebox-test-logs t name
+  local status=0 shards=3
+  echo "== tests (in parallel, $shards shards per binary, one log each, gathered into tests.log)"
+  local logs=/tmp/fusebox-test-logs t name i
   rm -rf "$logs"
   mkdir -p "$logs"
   declare -A pids
   for t in "$dist"/bin/*_tests; do
-    name="$(basename "$t")"
-    timeout 420 "$t" >"$logs/$name.log" 2>&1 &
-    pids[$name]=$!
+    for ((i = 0; i < shards; ++i)); do
+      name="$(basename "$t").$i"
+      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 420 "$t" >"$logs/$name.log" 2>&1 &
+      pids[$name]=$!
+    done
   done
   : >"$OUT/tests.log"
   local summary=""
@@ -147,7 +150,7 @@ run_tests() {
     local rc=0
     wait "${pids[$name]}" || rc=$?
     { echo "==== $name (exit $rc)"; cat "$logs/$name.log"; } >>"$OUT/tests.log"
-    summary+="$(printf '%-16s exit %-3s %s' "$name" "$rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/$name.log" | tr '\n' ' ')")"$'\n'
+    summary+="$(printf '%-18s exit %-3s %s' "$name" "$rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/$name.log" | tr '\n' ' ')")"$'\n'
     ((rc == 0)) || status=1
   done
   # gtest's closing lists: one line per failed or skipped test, without a time.

@@ -6,8 +6,10 @@
 #pragma once
 
 #include "backend/kernel_info.h"  // IWYU pragma: export
+#include "frontend/attention.h"    // IWYU pragma: export
 #include "frontend/compile.h"     // IWYU pragma: export
 #include "frontend/data_movement.h"  // IWYU pragma: export
+#include "frontend/loss.h"        // IWYU pragma: export
 #include "frontend/matmul.h"      // IWYU pragma: export
 #include "frontend/nn.h"          // IWYU pragma: export
 #include "frontend/opaque_ops.h"  // IWYU pragma: export

@@ -8,14 +8,18 @@
 
 namespace fusebox {
 
-// a [m, k] @ b [k, n] -> [m, n]; batched: a [b, m, k] @ b [b, k, n] -> [b, m, n],
-// where either side may be 2-D or have batch 1 and is broadcast over the
-// other's batch. Both of one floating dtype (float32, bfloat16, float16) and
-// device; 16-bit operands accumulate in float32.
+// torch.matmul: a [..., m, k] @ b [..., k, n] -> [..., m, n], the batch dims
+// broadcast (NumPy rules); a 1-D a is one row and a 1-D b one column, that
+// dim dropped from the result (vector @ vector is 0-d). Both of one floating
+// dtype (float32, bfloat16, float16) and device; 16-bit operands accumulate
+// in float32. One GEMM: the batch dims fold into one where the operands'
+// strides allow it as a view (contiguous, x.transpose(-2, -1), an expanded
+// batch), and an operand is copied only where they do not.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 // x [..., in] @ weight[out, in]^T + bias[out] (bias may be an undefined
-// Tensor: none), as torch.nn.functional.linear; x may be 1-D, 2-D or 3-D.
+// Tensor: none), as torch.nn.functional.linear; x has any rank >= 1, its
+// rows one 2-D GEMM where they fold into [rows, in] as a view.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // Whether matmuls captured from now on may take the bias add and relu /

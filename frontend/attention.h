@@ -1,0 +1,24 @@
+// Attention, spelled as torch.nn.functional.scaled_dot_product_attention.
+// Today it is defined by decomposition (the math PyTorch's reference path
+// runs: q @ k^T * scale, the mask, softmax over the keys, @ v), so inside
+// compile() the mask and the softmax fuse into one kernel between the two
+// GEMMs; a fused flash-attention kernel on CUDA is issue 24's next step.
+#pragma once
+
+#include <optional>
+
+#include "tensor/tensor.h"
+
+namespace fusebox {
+
+// q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev]; the batch dims
+// broadcast. attn_mask (broadcast to [..., L, S]): bool (true: the key takes
+// part) or a float mask added to the scores. is_causal masks keys after the
+// query (the top-left triangle of L x S, as PyTorch); it excludes attn_mask.
+// scale defaults to 1 / sqrt(E). A row with every key masked is NaN, as
+// PyTorch's math path. dropout_p must be 0 (dropout is not there yet).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt);
+
+}  // namespace fusebox
