@@ -238,13 +238,29 @@ Tensor ceil(const Tensor& x) { return IsFloating(x.dtype()) ? Apply(Op::kCeil, {
 Tensor round(const Tensor& x) { return IsFloating(x.dtype()) ? Apply(Op::kRound, {x}) : x.clone(); }
 Tensor sign(const Tensor& x) { return Apply(Op::kSign, {x}); }
 
+namespace {
+
+// Whether `value` converts to the integer or bool `dtype` without overflow.
+bool FitsIntegral(double value, DType dtype) {
+  if (!std::isfinite(value)) return false;
+  if (dtype == DType::kInt32) return value >= -2147483648.0 && value <= 2147483647.0;
+  if (dtype == DType::kInt64) return value >= -9223372036854775808.0 && value < 9223372036854775808.0;
+  return true;  // bool: nonzero is true
+}
+
+// `value` as a 0-d tensor of x's integer or bool dtype: an operand that, unlike
+// a double scalar, does not widen x to float.
+Tensor IntegralScalarLike(const Tensor& x, double value) { return full({}, value, x.device(), x.dtype()); }
+
+}  // namespace
+
 Tensor clamp(const Tensor& x, double min, double max) {
   FUSEBOX_ENSURE(x.defined(), "clamp: x is an undefined Tensor");
-  // Whole bounds on an integer x are integer scalars (PyTorch's clamp(x, 0, 9)):
-  // 0-d tensors of x's dtype, which do not widen it.
-  if (!IsFloating(x.dtype()) && std::trunc(min) == min && std::trunc(max) == max) {
-    const Tensor lo = full({}, min, x.device(), x.dtype()), hi = full({}, max, x.device(), x.dtype());
-    return Apply(Op::kMinimum, {Apply(Op::kMaximum, {x, lo}), hi});
+  // Whole bounds that fit an integer x are its integer scalars (PyTorch's
+  // clamp(x, 0, 9)); others promote it as a float scalar does.
+  if (!IsFloating(x.dtype()) && std::trunc(min) == min && std::trunc(max) == max && FitsIntegral(min, x.dtype()) &&
+      FitsIntegral(max, x.dtype())) {
+    return Apply(Op::kMinimum, {Apply(Op::kMaximum, {x, IntegralScalarLike(x, min)}), IntegralScalarLike(x, max)});
   }
   return Apply(Op::kMinimum, {Apply(Op::kMaximum, {x, min}), max});
 }
@@ -259,7 +275,9 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   // A float x takes the value as a scalar of the kernel (a double scalar
   // does not widen it); other dtypes take it as a 0-d tensor of x's dtype.
   if (IsFloating(x.dtype())) return Apply(Op::kWhere, {mask, value, x});
-  return Apply(Op::kWhere, {mask, full({}, value, x.device(), x.dtype()), x});
+  FUSEBOX_ENSURE(FitsIntegral(value, x.dtype()), "masked_fill: value ", value, " cannot be converted to ",
+                 DTypeName(x.dtype()), " without overflow");
+  return Apply(Op::kWhere, {mask, IntegralScalarLike(x, value), x});
 }
 
 namespace {

@@ -300,6 +300,22 @@ inline Expected Reference(graph::Op op, const std::vector<Operand>& xs, DType ca
   return want;
 }
 
+// ------------------------------------------------- the CPU and CUDA twice
+
+// A TEST_P suite run on the CPU and on CUDA (skipped without a device):
+// bodies read device(); instantiate with ::testing::Values(false, true),
+// OnEachDevice::Name (test names end in /Cpu and /Cuda).
+class OnEachDevice : public ::testing::TestWithParam<bool> {
+ public:
+  static std::string Name(const ::testing::TestParamInfo<bool>& info) { return info.param ? "Cuda" : "Cpu"; }
+
+ protected:
+  void SetUp() override {
+    if (GetParam() && !cuda_available()) GTEST_SKIP() << "no usable CUDA device";
+  }
+  Device device() const { return GetParam() ? Device::cuda() : Device::cpu(); }
+};
+
 // -------------------------------------------------------------- comparison
 
 // Largest allowed |got - want| / max(1, |want|): one rounding of the result

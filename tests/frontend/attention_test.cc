@@ -74,18 +74,12 @@ Expected AttentionRef(const Tensor& q, const Tensor& k, const Tensor& v, double 
   return ::testing::AssertionSuccess();
 }
 
-class AttentionTest : public ::testing::TestWithParam<bool> {
+class AttentionTest : public test_util::OnEachDevice {
  protected:
-  void SetUp() override {
-    if (GetParam()) SKIP_WITHOUT_CUDA();
-  }
-  Device device() const { return GetParam() ? Device::cuda() : Device::cpu(); }
   Tensor Random(const Shape& shape, DType dtype = kF32) const {
     return RandomTensor(shape, dtype, test_util::Domain::kAny, device());
   }
 };
-
-std::string DeviceName(const ::testing::TestParamInfo<bool>& info) { return info.param ? "Cuda" : "Cpu"; }
 
 auto kAll = [](int64_t, int64_t, int64_t) { return true; };
 auto kNoBias = [](int64_t, int64_t, int64_t) { return 0.0; };
@@ -174,7 +168,7 @@ TEST_P(AttentionTest, BadInputsAreClearErrors) {
   EXPECT_THAT(ErrorOf([&] { (void)scaled_dot_product_attention(Random({8}), k, v); }), HasSubstr("at least 2 dims"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, AttentionTest, ::testing::Values(false, true), DeviceName);
+INSTANTIATE_TEST_SUITE_P(Devices, AttentionTest, ::testing::Values(false, true), test_util::OnEachDevice::Name);
 
 }  // namespace
 }  // namespace fusebox

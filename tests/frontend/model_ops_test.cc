@@ -44,15 +44,7 @@ Expected TriangleRef(const Tensor& x, int64_t d, bool lower) {
   });
 }
 
-class ModelOpsTest : public ::testing::TestWithParam<bool> {
- protected:
-  void SetUp() override {
-    if (GetParam()) SKIP_WITHOUT_CUDA();
-  }
-  Device device() const { return GetParam() ? Device::cuda() : Device::cpu(); }
-};
-
-std::string DeviceName(const ::testing::TestParamInfo<bool>& info) { return info.param ? "Cuda" : "Cpu"; }
+class ModelOpsTest : public test_util::OnEachDevice {};
 
 TEST_P(ModelOpsTest, TransposeOfAMatrixIsAViewAndSmallerRanksComeBack) {
   const Tensor w = RandomTensor({5, 3}, kF32, test_util::Domain::kAny, device());
@@ -119,6 +111,10 @@ TEST_P(ModelOpsTest, ClampPromotesAsAnAddAndKeepsNaN) {
   // An int tensor with a float bound promotes to float, as x + 0.5 does.
   const Tensor i = RandomTensor({9}, kI32, test_util::Domain::kAny, device());
   EXPECT_EQ(clamp(i, 0.5, 3).dtype(), kF32);
+  // Whole bounds past int32's range promote as a float bound does, clamping exactly.
+  const Tensor wide = clamp(i, -1e10, 1e10);
+  EXPECT_EQ(wide.dtype(), kF32);
+  EXPECT_EQ(wide.to_double_vector(), i.to_double_vector());
   // NaN stays NaN; min > max gives max.
   const Tensor s = Tensor::from_vector(std::vector<double>{NAN, -5, 0.25, 7}, {4}, kF32, device());
   const std::vector<double> got = clamp(s, -1, 2).to_double_vector();
@@ -150,6 +146,11 @@ TEST_P(ModelOpsTest, MaskedFillBroadcastsTheMaskAndKeepsTheDType) {
   for (int j = 1; j < 4; ++j) EXPECT_EQ(pv[j], 0.0);
   const Tensor x = RandomTensor({3, 4}, kF32, test_util::Domain::kAny, device());
   EXPECT_THAT(ErrorOf([&] { (void)masked_fill(x, x * 0, 1.0); }), HasSubstr("only supports boolean masks"));
+  // An integer x takes no value it cannot hold (PyTorch's overflow error).
+  const Tensor n = RandomTensor({3, 4}, kI32, test_util::Domain::kAny, device());
+  const Tensor all = ones({3, 4}, device(), kBool);
+  EXPECT_THAT(ErrorOf([&] { (void)masked_fill(n, all, -INFINITY); }), HasSubstr("cannot be converted to int32"));
+  EXPECT_THAT(ErrorOf([&] { (void)masked_fill(n, all, 1e10); }), HasSubstr("without overflow"));
   EXPECT_THAT(ErrorOf([&] { (void)masked_fill(x, ones({2, 3, 4}, device(), kBool), 1.0); }),
               HasSubstr("does not broadcast to x's shape"));
 }
@@ -227,7 +228,7 @@ TEST_P(ModelOpsTest, LayerNormAndRMSNormModules) {
   EXPECT_THAT(ErrorOf([&] { nn::LayerNorm(0); }), HasSubstr("dim must be positive"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, ModelOpsTest, ::testing::Values(false, true), DeviceName);
+INSTANTIATE_TEST_SUITE_P(Devices, ModelOpsTest, ::testing::Values(false, true), test_util::OnEachDevice::Name);
 
 }  // namespace
 }  // namespace fusebox

@@ -6,6 +6,7 @@
 
 #include "frontend/fusebox.h"
 #include "gtest/gtest.h"
+#include "tests/test_util.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
@@ -58,12 +59,8 @@ const Ref kExpRef = [](double a, double) { return std::exp(a); };
 const Fn kGeluA = [](const Tensor& a, const Tensor&) { return ManualGelu(a); };
 const Ref kGeluRef = [](double a, double) { return GeluRef(a); };
 
-class OutputLayoutTest : public ::testing::TestWithParam<bool> {
+class OutputLayoutTest : public test_util::OnEachDevice {
  protected:
-  void SetUp() override {
-    if (GetParam()) SKIP_WITHOUT_CUDA();
-  }
-  Device device() const { return GetParam() ? Device::cuda() : Device::cpu(); }
   Tensor Randn(const Shape& shape) const { return randn(shape, device(), FreshSeed()); }
 };
 
@@ -198,8 +195,7 @@ TEST_P(OutputLayoutTest, ReplayAndDynamicShapesKeepTheLayout) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, OutputLayoutTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Cuda" : "Cpu"; });
+INSTANTIATE_TEST_SUITE_P(Devices, OutputLayoutTest, ::testing::Values(false, true), test_util::OnEachDevice::Name);
 
 }  // namespace
 }  // namespace fusebox
