@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/blas_gemm.h"
+#include "backend/kernel_cost.h"
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/driver.h"
 #include "fusion/plan.h"
@@ -120,6 +121,27 @@ absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, graph::NodeId id, absl::
                                     : cpu::BlasGemm(p, a->ptr, b->ptr, UncheckedDataPtr(out), bias);
   if (!s.ok()) return s;
   return out;
+}
+
+KernelCost ExternKernelCost(const graph::Graph& g, graph::NodeId value) {
+  const Chain chain = ChainOf(g, value);
+  const graph::Node& mm = g.node(chain.matmul);
+  // Elements an operand node reads: a view or an input through its strides;
+  // a value stored by an earlier kernel is dense.
+  auto elements = [&](graph::NodeId id) {
+    const graph::Node& n = g.node(id);
+    const bool strided = n.op == graph::Op::kInput || n.op == graph::Op::kView;
+    return strided ? DistinctElements(n.shape, n.strides) : Numel(n.shape);
+  };
+  const size_t r = mm.shape.size();
+  const int64_t batch = r == 3 ? mm.shape[0] : 1, m = mm.shape[r - 2], n = mm.shape[r - 1];
+  const int64_t k = g.node(mm.inputs[0]).shape.back();
+  KernelCost cost;
+  int64_t read = elements(mm.inputs[0]) + elements(mm.inputs[1]) + (chain.bias >= 0 ? elements(chain.bias) : 0);
+  cost.bytes = (read + Numel(g.node(value).shape)) * static_cast<int64_t>(DTypeSize(mm.dtype));
+  cost.flops = 2 * batch * m * n * k;
+  cost.math = mm.dtype == DType::kFloat32 ? MathPeak::kFloat32 : MathPeak::kTensor16;
+  return cost;
 }
 
 std::string DescribeExternKernel(const graph::Graph& g, graph::NodeId value, const std::string& name) {

@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "backend/gemm.h"
 #include "graph/graph.h"
+#include "profiler/profiler.h"
 #include "tensor/tensor.h"
 
 namespace fusebox::backend {
@@ -23,6 +24,12 @@ namespace fusebox::backend {
 absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
                                  const absl::flat_hash_map<graph::NodeId, Tensor>& stored,
                                  std::vector<Shape>* operand_shapes);
+
+// The GEMM's roofline facts (profiler.h KernelCost): A, B and the bias read
+// once (a broadcast operand once), C written once; 2 * m * n * k * batch
+// FLOPs on the bf16/f16 tensor cores, or f32 (TF32 is decided per launch,
+// MatmulAllowTf32 on CUDA).
+KernelCost ExternKernelCost(const graph::Graph& g, graph::NodeId value);
 
 // What c.kernels() shows as an extern kernel's source: the library call.
 std::string DescribeExternKernel(const graph::Graph& g, graph::NodeId id, const std::string& name);

@@ -155,6 +155,12 @@ int Main(int argc, char** argv) {
 
   if (device.is_cuda()) {
     report.copy = MeasureCopy(device, report.quick ? (size_t{64} << 20) : (size_t{1} << 30), report.plan);
+    // --profile holds kernels to the copy measured here, not the driver's theoretical bandwidth.
+    if (report.copy->ok) report.plan.copy_ceiling_gbps = report.copy->gbps();
+  } else if (options.profile) {
+    report.plan.copy_ceiling_gbps = MeasureHostCopyGBps(size_t{256} << 20);
+    std::printf("note: --profile's roofline on the CPU: a memcpy of 256 MiB over every core, %.1f GB/s (read + write)\n",
+                report.plan.copy_ceiling_gbps);
   }
   if (options.sweep) return RunSweep(&report, options.filter, seed, options.json_path);
   std::vector<Case> cases;

@@ -64,6 +64,10 @@ struct Result {
   // host time of one compiled call that does not wait for the device, without
   // and with the profiler recording.
   std::string profile_table;
+  // The same calls' kernels that lost the most time against the roofline
+  // (Profiler::worst), one line each, and the roofline they were held to.
+  std::vector<std::string> profile_worst;
+  std::string profile_roofline;
   double host_ms_per_call = 0, host_ms_per_call_profiled = 0;
   std::vector<std::string> failures;
   bool ok() const { return failures.empty(); }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "backend/compile_cache.h"
 #include "frontend/capture.h"
@@ -153,6 +154,19 @@ std::vector<std::string> PtxLines(const std::vector<KernelInfo>& kernels) {
   return lines;
 }
 
+// "1. poi_gelu_1: 5 calls, 41.2 us lost of 52.0 us (20.8% of its roofline), 4.19 GB/s, 0.00 TFLOP/s".
+std::vector<std::string> WorstLines(const std::vector<ProfilerRow>& worst) {
+  std::vector<std::string> lines;
+  for (const ProfilerRow& row : worst) {
+    lines.push_back(absl::StrFormat("%zu. %s: %lld calls, %.1f us lost of %.1f us (%.1f%% of its roofline), %.1f GB/s,"
+                                    " %.2f TFLOP/s",
+                                    lines.size() + 1, row.name, static_cast<long long>(row.calls), row.time_lost_us(),
+                                    row.kernel_time_total_us, row.roofline_percent(), row.bytes_per_s() / 1e9,
+                                    row.flops_per_s() / 1e12));
+  }
+  return lines;
+}
+
 // --profile: the device time of each kernel over a few calls, and how long
 // the host takes to issue one call (tracing and launching, no waiting), with
 // no profiler (which adds its own host time per op) and then under it.
@@ -171,7 +185,12 @@ void Profile(Device device, CompiledWorkload& compiled, const Sets& sets, Result
     for (int i = 0; i < kCalls; ++i) profiled_ms.push_back(host_ms(i));
     Synchronize(device);
     prof.stop();
+    Roofline roofline = prof.roofline(device);
+    if (r.plan.copy_ceiling_gbps > 0) roofline.copy_bytes_per_s = r.plan.copy_ceiling_gbps * 1e9;
+    prof.set_roofline(device, roofline);
     r.profile_table = prof.table("cuda_time_total", 40);
+    r.profile_roofline = roofline.ToString();
+    r.profile_worst = WorstLines(prof.worst(5));
   }
   r.host_ms_per_call = Timing{0, plain_ms}.median_ms();
   r.host_ms_per_call_profiled = Timing{0, profiled_ms}.median_ms();
