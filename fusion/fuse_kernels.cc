@@ -253,9 +253,13 @@ class Fuser {
     }
   }
 
-  // A matmul: its own extern kernel, after a pointwise kernel storing the
-  // operands the GEMM cannot read where they are (computed values, views
-  // that are not a dense matrix layout: MatmulOperandReady).
+  // A matmul: its own extern kernel, after the kernels storing the operands
+  // the GEMM cannot read where they are (computed values, views that are not
+  // a dense matrix layout: MatmulOperandReady). An operand computed from
+  // reductions (a norm, a softmax) is one more output of their group's
+  // kernel where it is legal there (GroupForRoot, as for a returned value),
+  // so it is stored once by the kernel that computes its row statistics;
+  // otherwise a pointwise kernel stores it.
   void AssignExtern(NodeId id) {
     std::vector<NodeId> to_store;
     for (NodeId in : g_.node(id).inputs) {
@@ -267,10 +271,14 @@ class Fuser {
       if (std::find(to_store.begin(), to_store.end(), value) == to_store.end()) to_store.push_back(value);
     }
     for (NodeId value : to_store) {
+      operand_stored_.insert(value);
+      if (std::optional<int> gi = GroupForRoot(value)) {
+        groups_[*gi].outputs.push_back(value);
+        continue;
+      }
       absl::flat_hash_set<NodeId> deps;
       ReductionDeps(value, &deps);
       for (NodeId d : deps) materialized_.insert(d);
-      operand_stored_.insert(value);
       groups_.push_back(Group{.shape = g_.node(value).shape, .outputs = {value}, .kind = KernelKind::kPointwise});
     }
     const NodeId value = EpilogueEnd(id);
