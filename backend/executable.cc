@@ -157,6 +157,7 @@ struct Executable::CompiledKernel {
   int sm_count = 0;
   bool programmatic_combine = false;
   graph::NodeId extern_node = -1;  // extern kernels: the value stored (a matmul, or its epilogue's end)
+  fusion::GemmChain chain;          // extern kernels: the matmul and its epilogue (fusion/gemm_epilogue.h)
   KernelCost cost;  // the profiler's roofline facts; a dynamic plan's are recomputed per profiled run
 };
 
@@ -187,12 +188,13 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
     compiled->ir = std::move(prepared[k].ir);
     KernelInfo info{.name = group.name, .device = device.str(), .numel = compiled->ir.numel};
     if (group.kind == fusion::KernelKind::kExtern) {
-      compiled->extern_node = group.outputs.at(0);
-      compiled->cost = ExternKernelCost(exe->plan_.graph, compiled->extern_node);
+      compiled->chain = fusion::ChainOf(exe->plan_.graph, group);
+      compiled->extern_node = compiled->chain.end;
+      compiled->cost = ExternKernelCost(exe->plan_.graph, compiled->chain);
       info.bytes = compiled->cost.bytes;
       info.flops = compiled->cost.flops;
       info.numel = Numel(exe->plan_.graph.node(compiled->extern_node).shape);
-      info.source = DescribeExternKernel(exe->plan_.graph, compiled->extern_node, group.name);
+      info.source = DescribeExternKernel(exe->plan_.graph, compiled->chain, group.name);
       exe->infos_.push_back(std::move(info));
       exe->kernels_.push_back(std::move(compiled));
       continue;
@@ -277,7 +279,7 @@ std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan, const Tuning
   std::vector<std::string> sources;
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
-      sources.push_back(DescribeExternKernel(plan.graph, group.outputs.at(0), group.name));
+      sources.push_back(DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name));
       continue;
     }
     const Kernel ir = LowerKernel(plan, group, tuning);
@@ -333,7 +335,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       profiler::KernelRecord record(device);
       std::vector<Shape> operand_shapes;
       absl::StatusOr<Tensor> value =
-          RunMatmul(g, k->extern_node, inputs, stored, record.active() ? &operand_shapes : nullptr);
+          RunMatmul(g, k->chain, inputs, stored, record.active() ? &operand_shapes : nullptr);
       if (!value.ok()) return value.status();
       stored.emplace(k->extern_node, *std::move(value));
       if (record.active()) {

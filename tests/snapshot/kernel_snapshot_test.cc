@@ -67,8 +67,8 @@ std::vector<Printed> PrintPlan(const bench::WorkloadFn& fn, const std::vector<Te
   std::vector<Printed> printed;
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
-      printed.push_back({group.name, "", backend::DescribeExternKernel(plan.graph, group.outputs.at(0), group.name), "",
-                         true});
+      const std::string source = backend::DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name);
+      printed.push_back({group.name, "", source, "", true});
       continue;
     }
     backend::Kernel k = backend::LowerKernel(plan, group, DefaultTuning());
