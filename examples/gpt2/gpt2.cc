@@ -41,13 +41,14 @@ double ProjStd(const GPTConfig& config) { return kInitStd / std::sqrt(2.0 * stat
 
 Tensor Init::Normal(const Shape& shape, double std) {
   // Drawn on the host from the parameter's own seed, so a model is the same
-  // on every device and in every dtype (up to its rounding).
+  // on every device and in every dtype (up to its rounding), and converted
+  // there: building a model runs no kernel (the kernel snapshot builds some).
   std::mt19937_64 gen(seed_++);
   std::normal_distribution<float> dist(0.0f, static_cast<float>(std));
   std::vector<float> values(static_cast<size_t>(Numel(shape)));
   for (float& v : values) v = dist(gen);
-  Tensor t = Tensor::from_vector(values, shape, device_);
-  return dtype_ == DType::kFloat32 ? t : t.to(dtype_);
+  if (dtype_ == DType::kFloat32) return Tensor::from_vector(values, shape, device_);
+  return Tensor::from_vector(std::vector<double>(values.begin(), values.end()), shape, dtype_, device_);
 }
 
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Init& init)
@@ -57,7 +58,11 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Init& init)
       n_embd(config.n_embd),
       attention(config.attention) {
   if (attention == Attention::kManual) {
-    mask = tril(ones({config.block_size, config.block_size}, init.device()));
+    // tril(ones(block_size, block_size)), filled on the host (no kernel).
+    const int64_t n = config.block_size;
+    std::vector<float> tril(static_cast<size_t>(n * n), 0.0f);
+    for (int64_t i = 0; i < n; ++i) std::fill_n(tril.begin() + i * n, i + 1, 1.0f);
+    mask = Tensor::from_vector(tril, {n, n}, init.device());
   }
 }
 
@@ -196,27 +201,22 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
 std::vector<std::pair<std::string, Tensor>> GPT::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> params = {{"transformer.wte.weight", wte.weight},
                                                         {"transformer.wpe.weight", wpe.weight}};
-  auto add = [&](const std::string& name, const Tensor& t) {
-    if (t.defined()) params.emplace_back(name, t);
+  // A module's weight and bias (a bias only where the config has them).
+  auto add = [&](const std::string& name, const Tensor& weight, const Tensor& bias) {
+    params.emplace_back(name + ".weight", weight);
+    if (bias.defined()) params.emplace_back(name + ".bias", bias);
   };
   for (size_t l = 0; l < h.size(); ++l) {
     const std::string p = absl::StrCat("transformer.h.", l, ".");
     const Block& b = h[l];
-    add(p + "ln_1.weight", b.ln_1.weight);
-    add(p + "ln_1.bias", b.ln_1.bias);
-    add(p + "attn.c_attn.weight", b.attn.c_attn.weight);
-    add(p + "attn.c_attn.bias", b.attn.c_attn.bias);
-    add(p + "attn.c_proj.weight", b.attn.c_proj.weight);
-    add(p + "attn.c_proj.bias", b.attn.c_proj.bias);
-    add(p + "ln_2.weight", b.ln_2.weight);
-    add(p + "ln_2.bias", b.ln_2.bias);
-    add(p + "mlp.c_fc.weight", b.mlp.c_fc.weight);
-    add(p + "mlp.c_fc.bias", b.mlp.c_fc.bias);
-    add(p + "mlp.c_proj.weight", b.mlp.c_proj.weight);
-    add(p + "mlp.c_proj.bias", b.mlp.c_proj.bias);
+    add(p + "ln_1", b.ln_1.weight, b.ln_1.bias);
+    add(p + "attn.c_attn", b.attn.c_attn.weight, b.attn.c_attn.bias);
+    add(p + "attn.c_proj", b.attn.c_proj.weight, b.attn.c_proj.bias);
+    add(p + "ln_2", b.ln_2.weight, b.ln_2.bias);
+    add(p + "mlp.c_fc", b.mlp.c_fc.weight, b.mlp.c_fc.bias);
+    add(p + "mlp.c_proj", b.mlp.c_proj.weight, b.mlp.c_proj.bias);
   }
-  add("transformer.ln_f.weight", ln_f.weight);
-  add("transformer.ln_f.bias", ln_f.bias);
+  add("transformer.ln_f", ln_f.weight, ln_f.bias);
   return params;
 }
 
