@@ -2,7 +2,7 @@
 // manual_gelu f32/bf16, an add-mul-tanh chain, manual_softmax on short, square
 // and long rows, layer_norm and rms_norm written out, row and column sums, a
 // tiny gelu for the call overhead, a gelu size sweep, gelu(x @ w + b) and the
-// seed's MLP beside their GEMMs alone) eagerly (one kernel per op) and
+// seed's MLP beside their GEMMs alone, GPT-2's forward and loss) eagerly (one kernel per op) and
 // compiled, on Device::default_device(); then the compile latency
 // and warm start of a few graphs in fresh processes (compile_latency.h). Each case is checked
 // (eager vs compiled, both vs float64) and timed; the tables come last, the
@@ -91,7 +91,7 @@ int Usage(const char* argv0) {
                "  --full    the issue's sizes (the default on a GPU)\n"
                "  --filter  run only the cases whose name contains one of the words; names:\n"
                "            manual_gelu add_mul_tanh manual_softmax manual_layer_norm manual_rms_norm\n"
-               "            row_sum col_sum tiny_gelu gelu_sweep gemm_bias_gelu mlp compile_latency\n"
+               "            row_sum col_sum tiny_gelu gelu_sweep gemm_bias_gelu mlp gpt2_forward compile_latency\n"
                "  --profile also print each case's kernels' device times (fusebox::Profiler) and the\n"
                "            host time of one compiled call\n"
                "  --sweep   instead of the suite, the grid of odd shapes per class of work (bench/sweep.h);\n"
