@@ -23,31 +23,11 @@ struct OperandView {
 
 absl::StatusOr<OperandView> Resolve(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
                                     const absl::flat_hash_map<graph::NodeId, Tensor>& stored) {
-  const graph::Node& n = g.node(id);
-  const Tensor* base = nullptr;
-  Strides strides;
-  int64_t offset = 0;
-  if (auto it = stored.find(id); it != stored.end()) {
-    base = &it->second;
-    strides = ContiguousStrides(n.shape);
-  } else if (n.op == graph::Op::kInput) {
-    base = &inputs[n.input_index];
-    strides = base->strides();
-  } else if (n.op == graph::Op::kView) {
-    const graph::Node& b = g.node(n.inputs[0]);
-    if (auto it = stored.find(n.inputs[0]); it != stored.end()) {
-      base = &it->second;
-    } else if (b.op == graph::Op::kInput) {
-      base = &inputs[b.input_index];
-    }
-    strides = n.strides;
-    offset = n.offset;
-  }
-  if (base == nullptr) return absl::InternalError(absl::StrCat("matmul operand %", id, " is not where the plan put it"));
-  const size_t r = n.shape.size();
-  OperandView v{.batch = r == 3 ? strides[0] : 0, .row = strides[r - 2], .col = strides[r - 1], .shape = n.shape};
-  v.ptr = static_cast<const char*>(UncheckedDataPtr(*base)) + offset * DTypeSize(n.dtype);
-  return v;
+  absl::StatusOr<ExternOperand> o = ResolveExternOperand(g, id, inputs, stored);
+  if (!o.ok()) return o.status();
+  const size_t r = o->shape.size();
+  return OperandView{.ptr = o->ptr, .batch = r == 3 ? o->strides[0] : 0, .row = o->strides[r - 2],
+                     .col = o->strides[r - 1], .shape = o->shape};
 }
 
 GemmProblem Problem(const graph::Node& mm, const OperandView& a, const OperandView& b) {
@@ -97,6 +77,47 @@ Chain ChainOf(const graph::Graph& g, graph::NodeId id) {
 
 }  // namespace
 
+absl::StatusOr<ExternOperand> ResolveExternOperand(const graph::Graph& g, graph::NodeId id,
+                                                   absl::Span<const Tensor> inputs,
+                                                   const absl::flat_hash_map<graph::NodeId, Tensor>& stored) {
+  const graph::Node& n = g.node(id);
+  const Tensor* base = nullptr;
+  Strides strides;
+  int64_t offset = 0;
+  if (auto it = stored.find(id); it != stored.end()) {
+    base = &it->second;
+    strides = ContiguousStrides(n.shape);
+  } else if (n.op == graph::Op::kInput) {
+    base = &inputs[n.input_index];
+    strides = base->strides();
+  } else if (n.op == graph::Op::kView) {
+    const graph::Node& b = g.node(n.inputs[0]);
+    if (auto it = stored.find(n.inputs[0]); it != stored.end()) {
+      base = &it->second;
+    } else if (b.op == graph::Op::kInput) {
+      base = &inputs[b.input_index];
+    }
+    strides = n.strides;
+    offset = n.offset;
+  }
+  if (base == nullptr) return absl::InternalError(absl::StrCat("extern operand %", id, " is not where the plan put it"));
+  const void* ptr = static_cast<const char*>(UncheckedDataPtr(*base)) + offset * DTypeSize(base->dtype());
+  return ExternOperand{.ptr = ptr, .strides = std::move(strides), .shape = n.shape, .dtype = base->dtype()};
+}
+
+absl::StatusOr<ExternPrepared> PrepareExtern(const graph::Graph& g, graph::NodeId id, int arch, bool also_compile_cuda,
+                                             const TuningSnapshot& tuning) {
+  if (g.node(id).op == graph::Op::kAttention) return PrepareAttention(g, id, arch, also_compile_cuda, tuning);
+  return ExternPrepared{};
+}
+
+absl::StatusOr<Tensor> RunExtern(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
+                                 const absl::flat_hash_map<graph::NodeId, Tensor>& stored, const ExternPrepared& prepared,
+                                 std::vector<Shape>* operand_shapes) {
+  if (g.node(id).op == graph::Op::kAttention) return RunAttention(g, id, inputs, stored, prepared, operand_shapes);
+  return RunMatmul(g, id, inputs, stored, operand_shapes);
+}
+
 void SetMatmulAllowTf32(bool allow) { allow_tf32.store(allow, std::memory_order_relaxed); }
 bool MatmulAllowTf32() { return allow_tf32.load(std::memory_order_relaxed); }
 
@@ -122,7 +143,9 @@ absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, graph::NodeId id, absl::
   return out;
 }
 
-std::string DescribeExternKernel(const graph::Graph& g, graph::NodeId value, const std::string& name) {
+std::string DescribeExternKernel(const graph::Graph& g, graph::NodeId value, const std::string& name,
+                                 const TuningSnapshot& tuning) {
+  if (g.node(value).op == graph::Op::kAttention) return DescribeAttention(g, value, name, tuning);
   const Chain chain = ChainOf(g, value);
   const graph::NodeId id = chain.matmul;
   const graph::Node& mm = g.node(id);

@@ -1,7 +1,9 @@
 // A plan's extern kernels (fusion::KernelKind::kExtern): a matmul node run as
-// one vendor GEMM (backend/gemm.h) over its operands where they lie: bound
-// inputs through their strides, values earlier kernels stored, and views of
-// those (a transpose or a broadcast batch is a stride, never a copy).
+// one vendor GEMM (backend/gemm.h), an attention node as the fused flash
+// kernel on CUDA or its CPU twin (backend/attention.h), each over its
+// operands where they lie: bound inputs through their strides, values earlier
+// kernels stored, and views of those (a transpose or a broadcast batch is a
+// stride, never a copy).
 #pragma once
 
 #include <string>
@@ -10,11 +12,43 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "backend/attention.h"
 #include "backend/gemm.h"
+#include "backend/tuning.h"
 #include "graph/graph.h"
 #include "tensor/tensor.h"
 
+namespace fusebox::cuda {
+struct FlashKernel;  // backend/cuda/flash_attention.h
+}
+
 namespace fusebox::backend {
+
+// What an extern kernel compiled ahead: for attention on CUDA the flash
+// kernel it launches (also compiled, not loaded, for a CPU plan whose CUDA
+// twins are compiled: CI checks it); nothing for a GEMM.
+struct ExternPrepared {
+  const ::fusebox::cuda::FlashKernel* flash = nullptr;
+};
+absl::StatusOr<ExternPrepared> PrepareExtern(const graph::Graph& g, graph::NodeId id, int arch, bool also_compile_cuda,
+                                             const TuningSnapshot& tuning);
+
+// Runs the extern kernel that stores `id` (RunMatmul's or RunAttention's).
+absl::StatusOr<Tensor> RunExtern(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
+                                 const absl::flat_hash_map<graph::NodeId, Tensor>& stored, const ExternPrepared& prepared,
+                                 std::vector<Shape>* operand_shapes);
+
+// Where an extern kernel's operand `id` lies: its first element, its element
+// strides over the node's shape, and the dtype of the memory it reads.
+struct ExternOperand {
+  const void* ptr = nullptr;
+  Strides strides;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+};
+absl::StatusOr<ExternOperand> ResolveExternOperand(const graph::Graph& g, graph::NodeId id,
+                                                   absl::Span<const Tensor> inputs,
+                                                   const absl::flat_hash_map<graph::NodeId, Tensor>& stored);
 
 // Runs the extern kernel that stores `id` of `g` (a matmul node, or the end
 // of a bias/activation chain after one that the fuser put into the GEMM's
@@ -24,8 +58,21 @@ absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, graph::NodeId id, absl::
                                  const absl::flat_hash_map<graph::NodeId, Tensor>& stored,
                                  std::vector<Shape>* operand_shapes);
 
-// What c.kernels() shows as an extern kernel's source: the library call.
-std::string DescribeExternKernel(const graph::Graph& g, graph::NodeId id, const std::string& name);
+// Runs an attention node (graph op `attention`; its value is fresh and contiguous).
+absl::StatusOr<Tensor> RunAttention(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
+                                    const absl::flat_hash_map<graph::NodeId, Tensor>& stored,
+                                    const ExternPrepared& prepared, std::vector<Shape>* operand_shapes);
+// The attention node's problem, operands aside (its sizes, scale, mask and batch dims).
+AttentionProblem AttentionProblemOf(const graph::Graph& g, graph::NodeId id);
+absl::StatusOr<ExternPrepared> PrepareAttention(const graph::Graph& g, graph::NodeId id, int arch,
+                                                bool also_compile_cuda, const TuningSnapshot& tuning);
+
+// What c.kernels() shows as an extern kernel's source: the library call (for
+// attention on CUDA, the flash kernel's source too).
+std::string DescribeExternKernel(const graph::Graph& g, graph::NodeId id, const std::string& name,
+                                 const TuningSnapshot& tuning);
+std::string DescribeAttention(const graph::Graph& g, graph::NodeId id, const std::string& name,
+                              const TuningSnapshot& tuning);
 
 // Whether f32 matmuls on CUDA may use TF32 (as torch.backends.cuda.matmul.allow_tf32;
 // off by default). Read at each GEMM.

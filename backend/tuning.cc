@@ -127,6 +127,13 @@ constexpr KnobInfo kKnobs[] = {
     {Knob::kGemmCandidates, "FUSEBOX_TUNE_GEMM_CANDIDATES", kInt, 1, 1, 32,
      "CUDA: how many of cuBLASLt's heuristic algorithms the first call of a GEMM problem times before keeping the "
      "fastest; 1 takes the first untimed (`backend::cuda::SetCublasLtCandidates` sets it in code)"},
+    {Knob::kFlashBlockN, "FUSEBOX_TUNE_FLASH_BLOCK_N", kInt, 0, 0, 128,
+     "CUDA flash attention (`backend/cuda/flash_attention.h`): keys per K/V tile, 16, 32, 64 or 128 (others: 64); 0 chooses (64)"},
+    {Knob::kFlashWarps, "FUSEBOX_TUNE_FLASH_WARPS", kInt, 0, 0, 16,
+     "CUDA flash attention: warps per block, 16 query rows each, 4 or 8 (others: 8); 0 chooses (8)"},
+    {Knob::kFlashMinBlocks, "FUSEBOX_TUNE_FLASH_MIN_BLOCKS", kInt, 0, 0, 4,
+     "CUDA flash attention: blocks per SM the kernel's registers must allow (`__launch_bounds__`), 1 to 4; 0 "
+     "chooses (1)"},
 };
 static_assert(std::size(kKnobs) == kNumKnobs, "one row per Knob");
 

@@ -53,6 +53,9 @@ enum class Knob : int {
   kFastMath,
   kCudaGraphs,
   kGemmCandidates,
+  kFlashBlockN,
+  kFlashWarps,
+  kFlashMinBlocks,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(Knob::kCount);

@@ -259,7 +259,7 @@ class Fuser {
   void AssignExtern(NodeId id) {
     std::vector<NodeId> to_store;
     for (NodeId in : g_.node(id).inputs) {
-      const bool ready = MatmulOperandReady(g_, in);
+      const bool ready = ExternOperandReady(g_, id, in);
       const NodeId value = ready ? MatmulOperandBase(g_, in) : in;
       const OpKind kind = graph::Info(g_.node(value).op).kind;
       if (IsReduction(g_.node(value))) materialized_.insert(value);
@@ -273,7 +273,8 @@ class Fuser {
       operand_stored_.insert(value);
       groups_.push_back(Group{.shape = g_.node(value).shape, .outputs = {value}, .kind = KernelKind::kPointwise});
     }
-    const NodeId value = EpilogueEnd(id);
+    // Attention takes no epilogue: its kernel stores its own value.
+    const NodeId value = g_.node(id).op == Op::kAttention ? id : EpilogueEnd(id);
     if (value != id) epilogue_values_.insert(value);
     group_of_[id] = group_of_[value] = static_cast<int>(groups_.size());
     groups_.push_back(Group{.shape = g_.node(id).shape, .outputs = {value}, .kind = KernelKind::kExtern});

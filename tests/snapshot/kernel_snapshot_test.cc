@@ -67,7 +67,7 @@ std::vector<Printed> PrintPlan(const bench::WorkloadFn& fn, const std::vector<Te
   std::vector<Printed> printed;
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
-      printed.push_back({group.name, "", backend::DescribeExternKernel(plan.graph, group.outputs.at(0), group.name), "",
+      printed.push_back({group.name, "", backend::DescribeExternKernel(plan.graph, group.outputs.at(0), group.name, DefaultTuning()), "",
                          true});
       continue;
     }
