@@ -56,6 +56,7 @@ enum class Knob : int {
   kFlashBlockN,
   kFlashWarps,
   kFlashMinBlocks,
+  kFlashWarpTiles,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(Knob::kCount);

@@ -33,9 +33,10 @@ struct FlashConfig {
   DType dtype = DType::kBFloat16;
   AttentionMask mask = AttentionMask::kNone;
   int block_n = 64;  // keys per tile
-  int warps = 8;     // 16 query rows each: block_m = 16 * warps
+  int warps = 8;     // 16 * m_tiles query rows each
+  int m_tiles = 1;   // 16-row tiles per warp: 2 feeds each K/V fragment to two mma (Q then read from shared memory)
   int min_blocks = 1;  // blocks per SM the registers must allow (__launch_bounds__)
-  int block_m() const { return 16 * warps; }
+  int block_m() const { return 16 * m_tiles * warps; }
   int threads() const { return 32 * warps; }
   int64_t SharedBytes() const;  // Q, then two stages of K and V
   std::string KernelName() const;  // "fb_flash_attention_e64_bf16_causal_n64_w8"

@@ -17,7 +17,7 @@ namespace {
 constexpr const char* kBody = R"(
 typedef unsigned int fb_u32;
 typedef unsigned short fb_u16;
-constexpr int kChunks = kE / 8, kRowBytes = kE * 2, kThreads = kWarps * 32, kBM = kWarps * 16;
+constexpr int kChunks = kE / 8, kRowBytes = kE * 2, kThreads = kWarps * 32, kBM = kWarps * 16 * kMT;
 constexpr int kQBytes = kBM * kRowBytes, kTileBytes = kBN * kRowBytes;
 static_assert(kBM * kChunks % kThreads == 0 && kBN * kChunks % kThreads == 0, "tiles split evenly over the threads");
 
@@ -120,18 +120,26 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
   __syncthreads();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int wrow = m0 + warp * 16;  // the warp's first query row
-  fb_u32 qf[kE / 16][4];
+  const int wrow = m0 + warp * 16 * kMT;  // the warp's first query row; it owns kMT tiles of 16
+  // One m-tile a warp: Q's fragments stay in registers; two: read from shared
+  // memory per step, so each K/V fragment feeds two tiles' mma.
+  fb_u32 qf[kMT == 1 ? kE / 16 : 1][4];
+  if (kMT == 1) {
 #pragma unroll
-  for (int kk = 0; kk < kE / 16; ++kk) {
-    const int mi = lane >> 3;
-    fb_ldsm(qf[kk], sq + fb_swz(warp * 16 + (mi & 1) * 8 + (lane & 7), 2 * kk + (mi >> 1)));
+    for (int kk = 0; kk < (kMT == 1 ? kE / 16 : 0); ++kk) {
+      const int mi = lane >> 3;
+      fb_ldsm(qf[kk], sq + fb_swz(warp * 16 + (mi & 1) * 8 + (lane & 7), 2 * kk + (mi >> 1)));
+    }
   }
-  float acc[kE / 8][4];
+  float acc[kMT][kE / 8][4];
 #pragma unroll
-  for (int e = 0; e < kE / 8; ++e) acc[e][0] = acc[e][1] = acc[e][2] = acc[e][3] = 0.f;
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int e = 0; e < kE / 8; ++e) acc[mt][e][0] = acc[mt][e][1] = acc[mt][e][2] = acc[mt][e][3] = 0.f;
   const float kNegInf = __int_as_float(0xff800000);
-  float mrow[2] = {kNegInf, kNegInf}, lrow[2] = {0.f, 0.f};
+  float mrow[kMT][2], lrow[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) mrow[mt][0] = mrow[mt][1] = kNegInf, lrow[mt][0] = lrow[mt][1] = 0.f;
 
   for (int j = 0; j < tiles; ++j) {
     asm volatile("cp.async.wait_group 0;" ::: "memory");
@@ -143,94 +151,125 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
     const int n0 = j * kBN;
-    if (kMask == 1 && n0 > wrow + 15) continue;  // every key of the tile is after the warp's rows
+    if (kMask == 1 && n0 > wrow + 16 * kMT - 1) continue;  // every key of the tile is after the warp's rows
     const fb_u32 ks = sq + kQBytes + (j & 1) * 2 * kTileBytes, vs = ks + kTileBytes;
 
-    float s[kBN / 8][4];
+    float s[kMT][kBN / 8][4];
 #pragma unroll
-    for (int n = 0; n < kBN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int n = 0; n < kBN / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < kE / 16; ++kk) {
+      const int mi = lane >> 3;
+      fb_u32 qa[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        if (kMT == 1) {
+          qa[mt][0] = qf[kMT == 1 ? kk : 0][0], qa[mt][1] = qf[kMT == 1 ? kk : 0][1];
+          qa[mt][2] = qf[kMT == 1 ? kk : 0][2], qa[mt][3] = qf[kMT == 1 ? kk : 0][3];
+        } else {
+          fb_ldsm(qa[mt], sq + fb_swz((warp * kMT + mt) * 16 + (mi & 1) * 8 + (lane & 7), 2 * kk + (mi >> 1)));
+        }
+      }
 #pragma unroll
       for (int jp = 0; jp < kBN / 16; ++jp) {
         fb_u32 bf[4];
-        const int mi = lane >> 3;
         fb_ldsm(bf, ks + fb_swz(jp * 16 + (mi >> 1) * 8 + (lane & 7), 2 * kk + (mi & 1)));
-        fb_mma(s[2 * jp], qf[kk], bf[0], bf[1]);
-        fb_mma(s[2 * jp + 1], qf[kk], bf[2], bf[3]);
-      }
-    }
-    // Scores in log2 units; masked ones -inf.
-    const bool edge = n0 + kBN > p.s, diagonal = kMask == 1 && n0 + kBN - 1 > wrow;
 #pragma unroll
-    for (int n = 0; n < kBN / 8; ++n) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        float x = s[n][c] * p.scale_log2;
-        if (kMask >= 2 || edge || diagonal) {
-          const int col = n0 + n * 8 + (lane & 3) * 2 + (c & 1), row = wrow + (lane >> 2) + (c >> 1) * 8;
-          const long long at = mo + (long long)row * p.m_row + (long long)col * p.m_col;
-          if (col >= p.s || (kMask == 1 && col > row)) {
-            x = kNegInf;
-          } else if (kMask == 2 && row < p.l) {
-            if (!((const unsigned char*)p.mask)[at]) x = kNegInf;
-          } else if (kMask == 3 && row < p.l) {
-            x += fb_to_f32(((const fb_u16*)p.mask)[at]) * 1.4426950408889634f;
-          }
+        for (int mt = 0; mt < kMT; ++mt) {
+          fb_mma(s[mt][2 * jp], qa[mt], bf[0], bf[1]);
+          fb_mma(s[mt][2 * jp + 1], qa[mt], bf[2], bf[3]);
         }
-        s[n][c] = x;
       }
     }
-    // Online softmax over the warp's two rows per thread (a quad shares a row).
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float top = mrow[h];
-#pragma unroll
-      for (int n = 0; n < kBN / 8; ++n) top = fmaxf(top, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
-      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
-      const float base = top == kNegInf ? 0.f : top;  // no key yet: keep exp2(-inf) = 0, not NaN
-      const float corr = fb_exp2(mrow[h] - base);
-      mrow[h] = top;
-      float sum = 0.f;
+    for (int mt = 0; mt < kMT; ++mt) {
+      const int trow = wrow + mt * 16;  // this m-tile's first row
+      // Scores in log2 units; masked ones -inf.
+      const bool edge = n0 + kBN > p.s, diagonal = kMask == 1 && n0 + kBN - 1 > trow;
 #pragma unroll
       for (int n = 0; n < kBN / 8; ++n) {
-        s[n][2 * h] = fb_exp2(s[n][2 * h] - base);
-        s[n][2 * h + 1] = fb_exp2(s[n][2 * h + 1] - base);
-        sum += s[n][2 * h] + s[n][2 * h + 1];
-      }
-      lrow[h] = lrow[h] * corr + sum;
 #pragma unroll
-      for (int e = 0; e < kE / 8; ++e) acc[e][2 * h] *= corr, acc[e][2 * h + 1] *= corr;
+        for (int c = 0; c < 4; ++c) {
+          float x = s[mt][n][c] * p.scale_log2;
+          if (kMask >= 2 || edge || diagonal) {
+            const int col = n0 + n * 8 + (lane & 3) * 2 + (c & 1), row = trow + (lane >> 2) + (c >> 1) * 8;
+            const long long at = mo + (long long)row * p.m_row + (long long)col * p.m_col;
+            if (col >= p.s || (kMask == 1 && col > row)) {
+              x = kNegInf;
+            } else if (kMask == 2 && row < p.l) {
+              if (!((const unsigned char*)p.mask)[at]) x = kNegInf;
+            } else if (kMask == 3 && row < p.l) {
+              x += fb_to_f32(((const fb_u16*)p.mask)[at]) * 1.4426950408889634f;
+            }
+          }
+          s[mt][n][c] = x;
+        }
+      }
+      // Online softmax over the thread's two rows of the tile (a quad shares a row).
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float top = mrow[mt][h];
+#pragma unroll
+        for (int n = 0; n < kBN / 8; ++n) top = fmaxf(top, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+        const float base = top == kNegInf ? 0.f : top;  // no key yet: keep exp2(-inf) = 0, not NaN
+        const float corr = fb_exp2(mrow[mt][h] - base);
+        mrow[mt][h] = top;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < kBN / 8; ++n) {
+          s[mt][n][2 * h] = fb_exp2(s[mt][n][2 * h] - base);
+          s[mt][n][2 * h + 1] = fb_exp2(s[mt][n][2 * h + 1] - base);
+          sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
+        }
+        lrow[mt][h] = lrow[mt][h] * corr + sum;
+#pragma unroll
+        for (int e = 0; e < kE / 8; ++e) acc[mt][e][2 * h] *= corr, acc[mt][e][2 * h + 1] *= corr;
+      }
     }
     // O += P V: P's accumulator layout is the A operand's, 16 keys per step.
 #pragma unroll
     for (int t = 0; t < kBN / 16; ++t) {
-      const fb_u32 a[4] = {fb_pack(s[2 * t][0], s[2 * t][1]), fb_pack(s[2 * t][2], s[2 * t][3]),
-                           fb_pack(s[2 * t + 1][0], s[2 * t + 1][1]), fb_pack(s[2 * t + 1][2], s[2 * t + 1][3])};
+      fb_u32 a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        a[mt][0] = fb_pack(s[mt][2 * t][0], s[mt][2 * t][1]), a[mt][1] = fb_pack(s[mt][2 * t][2], s[mt][2 * t][3]);
+        a[mt][2] = fb_pack(s[mt][2 * t + 1][0], s[mt][2 * t + 1][1]);
+        a[mt][3] = fb_pack(s[mt][2 * t + 1][2], s[mt][2 * t + 1][3]);
+      }
 #pragma unroll
       for (int pe = 0; pe < kE / 16; ++pe) {
         fb_u32 bf[4];
         const int mi = lane >> 3;
         fb_ldsm_t(bf, vs + fb_swz(t * 16 + (mi & 1) * 8 + (lane & 7), 2 * pe + (mi >> 1)));
-        fb_mma(acc[2 * pe], a, bf[0], bf[1]);
-        fb_mma(acc[2 * pe + 1], a, bf[2], bf[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          fb_mma(acc[mt][2 * pe], a[mt], bf[0], bf[1]);
+          fb_mma(acc[mt][2 * pe + 1], a[mt], bf[2], bf[3]);
+        }
       }
     }
   }
   // A row with no key taking part has l = 0: 0 * inf is NaN, as PyTorch's math path.
   fb_u16* o = p.o + b * p.l * kE;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = lrow[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = 1.f / l;
-    const int row = wrow + (lane >> 2) + h * 8;
-    if (row >= p.l) continue;
+  for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-    for (int e = 0; e < kE / 8; ++e) {
-      *(fb_u32*)(o + (long long)row * kE + e * 8 + (lane & 3) * 2) = fb_pack(acc[e][2 * h] * inv, acc[e][2 * h + 1] * inv);
+    for (int h = 0; h < 2; ++h) {
+      float l = lrow[mt][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = 1.f / l;
+      const int row = wrow + mt * 16 + (lane >> 2) + h * 8;
+      if (row >= p.l) continue;
+#pragma unroll
+      for (int e = 0; e < kE / 8; ++e) {
+        *(fb_u32*)(o + (long long)row * kE + e * 8 + (lane & 3) * 2) =
+            fb_pack(acc[mt][e][2 * h] * inv, acc[mt][e][2 * h + 1] * inv);
+      }
     }
   }
 }
@@ -242,10 +281,10 @@ std::string FlashAttentionSource(const FlashConfig& c) {
   const bool bf16 = c.dtype == DType::kBFloat16;
   return absl::StrCat("// fusebox flash attention (backend/cuda/flash_attention.h): ", DTypeName(c.dtype), ", E ",
                       c.head_dim, ", ", backend::AttentionMaskName(c.mask), ", ", c.block_m(), " x ", c.block_n,
-                      " tiles, ", c.warps, " warps\n#define FB_T \"", bf16 ? "bf16" : "f16", "\"\n#define FB_NAME ",
-                      c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n, ", kWarps = ",
-                      c.warps, ", kMask = ", static_cast<int>(c.mask), ", kMinBlocks = ", c.min_blocks, ";\nconstexpr bool kBF16 = ",
-                      bf16 ? "true" : "false", ";\n", kBody);
+                      " tiles, ", c.warps, " warps of ", 16 * c.m_tiles, " rows\n#define FB_T \"", bf16 ? "bf16" : "f16",
+                      "\"\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n,
+                      ", kWarps = ", c.warps, ", kMask = ", static_cast<int>(c.mask), ", kMinBlocks = ", c.min_blocks,
+                      ", kMT = ", c.m_tiles, ";\nconstexpr bool kBF16 = ", bf16 ? "true" : "false", ";\n", kBody);
 }
 
 }  // namespace fusebox::cuda

@@ -50,6 +50,7 @@ TEST(FlashAttentionTest, TheKnobsOtherTilesCompileToo) {
     for (int warps : {4, 8}) {
       backend::TuningSnapshot t;
       t.Set(backend::Knob::kFlashBlockN, block_n).Set(backend::Knob::kFlashWarps, warps);
+      t.Set(backend::Knob::kFlashWarpTiles, 1);
       for (int e : {64, 128}) {
         const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, AttentionMask::kCausal, t);
         EXPECT_EQ(c.block_n, block_n);
@@ -59,6 +60,16 @@ TEST(FlashAttentionTest, TheKnobsOtherTilesCompileToo) {
         ExpectCompilesWithoutSpills(c);
       }
     }
+  }
+}
+
+TEST(FlashAttentionTest, OneTileAWarpCompilesWithoutSpillsAtHeadDim64) {
+  backend::TuningSnapshot t;
+  t.Set(backend::Knob::kFlashWarpTiles, 1).Set(backend::Knob::kFlashWarps, 8);
+  for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal}) {
+    const FlashConfig c = cuda::ChooseFlashConfig(64, DType::kBFloat16, m, t);
+    EXPECT_EQ(c.block_m(), 128);
+    ExpectCompilesWithoutSpills(c);
   }
 }
 
@@ -73,7 +84,9 @@ TEST(FlashAttentionTest, ConfigsFollowTheProblemAndRefuseBadKnobValues) {
   odd.Set(backend::Knob::kFlashBlockN, 48).Set(backend::Knob::kFlashWarps, 6);
   const FlashConfig d = cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, odd);
   EXPECT_EQ(d.block_n, 64);
-  EXPECT_EQ(d.warps, 8);
+  EXPECT_EQ(d.warps, 4);  // head dim 64: two 16-row tiles a warp
+  EXPECT_EQ(d.m_tiles, 2);
+  EXPECT_EQ(d.block_m(), 128);
   EXPECT_TRUE(cuda::FlashAttentionSupports(DType::kBFloat16, 64));
   EXPECT_FALSE(cuda::FlashAttentionSupports(DType::kFloat32, 64));
   EXPECT_FALSE(cuda::FlashAttentionSupports(DType::kFloat16, 96));
