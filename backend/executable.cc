@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/cuda_schedule.h"
 #include "backend/cuda/driver.h"
+#include "backend/cuda/flash_attention.h"
 #include "backend/cuda/index_flag.h"
 #include "backend/cuda/launch_graph.h"
 #include "backend/cuda/nvrtc.h"
@@ -24,6 +25,7 @@
 #include "backend/index_check.h"
 #include "backend/kernel_cost.h"
 #include "backend/lower.h"
+#include "backend/parallel_for.h"
 #include "profiler/recorder.h"
 #include "backend/ptx_summary.h"
 #include "backend/source_hooks.h"
@@ -77,23 +79,6 @@ absl::Status IssueLaunches(int device, absl::Span<PendingLaunch> pending, cuda::
     if (absl::Status s = cuda::Driver::Get().Launch(device, l.function, l.dims, l.params); !s.ok()) return s;
   }
   return absl::OkStatus();
-}
-
-// Runs body over [0, n) split across threads; `cost` is the work per index.
-void ParallelFor(int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& body) {
-  // Threads pay off only for work well above their start cost (~10 us each).
-  constexpr int64_t kGrain = 1 << 16;
-  // glibc reads /sys for the core count on every call: ask once.
-  static const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t threads = std::min<int64_t>({cores, n * cost / kGrain, n});
-  if (threads <= 1) return body(0, n);
-  std::vector<std::thread> pool;
-  const int64_t chunk = (n + threads - 1) / threads;
-  for (int64_t t = 1; t < threads; ++t) {
-    pool.emplace_back(body, t * chunk, std::min(n, (t + 1) * chunk));
-  }
-  body(0, std::min(n, chunk));
-  for (auto& th : pool) th.join();
 }
 
 // The shapes of the buffers `kernel` reads, for the profiler.
@@ -158,6 +143,7 @@ struct Executable::CompiledKernel {
   bool programmatic_combine = false;
   graph::NodeId extern_node = -1;  // extern kernels: the value stored (a matmul, or its epilogue's end)
   fusion::GemmChain chain;          // extern kernels: the matmul and its epilogue (fusion/gemm_epilogue.h)
+  ExternPrepared extern_prepared;   // extern kernels: what they compiled ahead (attention's flash kernel)
   KernelCost cost;  // the profiler's roofline facts; a dynamic plan's are recomputed per profiled run
 };
 
@@ -194,7 +180,18 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       info.bytes = compiled->cost.bytes;
       info.flops = compiled->cost.flops;
       info.numel = Numel(exe->plan_.graph.node(compiled->extern_node).shape);
-      info.source = DescribeExternKernel(exe->plan_.graph, compiled->chain, group.name);
+      info.source = DescribeExternKernel(exe->plan_.graph, compiled->chain, group.name, tuning);
+      // Attention compiles its flash kernel here (a CPU plan: its CUDA twin).
+      const int64_t misses_before = CompileCache::Get().stats().compiles;
+      absl::StatusOr<ExternPrepared> extern_prepared = PrepareExtern(
+          exe->plan_.graph, compiled->extern_node, arch, device.is_cpu() && also_compile_cuda, tuning);
+      if (!extern_prepared.ok()) return extern_prepared.status();
+      compiled->extern_prepared = *extern_prepared;
+      if (const cuda::FlashKernel* flash = extern_prepared->flash) {
+        info.ptx_summary = SummarizePtx(flash->binary->ptx, flash->binary->log);
+        if (device.is_cuda()) info.ptx = flash->binary->ptx, info.compile_log = flash->binary->log;
+      }
+      exe->compiled_kernels_ += static_cast<int>(CompileCache::Get().stats().compiles - misses_before);
       exe->infos_.push_back(std::move(info));
       exe->kernels_.push_back(std::move(compiled));
       continue;
@@ -279,7 +276,7 @@ std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan, const Tuning
   std::vector<std::string> sources;
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
-      sources.push_back(DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name));
+      sources.push_back(DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name, tuning));
       continue;
     }
     const Kernel ir = LowerKernel(plan, group, tuning);
@@ -329,13 +326,13 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
   for (const auto& k : kernels_) {
     if (k->extern_node >= 0) {
       if (g.StoreTarget(k->extern_node) >= 0) {
-        return absl::UnimplementedError("a matmul's result stored in place into an input (e.g. x.copy_(a @ b)) is "
-                                        "not supported; assign the result instead");
+        return absl::UnimplementedError("a matmul's or attention's result stored in place into an input (e.g. "
+                                        "x.copy_(a @ b)) is not supported; assign the result instead");
       }
       profiler::KernelRecord record(device);
       std::vector<Shape> operand_shapes;
       absl::StatusOr<Tensor> value =
-          RunMatmul(g, k->chain, inputs, stored, record.active() ? &operand_shapes : nullptr);
+          RunExtern(g, k->chain, inputs, stored, k->extern_prepared, record.active() ? &operand_shapes : nullptr);
       if (!value.ok()) return value.status();
       stored.emplace(k->extern_node, *std::move(value));
       if (record.active()) {

@@ -32,20 +32,11 @@ const Tensor* Holder(const graph::Graph& g, graph::NodeId id, absl::Span<const T
 
 absl::StatusOr<OperandView> Resolve(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
                                     const absl::flat_hash_map<graph::NodeId, Tensor>& stored) {
-  const graph::Node& n = g.node(id);
-  const Tensor* base = Holder(g, id, inputs, stored);
-  Strides strides = base == nullptr ? Strides() : stored.contains(id) ? ContiguousStrides(n.shape) : base->strides();
-  int64_t offset = 0;
-  if (base == nullptr && n.op == graph::Op::kView) {
-    base = Holder(g, n.inputs[0], inputs, stored);
-    strides = n.strides;
-    offset = n.offset;
-  }
-  if (base == nullptr) return absl::InternalError(absl::StrCat("matmul operand %", id, " is not where the plan put it"));
-  const size_t r = n.shape.size();
-  OperandView v{.batch = r == 3 ? strides[0] : 0, .row = strides[r - 2], .col = strides[r - 1], .shape = n.shape};
-  v.ptr = static_cast<const char*>(UncheckedDataPtr(*base)) + offset * DTypeSize(n.dtype);
-  return v;
+  absl::StatusOr<ExternOperand> o = ResolveExternOperand(g, id, inputs, stored);
+  if (!o.ok()) return o.status();
+  const size_t r = o->shape.size();
+  return OperandView{.ptr = o->ptr, .batch = r == 3 ? o->strides[0] : 0, .row = o->strides[r - 2],
+                     .col = o->strides[r - 1], .shape = o->shape};
 }
 
 GemmProblem Problem(const graph::Node& mm, const OperandView& a, const OperandView& b) {
@@ -69,6 +60,36 @@ GemmEpilogue EpilogueOf(const fusion::GemmChain& chain) {
 }
 
 }  // namespace
+
+absl::StatusOr<ExternOperand> ResolveExternOperand(const graph::Graph& g, graph::NodeId id,
+                                                   absl::Span<const Tensor> inputs,
+                                                   const absl::flat_hash_map<graph::NodeId, Tensor>& stored) {
+  const graph::Node& n = g.node(id);
+  const Tensor* base = Holder(g, id, inputs, stored);
+  Strides strides = base == nullptr ? Strides() : stored.contains(id) ? ContiguousStrides(n.shape) : base->strides();
+  int64_t offset = 0;
+  if (base == nullptr && n.op == graph::Op::kView) {
+    base = Holder(g, n.inputs[0], inputs, stored);
+    strides = n.strides;
+    offset = n.offset;
+  }
+  if (base == nullptr) return absl::InternalError(absl::StrCat("extern operand %", id, " is not where the plan put it"));
+  const void* ptr = static_cast<const char*>(UncheckedDataPtr(*base)) + offset * DTypeSize(base->dtype());
+  return ExternOperand{.ptr = ptr, .strides = std::move(strides), .shape = n.shape, .dtype = base->dtype()};
+}
+
+absl::StatusOr<ExternPrepared> PrepareExtern(const graph::Graph& g, graph::NodeId id, int arch, bool also_compile_cuda,
+                                             const TuningSnapshot& tuning) {
+  if (g.node(id).op == graph::Op::kAttention) return PrepareAttention(g, id, arch, also_compile_cuda, tuning);
+  return ExternPrepared{};
+}
+
+absl::StatusOr<Tensor> RunExtern(const graph::Graph& g, const fusion::GemmChain& chain, absl::Span<const Tensor> inputs,
+                                 const absl::flat_hash_map<graph::NodeId, Tensor>& stored, const ExternPrepared& prepared,
+                                 std::vector<Shape>* operand_shapes) {
+  if (chain.matmul < 0) return RunAttention(g, chain.end, inputs, stored, prepared, operand_shapes);
+  return RunMatmul(g, chain, inputs, stored, operand_shapes);
+}
 
 void SetMatmulAllowTf32(bool allow) { allow_tf32.store(allow, std::memory_order_relaxed); }
 bool MatmulAllowTf32() { return allow_tf32.load(std::memory_order_relaxed); }
@@ -108,6 +129,7 @@ absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, const fusion::GemmChain&
 }
 
 KernelCost ExternKernelCost(const graph::Graph& g, const fusion::GemmChain& chain) {
+  if (chain.matmul < 0) return AttentionKernelCost(g, chain.end);
   const graph::Node& mm = g.node(chain.matmul);
   // Elements an operand node reads: a view or an input through its strides;
   // a value stored by an earlier kernel is dense.
@@ -128,7 +150,9 @@ KernelCost ExternKernelCost(const graph::Graph& g, const fusion::GemmChain& chai
   return cost;
 }
 
-std::string DescribeExternKernel(const graph::Graph& g, const fusion::GemmChain& chain, const std::string& name) {
+std::string DescribeExternKernel(const graph::Graph& g, const fusion::GemmChain& chain, const std::string& name,
+                                 const TuningSnapshot& tuning) {
+  if (chain.matmul < 0) return DescribeAttention(g, chain.end, name, tuning);
   const graph::NodeId id = chain.matmul;
   const graph::Node& mm = g.node(id);
   const graph::Node& a = g.node(mm.inputs[0]);

@@ -53,6 +53,10 @@ enum class Knob : int {
   kFastMath,
   kCudaGraphs,
   kGemmCandidates,
+  kFlashBlockN,
+  kFlashWarps,
+  kFlashMinBlocks,
+  kFlashWarpTiles,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(Knob::kCount);

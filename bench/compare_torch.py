@@ -42,6 +42,7 @@ from compare_sweep import plot_sweep, run_sweep, write_sweep_markdown
 REPO = Path(__file__).resolve().parent.parent
 REL_ERR_TOL = {"float32": 1e-5, "bfloat16": 1e-2}  # as bench/suite.cc
 FLUSH_BYTES = 256 << 20  # zeroed before each timed trial, as bench/harness.h kFlushBytes
+NOT_COMPILED = {"attention", "attention_causal"}  # workloads PyTorch runs as one built-in op
 FLUSH_MODE = "zero"  # or "read": set from fusebox_bench's JSON ("flush") in main()
 
 
@@ -166,6 +167,15 @@ def torch_workloads(torch):
         for l in range(weights.shape[0]):
             x = F.linear(x, weights[l])
         return x
+    def heads_first(x):  # [T, B, H, E] -> [B, H, T, E], a view, as bench/workloads.cc
+        return x.permute(1, 2, 0, 3)
+
+    def attention(q, k, v):
+        return F.scaled_dot_product_attention(heads_first(q), heads_first(k), heads_first(v)).permute(2, 0, 1, 3)
+
+    def attention_causal(q, k, v):
+        return F.scaled_dot_product_attention(heads_first(q), heads_first(k), heads_first(v),
+                                              is_causal=True).permute(2, 0, 1, 3)
     # workload name -> (manual definition, built-in or None, the GEMMs alone or None)
     return {
         "manual_gelu": (manual_gelu, lambda x: F.gelu(x, approximate="tanh"), None),
@@ -180,6 +190,9 @@ def torch_workloads(torch):
         "gemm_bias_gelu": (gemm_bias_gelu, lambda x, w, b: torch._addmm_activation(b, x, w, use_gelu=True),
                            lambda x, w, b: x @ w),
         "mlp": (mlp, None, mlp_gemms),
+        # SDPA is PyTorch's fused op (its flash kernel for bf16 on the GPU): eager is the built-in.
+        "attention": (attention, attention, None),
+        "attention_causal": (attention_causal, attention_causal, None),
     }
 
 
@@ -311,7 +324,9 @@ def run_torch_case(torch, workloads, r, profile):
     if nbytes != r["bytes"]:
         print(f"  note: {r['name']}: PyTorch counts {nbytes} minimal bytes, fusebox {r['bytes']:.0f}")
     result = {}
-    variants = [("eager", manual, False), ("builtin", builtin, False), ("compiled", manual, True)]
+    variants = [("eager", manual, False), ("builtin", builtin, False)]
+    # torch.compile of SDPA runs the same fused kernel: not worth its compile time.
+    variants += [("compiled", manual, True)] if r["workload"] not in NOT_COMPILED else []
     variants += [("gemms", gemms, False)] if gemms else []
     for side, fn, compile_first in variants:
         if fn is None:

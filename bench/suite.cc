@@ -101,7 +101,7 @@ void Check(const Workload& w, const std::vector<Tensor>& inputs, const Tensor& e
     }
     Shape slice = inputs[0].shape();
     slice[w.sample_dim] = len;
-    const std::vector<double> ref = w.reference(in, slice);
+    const std::vector<double> ref = w.reference_at != nullptr ? w.reference_at(in, slice, start) : w.reference(in, slice);
     const size_t first = static_cast<size_t>(start) * out_per_position;
     FUSEBOX_CHECK(ref.size() == static_cast<size_t>(len) * out_per_position && first + ref.size() <= es.size(),
                   "the reference slice of ", ref.size(), " elements does not match the output");
@@ -300,6 +300,16 @@ std::vector<Case> SuiteCases(bool quick) {
                attention == gpt2::Attention::kSdpa ? "SDPA" : "manual attention"};
       row.gpt2 = spec;
       cases.push_back(row);
+    }
+  }
+  // Attention (issue 24), in TFLOP/s: bf16, B 8, 16 heads of 64 or 8 of 128,
+  // causal and not; T 2048 and 4096. Quick: one odd size.
+  for (const Workload* w : {&kAttention, &kAttentionCausal}) {
+    const bool causal = w == &kAttentionCausal;
+    for (Shape shape : {Shape{2048, 8, 16, 64}, Shape{4096, 8, 16, 64}, Shape{2048, 8, 8, 128}, Shape{4096, 8, 8, 128}}) {
+      if (quick && shape[0] != 2048) continue;
+      shape = q(shape, {67, 2, 3, shape[3]});
+      cases.push_back({w->name, w, shape, kBFloat16, absl::StrCat(causal ? "causal, " : "", "head dim ", shape[3])});
     }
   }
   // GB/s against size: every power of two on a GPU, every second one quick.

@@ -1,5 +1,6 @@
 #include "bench/workloads.h"
 
+#include <algorithm>
 #include <cmath>
 #include <span>
 
@@ -38,6 +39,16 @@ Tensor ColSum(const Tensor& x) { return sum(x, 0); }
 
 Tensor GemmBiasGelu(const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(matmul(x, w) + b, "tanh"); }
 Tensor GemmAlone(const Tensor& x, const Tensor& w, const Tensor&) { return matmul(x, w); }
+
+// [T, B, H, E] -> [B, H, T, E], a view; and back.
+Tensor HeadsFirst(const Tensor& x) { return x.permute({1, 2, 0, 3}); }
+Tensor SeqFirst(const Tensor& y) { return y.permute({2, 0, 1, 3}); }
+Tensor Attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return SeqFirst(scaled_dot_product_attention(HeadsFirst(q), HeadsFirst(k), HeadsFirst(v)));
+}
+Tensor AttentionCausal(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return SeqFirst(scaled_dot_product_attention(HeadsFirst(q), HeadsFirst(k), HeadsFirst(v), Tensor(), 0.0, true));
+}
 
 Tensor Layer(const Tensor& stacked, int64_t l) { return stacked.narrow(0, l, 1).squeeze(0); }
 
@@ -169,8 +180,47 @@ std::vector<double> MlpRef(const std::vector<std::vector<double>>& in, const Sha
   return y;
 }
 
+// Queries [start, start + len) of a slice: q [len, B, H, E], k and v [T, B, H, E].
+std::vector<double> AttentionRows(const std::vector<std::vector<double>>& in, const Shape& shape, int64_t start,
+                                  bool causal) {
+  const int64_t len = shape[0], heads = shape[1] * shape[2], e = shape[3], t = static_cast<int64_t>(in[1].size()) / (heads * e);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(e));
+  std::vector<double> out(in[0].size()), p(t);
+  for (int64_t r = 0; r < len; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const double* q = &in[0][(r * heads + h) * e];
+      const int64_t keys = causal ? std::min(t, start + r + 1) : t;
+      double top = -INFINITY, total = 0;
+      for (int64_t j = 0; j < keys; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < e; ++c) dot += q[c] * in[1][(j * heads + h) * e + c];
+        top = std::max(top, p[j] = dot * scale);
+      }
+      for (int64_t j = 0; j < keys; ++j) total += p[j] = std::exp(p[j] - top);
+      double* o = &out[(r * heads + h) * e];
+      for (int64_t j = 0; j < keys; ++j) {
+        for (int64_t c = 0; c < e; ++c) o[c] += p[j] / total * in[2][(j * heads + h) * e + c];
+      }
+    }
+  }
+  return out;
+}
+std::vector<double> AttentionRef(const std::vector<std::vector<double>>& in, const Shape& shape, int64_t start) {
+  return AttentionRows(in, shape, start, false);
+}
+std::vector<double> AttentionCausalRef(const std::vector<std::vector<double>>& in, const Shape& shape, int64_t start) {
+  return AttentionRows(in, shape, start, true);
+}
+
 double GemmFlops(const Shape& s) { return 2.0 * static_cast<double>(s[0]) * static_cast<double>(s[1]) * static_cast<double>(s[2]); }
 double MlpFlops(const Shape& s) { return GemmFlops({s[0], s[1], s[1]}) * static_cast<double>(s[2]); }
+
+double AttentionFlops(const Shape& s) {
+  return 4.0 * static_cast<double>(s[1] * s[2]) * static_cast<double>(s[0]) * static_cast<double>(s[0]) *
+         static_cast<double>(s[3]);
+}
+// Causal: the queries see half the keys on average (the convention FlashAttention and PyTorch's benchmarks use).
+double AttentionCausalFlops(const Shape& s) { return AttentionFlops(s) / 2; }
 
 using enum InputRole;
 
@@ -198,6 +248,14 @@ const Workload kGemmBiasGelu{"gemm_bias_gelu", "gelu(x @ w + b, tanh)", GemmBias
 const Workload kMlp{"mlp", "x = gelu(x @ w[l]^T + b[l]) per layer", Mlp, {kRows, kLayerWeights, kLayerBiases}, MlpRef,
                     0, /*fused_kernels=*/0, MlpFlops, &kMlpGemms, /*check_rows=*/8};
 
+// One kernel (compiled and eager alike); 4 query rows a slice keep the float64 check short.
+const Workload kAttention{"attention", "sdpa(q, k, v) over [T, B, H, E] viewed as [B, H, T, E]", Attention,
+                          {kFull, kKeys, kKeys}, nullptr, 0, 1, AttentionFlops, nullptr, /*check_rows=*/4,
+                          AttentionRef};
+const Workload kAttentionCausal{"attention_causal", "sdpa(q, k, v, is_causal) over [T, B, H, E]", AttentionCausal,
+                                {kFull, kKeys, kKeys}, nullptr, 0, 1, AttentionCausalFlops, nullptr,
+                                /*check_rows=*/4, AttentionCausalRef};
+
 std::vector<Shape> InputShapes(const Workload& w, const Shape& s) {
   std::vector<Shape> shapes;
   for (InputRole role : w.inputs) {
@@ -209,6 +267,7 @@ std::vector<Shape> InputShapes(const Workload& w, const Shape& s) {
       case kBias: shapes.push_back({s[2]}); break;
       case kLayerWeights: shapes.push_back({s[2], s[1], s[1]}); break;
       case kLayerBiases: shapes.push_back({s[2], s[1]}); break;
+      case kKeys: shapes.push_back(s); break;
     }
   }
   return shapes;

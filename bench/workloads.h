@@ -19,8 +19,10 @@ namespace fusebox::bench {
 // GEMM and [batch, dim, layers] for an MLP: kRows is the [m, k] ([batch,
 // dim]) matrix of rows; kWeight [k, n] and kBias [n]; kLayerWeights
 // [layers, dim, dim] (each layer's [out, in], as nn.Linear) and kLayerBiases
-// [layers, dim]. kFull and kRows are sliced by the float64 check.
-enum class InputRole { kFull, kLastDim, kRows, kWeight, kBias, kLayerWeights, kLayerBiases };
+// [layers, dim]. kFull and kRows are sliced by the float64 check. kKeys is
+// the whole shape, never sliced (attention's keys and values, which every
+// query reads).
+enum class InputRole { kFull, kLastDim, kRows, kWeight, kBias, kLayerWeights, kLayerBiases, kKeys };
 
 using Fn1 = Tensor (*)(const Tensor&);
 using Fn2 = Tensor (*)(const Tensor&, const Tensor&);
@@ -32,6 +34,9 @@ using WorkloadFn = std::variant<Fn1, Fn2, Fn3>;
 // is the slice's shape); the result is the output narrowed the same way along
 // its dim 0.
 using Reference = std::vector<double> (*)(const std::vector<std::vector<double>>& inputs, const Shape& shape);
+// The same for a slice that starts at position `start` (causal attention's query index).
+using ReferenceAt = std::vector<double> (*)(const std::vector<std::vector<double>>& inputs, const Shape& shape,
+                                            int64_t start);
 
 struct Workload {
   const char* name;     // "manual_softmax": compare_torch.py looks the PyTorch version up by it
@@ -49,6 +54,8 @@ struct Workload {
   const Workload* gemms = nullptr;
   // Rows per slice the float64 check reads (0: about 64K elements' worth).
   int64_t check_rows = 0;
+  // Used instead of `reference` where set.
+  ReferenceAt reference_at = nullptr;
 };
 
 extern const Workload kManualGelu;       // 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
@@ -60,6 +67,11 @@ extern const Workload kRowSum;           // sum over the last dim
 extern const Workload kColSum;           // sum over dim 0
 extern const Workload kGemmBiasGelu;     // gelu(x @ w + b, tanh), inputs [m, k], [k, n], [n]
 extern const Workload kMlp;              // the seed's MLP: per layer x = gelu(linear(x, w[l], b[l]))
+// scaled_dot_product_attention over sequence-first [T, B, H, E] q, k, v (as
+// nn.MultiheadAttention lays them out), read as [B, H, T, E] views, the result
+// viewed back to [T, B, H, E]; case shape [T, B, H, E]; FLOPs 4 B H T^2 E.
+extern const Workload kAttention;
+extern const Workload kAttentionCausal;  // the same, causal (half the FLOPs)
 
 namespace internal {
 template <typename F>

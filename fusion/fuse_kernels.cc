@@ -264,7 +264,7 @@ class Fuser {
   void AssignExtern(NodeId id) {
     std::vector<NodeId> to_store;
     for (NodeId in : g_.node(id).inputs) {
-      const bool ready = MatmulOperandReady(g_, in);
+      const bool ready = ExternOperandReady(g_, id, in);
       const NodeId value = ready ? MatmulOperandBase(g_, in) : in;
       const OpKind kind = graph::Info(g_.node(value).op).kind;
       if (IsReduction(g_.node(value))) materialized_.insert(value);
@@ -283,11 +283,12 @@ class Fuser {
       groups_.push_back(Group{.shape = g_.node(value).shape, .outputs = {value}, .kind = KernelKind::kPointwise});
     }
     // The chain after the GEMM its epilogue computes (fusion/gemm_epilogue.h):
-    // a residual must be stored by a kernel placed before this one.
+    // a residual must be stored by a kernel placed before this one. Attention
+    // takes no epilogue: its kernel stores its own value.
     auto stored_before = [&](NodeId r) {
       return (IsExtern(g_.node(r)) || epilogue_values_.contains(r)) && group_of_.contains(r);
     };
-    const NodeId value = EpilogueChain(g_, id, stored_before).end;
+    const NodeId value = g_.node(id).op == Op::kAttention ? id : EpilogueChain(g_, id, stored_before).end;
     if (value != id) epilogue_values_.insert(value);
     group_of_[id] = group_of_[value] = static_cast<int>(groups_.size());
     groups_.push_back(Group{.shape = g_.node(id).shape, .outputs = {value}, .kind = KernelKind::kExtern});

@@ -101,6 +101,7 @@ GemmChain EpilogueChain(const Graph& g, NodeId mm, absl::FunctionRef<bool(NodeId
 
 GemmChain ChainOf(const Graph& g, const KernelGroup& k) {
   FUSEBOX_CHECK(k.kind == KernelKind::kExtern && k.outputs.size() == 1, "not an extern kernel: ", k.name);
+  if (g.node(k.outputs[0]).op == Op::kAttention) return GemmChain{.end = k.outputs[0]};  // no GEMM, no epilogue
   NodeId mm = -1;
   for (NodeId id : k.nodes) {
     if (g.node(id).op != Op::kMatmul) continue;

@@ -27,7 +27,8 @@ GemmChain EpilogueChain(const graph::Graph& g, graph::NodeId mm,
                         absl::FunctionRef<bool(graph::NodeId)> stored_before);
 
 // The chain an extern kernel of the plan computes: from its matmul to the
-// value it stores (outputs[0]).
+// value it stores (outputs[0]); for an attention kernel only `end` (its
+// node: matmul stays -1).
 GemmChain ChainOf(const graph::Graph& g, const KernelGroup& k);
 
 // A view that reads all of its base in order as another shape (a reshape of

@@ -12,7 +12,12 @@ Plan NameKernels(Plan plan) {
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     KernelGroup& k = plan.kernels[i];
     if (k.kind == KernelKind::kExtern) {  // the library that runs it: extern_cublaslt_gemm_3
-      k.name = absl::StrCat("extern_", plan.graph.device().is_cuda() ? "cublaslt" : "openblas", "_gemm_", i);
+      const bool cuda = plan.graph.device().is_cuda();
+      if (plan.graph.node(k.outputs.at(0)).op == graph::Op::kAttention) {  // extern_flash_attention_3
+        k.name = absl::StrCat("extern_", cuda ? "flash" : "cpu", "_attention_", i);
+        continue;
+      }
+      k.name = absl::StrCat("extern_", cuda ? "cublaslt" : "openblas", "_gemm_", i);
       continue;
     }
     std::set<std::string> ops;

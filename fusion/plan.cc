@@ -45,6 +45,21 @@ bool MatmulOperandReady(const graph::Graph& g, graph::NodeId id) {
   return GemmReadsInPlace(n.shape[r - 2], n.shape[r - 1], n.strides[r - 2], n.strides[r - 1]);
 }
 
+bool AttentionOperandReady(const graph::Graph& g, graph::NodeId consumer, graph::NodeId id) {
+  const graph::Node& n = g.node(id);
+  const graph::Node& base = g.node(MatmulOperandBase(g, id));
+  if (base.op == graph::Op::kView || base.op == graph::Op::kConstant) return false;
+  if (n.op != graph::Op::kInput && base.op == graph::Op::kInput && !IsContiguous(base.shape, base.strides)) return false;
+  const bool is_mask = g.node(consumer).inputs.size() == 4 && g.node(consumer).inputs[3] == id;
+  if (is_mask || (n.op != graph::Op::kInput && n.op != graph::Op::kView)) return true;  // a stored value is contiguous
+  return n.shape.back() <= 1 || n.strides.back() == 1;
+}
+
+bool ExternOperandReady(const graph::Graph& g, graph::NodeId consumer, graph::NodeId id) {
+  return g.node(consumer).op == graph::Op::kAttention ? AttentionOperandReady(g, consumer, id)
+                                                      : MatmulOperandReady(g, id);
+}
+
 Shape RowShape(const KernelGroup& group) {
   Shape shape = group.iteration_shape;
   for (int64_t d : group.axes) shape[d] = 1;

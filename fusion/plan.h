@@ -64,6 +64,13 @@ bool KeepsRowOnChip(const Shape& shape, const std::vector<int64_t>& axes);
 // of those whose two matrix dims are a (possibly transposed) dense layout
 // (the GEMM's layout flags; the batch dim may have any stride, 0 broadcasts).
 bool MatmulOperandReady(const graph::Graph& g, graph::NodeId id);
+// Whether attention node `consumer` can read operand `id` where it lies: a
+// graph input, a stored value or a view of one (as a matmul's), q, k and v
+// unit-stride along E (every other stride, 0 too, is read as it is); the mask
+// with any strides.
+bool AttentionOperandReady(const graph::Graph& g, graph::NodeId consumer, graph::NodeId id);
+// MatmulOperandReady or AttentionOperandReady, by the consumer's op.
+bool ExternOperandReady(const graph::Graph& g, graph::NodeId consumer, graph::NodeId id);
 // The node a matmul operand reads memory of: `id` itself, or a view's base.
 graph::NodeId MatmulOperandBase(const graph::Graph& g, graph::NodeId id);
 // Row and column strides of a matrix view that BLAS can take as is.

@@ -59,7 +59,7 @@ Plan SplitKernels(const graph::Graph& graph) {
     // A matmul operand the GEMM cannot read in place is stored first (a copy).
     if (graph::Info(n.op).kind == OpKind::kExtern) {
       for (NodeId in : n.inputs) {
-        if (!MatmulOperandReady(graph, in)) plan.kernels.push_back(Kernel(graph, in));
+        if (!ExternOperandReady(graph, id, in)) plan.kernels.push_back(Kernel(graph, in));
       }
     }
     if (IsOp(n) || returned) plan.kernels.push_back(Kernel(graph, id));

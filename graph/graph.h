@@ -34,12 +34,14 @@ struct Node {
   Strides strides;           // kInput: the bound tensor's element strides;
                              // kView: strides into the input's contiguous value
   int64_t offset = 0;        // kView: element offset into the input's contiguous value
-  double scalar = 0;         // kConstant: the value; kMatmul: 1 when its epilogue may take ops after it
+  double scalar = 0;         // kConstant: the value; kMatmul: 1 when its epilogue may take ops after it;
+                             // kAttention: the scale
   std::vector<int64_t> axes; // reductions: the reduced dims (sorted); the
                              // result keeps them with size 1
   int64_t dim = 0;           // data movement (index_select, gather, cat): the
                              // dim the op indexes or joins along (>= 0); cat's
-                             // operands are `inputs`, as many as it joins
+                             // operands are `inputs`, as many as it joins;
+                             // kAttention: 1 when causal
 
   friend bool operator==(const Node& a, const Node& b) {
     return a.op == b.op && a.dtype == b.dtype && a.shape == b.shape && a.inputs == b.inputs &&

@@ -11,68 +11,21 @@
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/frontend/attention_ref.h"
 #include "tests/test_util.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
 namespace {
 
-using test_util::AllClose;
+using test_util::AttentionRef;
+using test_util::CloseToAttention;
 using test_util::ErrorOf;
 using test_util::Expected;
 using test_util::RandomTensor;
-using test_util::RoundTo;
 using ::testing::HasSubstr;
 
 constexpr DType kF32 = DType::kFloat32, kBF16 = DType::kBFloat16, kBool = DType::kBool;
-
-// Attention over [batch, L, E] x [batch, S, E] x [batch, S, Ev] (batch dims
-// flattened, equal on all three). `allowed(b, i, j)` and `bias(b, i, j)`
-// give the mask; a row with no allowed key is NaN.
-template <typename Allowed, typename Bias>
-Expected AttentionRef(const Tensor& q, const Tensor& k, const Tensor& v, double scale, Allowed allowed, Bias bias) {
-  const int64_t l = q.shape()[q.dim() - 2], e = q.shape().back(), s = k.shape()[k.dim() - 2], ev = v.shape().back();
-  const int64_t batch = q.numel() / (l * e);
-  const std::vector<double> qv = q.to_double_vector(), kv = k.to_double_vector(), vv = v.to_double_vector();
-  Shape shape = q.shape();
-  shape.back() = ev;
-  Expected out{.shape = shape, .dtype = q.dtype()};
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t i = 0; i < l; ++i) {
-      std::vector<double> p(s, -std::numeric_limits<double>::infinity());
-      double top = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < s; ++j) {
-        if (!allowed(b, i, j)) continue;
-        double dot = 0;
-        for (int64_t c = 0; c < e; ++c) dot += qv[(b * l + i) * e + c] * kv[(b * s + j) * e + c];
-        p[j] = dot * scale + bias(b, i, j);
-        top = std::max(top, p[j]);
-      }
-      double total = 0;
-      for (double& x : p) total += x = std::exp(x - top);
-      for (int64_t c = 0; c < ev; ++c) {
-        double acc = 0;
-        for (int64_t j = 0; j < s; ++j) acc += p[j] / total * vv[(b * s + j) * ev + c];
-        out.values.push_back(RoundTo(q.dtype(), acc));
-      }
-    }
-  }
-  return out;
-}
-
-// Looser than one rounding: two GEMMs and a softmax, each rounded to the dtype.
-::testing::AssertionResult Close(const Tensor& got, const Expected& want, const std::string& what) {
-  if (got.shape() != want.shape || got.dtype() != want.dtype) return AllClose(got, want, what);
-  const double atol = got.dtype() == kF32 ? 1e-5 : 2e-2, rtol = got.dtype() == kF32 ? 1e-4 : 3e-2;
-  const std::vector<double> g = got.to_double_vector();
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double w = want.values[i];
-    if (std::isnan(w) != std::isnan(g[i]) || (!std::isnan(w) && std::fabs(g[i] - w) > atol + rtol * std::fabs(w))) {
-      return ::testing::AssertionFailure() << what << ": element " << i << " is " << g[i] << ", expected " << w;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
 
 class AttentionTest : public test_util::OnEachDevice {
  protected:
@@ -94,11 +47,11 @@ TEST_P(AttentionTest, CausalAndUnmaskedOverThreeDims) {
                    v = Random({3, 9, 8}, dtype);
       auto allowed = [&](int64_t, int64_t i, int64_t j) { return !causal || j <= i; };
       const Expected want = AttentionRef(q, k, v, 0.25, allowed, kNoBias);
-      EXPECT_TRUE(Close(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal), want, "eager"));
+      EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal), want, "eager"));
       auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
         return scaled_dot_product_attention(a, b, c, Tensor(), 0.0, causal);
       });
-      EXPECT_TRUE(Close(f(q, k, v), want, "compiled"));
+      EXPECT_TRUE(CloseToAttention(f(q, k, v), want, "compiled"));
       // GEMM, the scale + mask + softmax (one kernel storing the
       // probabilities the second GEMM reads), GEMM.
       EXPECT_EQ(f.kernels().size(), 3u) << f.explain();
@@ -110,7 +63,7 @@ TEST_P(AttentionTest, CausalWithMoreKeysThanQueriesIsTheTopLeftTriangle) {
   const Tensor q = Random({2, 5, 8}), k = Random({2, 7, 8}), v = Random({2, 7, 4});
   const Expected want = AttentionRef(q, k, v, 1 / std::sqrt(8.0), [](int64_t, int64_t i, int64_t j) { return j <= i; },
                                      kNoBias);
-  EXPECT_TRUE(Close(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true), want, "causal 5 x 7"));
+  EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true), want, "causal 5 x 7"));
 }
 
 TEST_P(AttentionTest, BoolAndFloatMasksBroadcastAndAnExplicitScale) {
@@ -120,7 +73,7 @@ TEST_P(AttentionTest, BoolAndFloatMasksBroadcastAndAnExplicitScale) {
   mask = masked_fill(mask, eq(arange(10, device()), 0.0), 1.0);
   const std::vector<double> m = mask.to_double_vector();
   auto allowed = [&](int64_t, int64_t i, int64_t j) { return m[i * 10 + j] != 0; };
-  EXPECT_TRUE(Close(scaled_dot_product_attention(q, k, v, mask, 0.0, false, 0.5),
+  EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(q, k, v, mask, 0.0, false, 0.5),
                     AttentionRef(q, k, v, 0.5, allowed, kNoBias), "bool mask"));
   // A float mask [2, 1, 10] added to the scores.
   const Tensor bias = Random({2, 1, 10});
@@ -129,7 +82,7 @@ TEST_P(AttentionTest, BoolAndFloatMasksBroadcastAndAnExplicitScale) {
   auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
     return scaled_dot_product_attention(a, b, c, d);
   });
-  EXPECT_TRUE(Close(f(q, k, v, bias), AttentionRef(q, k, v, 1 / std::sqrt(8.0), kAll, add), "float mask"));
+  EXPECT_TRUE(CloseToAttention(f(q, k, v, bias), AttentionRef(q, k, v, 1 / std::sqrt(8.0), kAll, add), "float mask"));
   // A row with no key allowed is NaN, as PyTorch's math path.
   const Tensor none = zeros({6, 10}, device(), kBool);
   const std::vector<double> out = scaled_dot_product_attention(q, k, v, none).to_double_vector();
@@ -145,13 +98,13 @@ TEST_P(AttentionTest, FourDimensionalHeadsAsNanoGPTWritesThem) {
   const Tensor q = heads_of(qkv[0]), k = heads_of(qkv[1]), v = heads_of(qkv[2]);
   const Expected want = AttentionRef(q.contiguous(), k.contiguous(), v.contiguous(), 1 / std::sqrt(8.0),
                                      [](int64_t, int64_t i, int64_t j) { return j <= i; }, kNoBias);
-  EXPECT_TRUE(Close(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true), want, "4-D causal eager"));
+  EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true), want, "4-D causal eager"));
   auto f = compile([&](const Tensor& y) {
     const std::vector<Tensor> parts = split(y, heads * hd, 2);
     return scaled_dot_product_attention(heads_of(parts[0]), heads_of(parts[1]), heads_of(parts[2]), Tensor(), 0.0,
                                         true);
   });
-  EXPECT_TRUE(Close(f(x), want, "4-D causal compiled"));
+  EXPECT_TRUE(CloseToAttention(f(x), want, "4-D causal compiled"));
 }
 
 TEST_P(AttentionTest, BadInputsAreClearErrors) {

@@ -74,7 +74,8 @@ std::vector<Printed> PrintPlan(const Outputs& outputs) {
   std::vector<Printed> printed;
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
-      const std::string source = backend::DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name);
+      const std::string source =
+          backend::DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name, DefaultTuning());
       printed.push_back({group.name, "", source, "", true});
       continue;
     }

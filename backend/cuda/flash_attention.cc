@@ -1,0 +1,153 @@
+// Host side of the flash-attention kernel: the config choice, compiling and
+// loading each config once per device, and the launch (the kernel's text is
+// flash_attention_source.cc).
+#include "backend/cuda/flash_attention.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/driver.h"
+#include "backend/executable.h"
+#include "tensor/mutex.h"
+
+namespace fusebox::cuda {
+namespace {
+
+// The kernel's FbAttnParams, field by field (LP64 on both sides).
+struct FlashParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* mask;
+  void* o;
+  long long q_batch[4], k_batch[4], v_batch[4], m_batch[4];
+  long long q_row, k_row, v_row, m_row, m_col;
+  long long batch_sizes[4];
+  long long batch;
+  int l, s;
+  float scale_log2;
+  int aligned;
+};
+static_assert(sizeof(FlashParams) == 264, "FlashParams must match the kernel's FbAttnParams");
+
+const char* DTypeTag(DType d) { return d == DType::kBFloat16 ? "bf16" : "f16"; }
+
+// Whether every row cp.async copies is 16-byte aligned: the base and every
+// stride (batch and row) in whole 16-byte steps.
+bool Aligned16(const void* ptr, const std::array<int64_t, backend::kAttentionBatchDims>& batch, int64_t row) {
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0 || row % 8 != 0) return false;
+  return std::all_of(batch.begin(), batch.end(), [](int64_t s) { return s % 8 == 0; });
+}
+
+}  // namespace
+
+bool FlashAttentionSupports(DType dtype, int64_t head_dim) {
+  return (dtype == DType::kBFloat16 || dtype == DType::kFloat16) && (head_dim == 64 || head_dim == 128);
+}
+
+int64_t FlashConfig::SharedBytes() const {
+  return int64_t{2} * head_dim * (block_m() + 4 * block_n);
+}
+
+std::string FlashConfig::KernelName() const {
+  return absl::StrCat("fb_flash_attention_e", head_dim, "_", DTypeTag(dtype), "_", backend::AttentionMaskName(mask),
+                      "_n", block_n, "_w", warps, m_tiles > 1 ? absl::StrCat("_t", m_tiles) : "",
+                      min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "");
+}
+
+FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, const backend::TuningSnapshot& tuning) {
+  FlashConfig c{.head_dim = static_cast<int>(head_dim), .dtype = dtype, .mask = mask};
+  // 128 query rows a block, 64 keys a tile. Measured on the H200 (bf16, B 8,
+  // T 2048/4096): two 16-row tiles a warp (4 warps; each K/V fragment feeds
+  // two mma) against one (8 warps, Q in registers): head dim 64 201-211 ->
+  // 262-272 TFLOP/s, causal 163-183 -> 175-199; head dim 128 257-268 ->
+  // 278-290, but causal 199-230 -> 167-200 (at 255 registers it spills), so
+  // head dim 128 takes two tiles without a mask only. Bool and float masks
+  // spill with two (not measured): one.
+  c.m_tiles = mask == AttentionMask::kNone || (head_dim == 64 && mask == AttentionMask::kCausal) ? 2 : 1;
+  if (const int tiles = tuning.GetInt(backend::Knob::kFlashWarpTiles); tiles > 0) c.m_tiles = tiles;
+  c.warps = c.m_tiles == 2 ? 4 : 8;
+  const int block_n = tuning.GetInt(backend::Knob::kFlashBlockN), warps = tuning.GetInt(backend::Knob::kFlashWarps);
+  if (block_n == 16 || block_n == 32 || block_n == 64 || block_n == 128) c.block_n = block_n;
+  if (warps == 4 || warps == 8) c.warps = warps;
+  if (const int blocks = tuning.GetInt(backend::Knob::kFlashMinBlocks); blocks > 0) c.min_blocks = blocks;
+  // Each thread copies whole 16-byte chunks of a K/V tile: else the default.
+  if (c.block_n * c.head_dim / 8 % c.threads() != 0) c.block_n = 64;
+  return c;
+}
+
+std::vector<FlashConfig> DefaultFlashConfigs() {
+  std::vector<FlashConfig> configs;
+  for (int e : {64, 128}) {
+    for (DType d : {DType::kBFloat16, DType::kFloat16}) {
+      for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal, AttentionMask::kBool, AttentionMask::kFloat}) {
+        configs.push_back(ChooseFlashConfig(e, d, m, backend::TuningSnapshot()));
+      }
+    }
+  }
+  return configs;
+}
+
+absl::StatusOr<const FlashKernel*> GetFlashKernel(const FlashConfig& config, int device, int arch) {
+  static fusebox::Mutex mu;
+  // Never freed: launches hold pointers into it for the process.
+  static auto* kernels = new std::map<std::pair<int, std::string>, std::unique_ptr<FlashKernel>>();
+  const std::string name = config.KernelName();
+  {
+    fusebox::MutexLock lock(&mu);
+    if (auto it = kernels->find({device, name}); it != kernels->end()) return it->second.get();
+  }
+  auto kernel = std::make_unique<FlashKernel>(FlashKernel{.config = config, .source = FlashAttentionSource(config)});
+  absl::StatusOr<std::shared_ptr<const backend::CompiledBinary>> binary =
+      backend::CompileCudaSource(kernel->source, name, arch, backend::TuningSnapshot());
+  if (!binary.ok()) return binary.status();
+  kernel->binary = *binary;
+  if (device >= 0) {
+    Driver& driver = Driver::Get();
+    absl::StatusOr<CUmodule> module = driver.LoadModule(device, kernel->binary->cubin);
+    if (!module.ok()) return module.status();
+    absl::StatusOr<CUfunction> fn = driver.GetFunction(*module, name);
+    if (!fn.ok()) return fn.status();
+    if (absl::Status s = driver.SetMaxDynamicSharedBytes(*fn, static_cast<int>(config.SharedBytes())); !s.ok()) return s;
+    kernel->function = *fn;
+  }
+  fusebox::MutexLock lock(&mu);
+  // Two threads may compile the same config at once: the first one kept wins.
+  auto [it, inserted] = kernels->try_emplace({device, name}, std::move(kernel));
+  return it->second.get();
+}
+
+absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const AttentionProblem& p, const void* q,
+                                  const void* k, const void* v, const void* mask, void* out) {
+  const FlashConfig& c = kernel.config;
+  if (kernel.function == nullptr || p.e != c.head_dim || p.dtype != c.dtype || p.mask != c.mask || p.l <= 0 ||
+      p.s <= 0) {
+    return absl::InternalError(absl::StrCat("flash attention kernel ", c.KernelName(), " cannot run ", p.ToString()));
+  }
+  if (p.l > (int64_t{1} << 30) || p.s > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("flash attention takes at most 2^30 queries and keys, got ",
+                                                   p.ToString()));
+  }
+  FlashParams f{.q = q, .k = k, .v = v, .mask = mask, .o = out};
+  for (int d = 0; d < backend::kAttentionBatchDims; ++d) {
+    f.q_batch[d] = p.q_batch[d], f.k_batch[d] = p.k_batch[d], f.v_batch[d] = p.v_batch[d];
+    f.m_batch[d] = p.m_batch[d], f.batch_sizes[d] = p.batch[d];
+  }
+  f.q_row = p.q_row, f.k_row = p.k_row, f.v_row = p.v_row, f.m_row = p.m_row, f.m_col = p.m_col;
+  f.batch = p.BatchCount();
+  f.l = static_cast<int>(p.l), f.s = static_cast<int>(p.s);
+  f.scale_log2 = static_cast<float>(p.scale * 1.4426950408889634);
+  f.aligned = Aligned16(q, p.q_batch, p.q_row) && Aligned16(k, p.k_batch, p.k_row) && Aligned16(v, p.v_batch, p.v_row);
+  LaunchDims dims;
+  dims.grid_x = static_cast<unsigned>((p.l + c.block_m() - 1) / c.block_m());
+  dims.grid_y = static_cast<unsigned>(std::min<int64_t>(f.batch, 65535));
+  dims.grid_z = static_cast<unsigned>((f.batch + dims.grid_y - 1) / dims.grid_y);
+  dims.block_x = static_cast<unsigned>(c.threads());
+  dims.shared_bytes = static_cast<unsigned>(c.SharedBytes());
+  void* args[] = {&f};
+  return Driver::Get().Launch(device, kernel.function, dims, args);
+}
+
+}  // namespace fusebox::cuda

@@ -1,0 +1,161 @@
+// The fused scaled_dot_product_attention (one `attention` node: the flash
+// kernel on CUDA, its CPU twin on the host) against a float64 reference:
+// bf16 and f16, head dims 64 and 128, causal or not, L != S and sizes off the
+// tiles (1, 17, 130, 1000), batch dims that broadcast, nanoGPT's transposed
+// head views read by their strides, unaligned rows, masks (an all-masked row
+// is NaN, as the decomposition's), and that a compiled SDPA is one kernel
+// while other head dims and f32 keep the decomposition. CUDA skips without a device.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/fusebox.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/frontend/attention_ref.h"
+#include "tests/test_util.h"
+
+namespace fusebox {
+namespace {
+
+using test_util::AttentionRef;
+using test_util::CloseToAttention;
+using test_util::Expected;
+using ::testing::HasSubstr;
+
+constexpr DType kBF16 = DType::kBFloat16, kF16 = DType::kFloat16, kBool = DType::kBool;
+
+auto kAll = [](int64_t, int64_t, int64_t) { return true; };
+auto kCausal = [](int64_t, int64_t i, int64_t j) { return j <= i; };
+auto kNoBias = [](int64_t, int64_t, int64_t) { return 0.0; };
+
+class FlashAttentionTest : public test_util::OnEachDevice {
+ protected:
+  // Scores of O(1), as a trained model's (q and k scaled down).
+  Tensor Random(const Shape& shape, DType dtype, double scale = 1.0) const {
+    return (test_util::RandomTensor(shape, DType::kFloat32, test_util::Domain::kAny, device()) * scale).to(dtype);
+  }
+  std::string KernelName() const {
+    return device().is_cuda() ? "extern_flash_attention_0" : "extern_cpu_attention_0";
+  }
+};
+
+TEST_P(FlashAttentionTest, MatchesFloat64OverDtypesHeadDimsSizesAndCausal) {
+  struct Size {
+    int64_t l, s;
+  };
+  for (DType dtype : {kBF16, kF16}) {
+    for (int64_t e : {64, 128}) {
+      for (Size size : {Size{1, 1}, Size{17, 130}, Size{130, 17}, Size{1, 1000}, Size{1000, 1000}, Size{1000, 130}}) {
+        for (bool causal : {false, true}) {
+          SCOPED_TRACE(testing::Message() << DTypeName(dtype) << " E " << e << " L " << size.l << " S " << size.s
+                                          << (causal ? " causal" : ""));
+          const int64_t batch = size.l * size.s > 100000 ? 1 : 3;
+          const Tensor q = Random({batch, size.l, e}, dtype, 0.3), k = Random({batch, size.s, e}, dtype, 0.3),
+                       v = Random({batch, size.s, e}, dtype);
+          auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+            return scaled_dot_product_attention(a, b, c, Tensor(), 0.0, causal);
+          });
+          const Tensor got = f(q, k, v);
+          ASSERT_EQ(f.kernels().size(), 1u) << f.explain();
+          EXPECT_EQ(f.kernels()[0].name, KernelName());
+          const double scale = 1 / std::sqrt(static_cast<double>(e));
+          EXPECT_TRUE(CloseToAttention(got, AttentionRef(q, k, v, scale, causal ? +kCausal : +kAll, kNoBias),
+                                       "compiled"));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(FlashAttentionTest, NanoGptHeadViewsAreReadByTheirStridesInOneKernel) {
+  const int64_t batch = 2, heads = 3, t = 70, hd = 64;
+  const Tensor x = Random({batch, t, 3 * heads * hd}, kBF16, 0.3);
+  auto heads_of = [&](const Tensor& y) { return y.view({batch, t, heads, hd}).transpose(1, 2); };
+  auto attend = [&](const Tensor& y) {
+    const std::vector<Tensor> parts = split(y, heads * hd, 2);
+    return scaled_dot_product_attention(heads_of(parts[0]), heads_of(parts[1]), heads_of(parts[2]), Tensor(), 0.0,
+                                        true);
+  };
+  const std::vector<Tensor> parts = split(x, heads * hd, 2);
+  const Expected want = AttentionRef(heads_of(parts[0]).contiguous(), heads_of(parts[1]).contiguous(),
+                                     heads_of(parts[2]).contiguous(), 1 / std::sqrt(64.0), kCausal, kNoBias);
+  EXPECT_TRUE(CloseToAttention(attend(x), want, "eager"));
+  auto f = compile(attend);
+  EXPECT_TRUE(CloseToAttention(f(x), want, "compiled"));
+  ASSERT_EQ(f.kernels().size(), 1u) << f.explain();  // no copy of q, k or v
+  EXPECT_EQ(f.kernels()[0].name, KernelName());
+  // Lazy views of a computed x: still no copy, the scale's kernel stores x once.
+  auto g = compile([&](const Tensor& y) { return attend(y * 1.0); });
+  EXPECT_TRUE(CloseToAttention(g(x), want, "lazy views"));
+  EXPECT_EQ(g.kernels().size(), 2u) << g.explain();
+}
+
+TEST_P(FlashAttentionTest, BroadcastBatchUnalignedRowsAndStridedHeadDims) {
+  // k and v shared by every head ([2, 1, S, E] against q's [2, 4, L, E]).
+  const Tensor q = Random({2, 4, 33, 128}, kF16, 0.3), k = Random({2, 1, 45, 128}, kF16, 0.3),
+               v = Random({2, 1, 45, 128}, kF16);
+  const Expected want = AttentionRef(q, k.expand({2, 4, 45, 128}).contiguous(), v.expand({2, 4, 45, 128}).contiguous(),
+                                     0.1, kAll, kNoBias);
+  EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, 0.1), want, "broadcast"));
+  // Rows 65 elements apart: not 16-byte aligned, so the kernel copies them without cp.async.
+  const Tensor x = Random({2, 50, 65}, kBF16, 0.3);
+  const Tensor xq = split(x, 64, 2)[0];
+  EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(xq, xq, xq, Tensor(), 0.0, true),
+                               AttentionRef(xq.contiguous(), xq.contiguous(), xq.contiguous(), 0.125, kCausal, kNoBias),
+                               "unaligned rows"));
+  // q strided along E (a transpose): copied first (eager), stored first (compiled).
+  const Tensor qt = Random({2, 64, 40}, kBF16, 0.3), kk = Random({2, 40, 64}, kBF16, 0.3), vv = Random({2, 40, 64}, kBF16);
+  const Expected want_t = AttentionRef(qt.transpose(1, 2).contiguous(), kk, vv, 0.125, kAll, kNoBias);
+  EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(qt.transpose(1, 2), kk, vv), want_t, "strided E"));
+  auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& c) {
+    return scaled_dot_product_attention((a * 1.0).transpose(1, 2), b, c);
+  });
+  EXPECT_TRUE(CloseToAttention(f(qt, kk, vv), want_t, "strided E compiled"));
+  EXPECT_EQ(f.kernels().size(), 2u) << f.explain();
+}
+
+TEST_P(FlashAttentionTest, BoolAndFloatMasksAndAnAllMaskedRow) {
+  for (int64_t e : {64, 128}) {
+    SCOPED_TRACE(testing::Message() << "E " << e);
+    const Tensor q = Random({2, 3, 70, e}, kBF16, 0.3), k = Random({2, 3, 90, e}, kBF16, 0.3),
+                 v = Random({2, 3, 90, e}, kBF16);
+    // A bool mask [70, 90] over every batch; row 5 has no key (NaN, as the decomposition).
+    Tensor mask = test_util::RandomTensor({70, 90}, kBool, test_util::Domain::kAny, device());
+    mask = masked_fill(mask, eq(arange(70, device()).view({70, 1}), 5.0), 0.0);
+    const std::vector<double> m = mask.to_double_vector();
+    auto allowed = [&](int64_t, int64_t i, int64_t j) { return m[i * 90 + j] != 0; };
+    auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+      return scaled_dot_product_attention(a, b, c, d);
+    });
+    const Tensor got = f(q, k, v, mask);
+    EXPECT_EQ(f.kernels().size(), 1u) << f.explain();
+    const double scale = 1 / std::sqrt(static_cast<double>(e));
+    EXPECT_TRUE(CloseToAttention(got, AttentionRef(q, k, v, scale, allowed, kNoBias), "bool mask"));
+    const std::vector<double> out = got.to_double_vector();
+    EXPECT_TRUE(std::isnan(out[5 * e])) << "the all-masked row";
+    // A float mask [2, 1, 1, 90] (f32: added in bf16, as the decomposition adds it), -inf included.
+    Tensor bias = test_util::RandomTensor({2, 1, 1, 90}, DType::kFloat32, test_util::Domain::kAny, device());
+    bias = masked_fill(bias, eq(arange(90, device()), 7.0), -INFINITY);
+    const std::vector<double> bv = bias.to(kBF16).to_double_vector();
+    auto add = [&](int64_t b, int64_t, int64_t j) { return bv[b / 3 * 90 + j]; };
+    EXPECT_TRUE(CloseToAttention(f(q, k, v, bias), AttentionRef(q, k, v, scale, kAll, add), "float mask"));
+  }
+}
+
+TEST_P(FlashAttentionTest, OtherHeadDimsAndFloat32KeepTheDecomposition) {
+  auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& c) { return scaled_dot_product_attention(a, b, c); });
+  for (auto [dtype, e] : {std::pair{kBF16, int64_t{32}}, std::pair{DType::kFloat32, int64_t{64}}}) {
+    const Tensor q = Random({2, 9, e}, dtype, 0.3), k = Random({2, 11, e}, dtype, 0.3), v = Random({2, 11, e}, dtype);
+    EXPECT_TRUE(CloseToAttention(f(q, k, v), AttentionRef(q, k, v, 1 / std::sqrt(static_cast<double>(e)), kAll, kNoBias),
+                                 DTypeName(dtype)));
+    EXPECT_GE(f.kernels().size(), 3u) << f.explain();
+    for (const KernelInfo& info : f.kernels()) EXPECT_THAT(info.name, ::testing::Not(HasSubstr("attention")));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, FlashAttentionTest, ::testing::Values(false, true), test_util::OnEachDevice::Name);
+
+}  // namespace
+}  // namespace fusebox
