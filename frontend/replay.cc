@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "frontend/capture.h"
+#include "frontend/random.h"
 #include "frontend/runtime.h"
 
 namespace fusebox::frontend {
@@ -39,6 +40,7 @@ int32_t AliasOf(std::span<const Tensor* const> args, size_t k) {
 }
 
 bool SameInput(const ReplayInput& a, const ReplayInput& b) {
+  if (a.rng_state || b.rng_state) return a.rng_state == b.rng_state && a.device == b.device;
   return a.argument == b.argument && a.view == b.view && a.shape == b.shape && a.strides == b.strides &&
          a.offset == b.offset && (a.argument >= 0 || &a.global.impl() == &b.global.impl());
 }
@@ -76,6 +78,10 @@ ReplayCandidate MakeReplayCandidate(std::vector<ArgGuard> guards, std::span<cons
   c.entry.record.input_tensors.clear();
   for (const Tensor& in : graph_inputs) {
     ReplayInput spec;
+    if (in.impl().rng_state) {
+      c.entry.inputs.push_back({.rng_state = true, .device = in.device()});
+      continue;
+    }
     for (size_t k = 0; k < args.size() && spec.argument < 0; ++k) {
       if (!args[k].defined()) continue;
       const TensorImpl& a = args[k].impl();
@@ -120,7 +126,9 @@ std::vector<Tensor> RunReplay(const ReplayEntry& entry, std::span<const Tensor* 
   std::vector<Tensor> inputs;
   inputs.reserve(entry.inputs.size());
   for (const ReplayInput& in : entry.inputs) {
-    if (in.argument < 0) {
+    if (in.rng_state) {
+      inputs.push_back(NextGeneratorStateTensor(in.device));
+    } else if (in.argument < 0) {
       inputs.push_back(in.global);
     } else {
       const Tensor& arg = *args[in.argument];

@@ -5,7 +5,9 @@
 // arguments captured the same single graph; the guards are the arguments:
 // each tensor's dtype, device, shape and strides, which arguments share
 // memory (f(x, x) and f(x, y) are different calls) and each number's value.
-// What the function reads besides its arguments is fixed at capture: tensors
+// Random ops draw a fresh generator state per replay, in the order the traced
+// call drew them (frontend/random.h). What the function reads besides its
+// arguments is fixed at capture: tensors
 // it reads from elsewhere are read at run time through the tensor objects it
 // read then, so in-place changes to them are seen, but a variable rebound to
 // a new tensor (w = full(...)) is not, nor does a call that passes such a
@@ -137,6 +139,11 @@ struct ReplayInput {
   Strides strides;
   int64_t offset = 0;
   Tensor global;  // argument < 0: a tensor the function reads from elsewhere, read at run time
+  // A random op's generator state (TensorImpl::rng_state): each replay draws
+  // a fresh one on `device`, as a traced call would, so it never repeats the
+  // numbers of the call it was recorded from.
+  bool rng_state = false;
+  Device device;
 };
 
 // Where a returned tensor of a replayed call comes from.
