@@ -22,6 +22,7 @@
 #include "backend/cuda/row_printer.h"
 #include "backend/extern_kernels.h"
 #include "backend/index_check.h"
+#include "backend/kernel_cost.h"
 #include "backend/lower.h"
 #include "profiler/recorder.h"
 #include "backend/ptx_summary.h"
@@ -156,6 +157,8 @@ struct Executable::CompiledKernel {
   int sm_count = 0;
   bool programmatic_combine = false;
   graph::NodeId extern_node = -1;  // extern kernels: the value stored (a matmul, or its epilogue's end)
+  fusion::GemmChain chain;          // extern kernels: the matmul and its epilogue (fusion/gemm_epilogue.h)
+  KernelCost cost;  // the profiler's roofline facts; a dynamic plan's are recomputed per profiled run
 };
 
 Executable::~Executable() = default;
@@ -185,13 +188,21 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
     compiled->ir = std::move(prepared[k].ir);
     KernelInfo info{.name = group.name, .device = device.str(), .numel = compiled->ir.numel};
     if (group.kind == fusion::KernelKind::kExtern) {
-      compiled->extern_node = group.outputs.at(0);
+      compiled->chain = fusion::ChainOf(exe->plan_.graph, group);
+      compiled->extern_node = compiled->chain.end;
+      compiled->cost = ExternKernelCost(exe->plan_.graph, compiled->chain);
+      info.bytes = compiled->cost.bytes;
+      info.flops = compiled->cost.flops;
       info.numel = Numel(exe->plan_.graph.node(compiled->extern_node).shape);
-      info.source = DescribeExternKernel(exe->plan_.graph, compiled->extern_node, group.name);
+      info.source = DescribeExternKernel(exe->plan_.graph, compiled->chain, group.name);
       exe->infos_.push_back(std::move(info));
       exe->kernels_.push_back(std::move(compiled));
       continue;
     }
+    compiled->cost = GeneratedKernelCost(compiled->ir, exe->plan_.graph,
+                                         compiled->ir.Iterations(exe->plan_.symbols.Values(exe->plan_.graph)));
+    info.bytes = compiled->cost.bytes;
+    info.flops = compiled->cost.flops;
     if (DebugDump("ir")) std::fprintf(stderr, "[fusebox ir]\n%s", compiled->ir.ToString().c_str());
     const int64_t misses_before = CompileCache::Get().stats().compiles;
     if (device.is_cpu()) {
@@ -268,7 +279,7 @@ std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan, const Tuning
   std::vector<std::string> sources;
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
-      sources.push_back(DescribeExternKernel(plan.graph, group.outputs.at(0), group.name));
+      sources.push_back(DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name));
       continue;
     }
     const Kernel ir = LowerKernel(plan, group, tuning);
@@ -324,10 +335,14 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       profiler::KernelRecord record(device);
       std::vector<Shape> operand_shapes;
       absl::StatusOr<Tensor> value =
-          RunMatmul(g, k->extern_node, inputs, stored, record.active() ? &operand_shapes : nullptr);
+          RunMatmul(g, k->chain, inputs, stored, record.active() ? &operand_shapes : nullptr);
       if (!value.ok()) return value.status();
       stored.emplace(k->extern_node, *std::move(value));
-      if (record.active()) record.Finish(k->ir.name, operand_shapes, 1);
+      if (record.active()) {
+        KernelCost cost = k->cost;  // TF32 is decided per launch, as the GEMM decides it
+        if (device.is_cuda() && cost.math == MathPeak::kFloat32 && MatmulAllowTf32()) cost.math = MathPeak::kTF32;
+        record.Finish(k->ir.name, operand_shapes, 1, cost);
+      }
       continue;
     }
     args.clear();
@@ -399,7 +414,8 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
     }
     if (record.active()) {
       const int launches = device.is_cuda() ? 1 + static_cast<int>(k->cuda_partial_fns.size()) : 1;
-      record.Finish(k->ir.name, InputShapes(k->ir, g, inputs, stored), launches);
+      record.Finish(k->ir.name, InputShapes(k->ir, g, inputs, stored), launches,
+                    plan_.dynamic() ? GeneratedKernelCost(k->ir, g, inputs, stored, iterations) : k->cost);
     }
   }
   if (!pending.empty()) {  // batched: one graph launch

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/blas_gemm.h"
+#include "backend/kernel_cost.h"
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/driver.h"
 #include "fusion/plan.h"
@@ -21,25 +22,22 @@ struct OperandView {
   Shape shape;
 };
 
+// The tensor holding value `id`: stored by an earlier kernel, or a bound input.
+const Tensor* Holder(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
+                     const absl::flat_hash_map<graph::NodeId, Tensor>& stored) {
+  if (auto it = stored.find(id); it != stored.end()) return &it->second;
+  if (g.node(id).op == graph::Op::kInput) return &inputs[g.node(id).input_index];
+  return nullptr;
+}
+
 absl::StatusOr<OperandView> Resolve(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
                                     const absl::flat_hash_map<graph::NodeId, Tensor>& stored) {
   const graph::Node& n = g.node(id);
-  const Tensor* base = nullptr;
-  Strides strides;
+  const Tensor* base = Holder(g, id, inputs, stored);
+  Strides strides = base == nullptr ? Strides() : stored.contains(id) ? ContiguousStrides(n.shape) : base->strides();
   int64_t offset = 0;
-  if (auto it = stored.find(id); it != stored.end()) {
-    base = &it->second;
-    strides = ContiguousStrides(n.shape);
-  } else if (n.op == graph::Op::kInput) {
-    base = &inputs[n.input_index];
-    strides = base->strides();
-  } else if (n.op == graph::Op::kView) {
-    const graph::Node& b = g.node(n.inputs[0]);
-    if (auto it = stored.find(n.inputs[0]); it != stored.end()) {
-      base = &it->second;
-    } else if (b.op == graph::Op::kInput) {
-      base = &inputs[b.input_index];
-    }
+  if (base == nullptr && n.op == graph::Op::kView) {
+    base = Holder(g, n.inputs[0], inputs, stored);
     strides = n.strides;
     offset = n.offset;
   }
@@ -65,34 +63,9 @@ GemmProblem Problem(const graph::Node& mm, const OperandView& a, const OperandVi
   return p;
 }
 
-// The chain a matmul kernel computes, from the value it stores (`id`) down
-// to the matmul: an activation and a bias add the fuser put in its epilogue
-// (fusion/fuse_kernels.cc, EpilogueEnd).
-struct Chain {
-  graph::NodeId matmul = -1;
-  graph::NodeId bias = -1;  // the bias input node, or -1
-  GemmEpilogue epilogue = GemmEpilogue::kNone;
-};
-
-Chain ChainOf(const graph::Graph& g, graph::NodeId id) {
-  Chain c;
-  graph::Op act = graph::Op::kCopy;
-  if (g.node(id).op == graph::Op::kRelu || g.node(id).op == graph::Op::kGeluTanh) {
-    act = g.node(id).op;
-    id = g.node(id).inputs[0];
-  }
-  if (g.node(id).op == graph::Op::kAdd) {
-    const graph::Node& add = g.node(id);
-    const bool first = g.node(add.inputs[0]).op == graph::Op::kMatmul;
-    c.bias = add.inputs[first ? 1 : 0];
-    id = add.inputs[first ? 0 : 1];
-  }
-  c.matmul = id;
-  const bool bias = c.bias >= 0;
-  if (act == graph::Op::kRelu) c.epilogue = bias ? GemmEpilogue::kBiasRelu : GemmEpilogue::kRelu;
-  else if (act == graph::Op::kGeluTanh) c.epilogue = bias ? GemmEpilogue::kBiasGelu : GemmEpilogue::kGelu;
-  else if (bias) c.epilogue = GemmEpilogue::kBias;
-  return c;
+GemmEpilogue EpilogueOf(const fusion::GemmChain& chain) {
+  if (chain.gelu) return chain.bias >= 0 ? GemmEpilogue::kBiasGelu : GemmEpilogue::kGelu;
+  return chain.bias >= 0 ? GemmEpilogue::kBias : GemmEpilogue::kNone;
 }
 
 }  // namespace
@@ -100,10 +73,10 @@ Chain ChainOf(const graph::Graph& g, graph::NodeId id) {
 void SetMatmulAllowTf32(bool allow) { allow_tf32.store(allow, std::memory_order_relaxed); }
 bool MatmulAllowTf32() { return allow_tf32.load(std::memory_order_relaxed); }
 
-absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, graph::NodeId id, absl::Span<const Tensor> inputs,
+absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, const fusion::GemmChain& chain,
+                                 absl::Span<const Tensor> inputs,
                                  const absl::flat_hash_map<graph::NodeId, Tensor>& stored,
                                  std::vector<Shape>* operand_shapes) {
-  const Chain chain = ChainOf(g, id);
   const graph::Node& mm = g.node(chain.matmul);
   absl::StatusOr<OperandView> a = Resolve(g, mm.inputs[0], inputs, stored);
   if (!a.ok()) return a.status();
@@ -111,30 +84,65 @@ absl::StatusOr<Tensor> RunMatmul(const graph::Graph& g, graph::NodeId id, absl::
   if (!b.ok()) return b.status();
   if (operand_shapes != nullptr) *operand_shapes = {a->shape, b->shape};
   GemmProblem p = Problem(mm, *a, *b);
-  p.epilogue = chain.epilogue;
+  p.epilogue = EpilogueOf(chain);
+  p.residual = chain.residual >= 0;
   const void* bias = chain.bias >= 0 ? UncheckedDataPtr(inputs[g.node(chain.bias).input_index]) : nullptr;
+  // The residual is dense in the stored value's order (fusion/gemm_epilogue.h),
+  // so it has C's layout; C itself is fresh memory, never the residual's.
+  const void* residual = nullptr;
+  if (p.residual) {
+    const Tensor* r = Holder(g, chain.residual, inputs, stored);
+    if (r == nullptr) {
+      return absl::InternalError(absl::StrCat("residual %", chain.residual, " is not where the plan put it"));
+    }
+    residual = UncheckedDataPtr(*r);
+  }
   const Device device = g.device();
-  Tensor out = Tensor::empty(mm.shape, mm.dtype, device);
+  Tensor out = Tensor::empty(g.node(chain.end).shape, mm.dtype, device);
   if (out.numel() == 0) return out;
-  absl::Status s = device.is_cuda() ? cuda::CublasLtGemm(device.index, p, a->ptr, b->ptr, UncheckedDataPtr(out), bias)
-                                    : cpu::BlasGemm(p, a->ptr, b->ptr, UncheckedDataPtr(out), bias);
+  absl::Status s = device.is_cuda()
+                       ? cuda::CublasLtGemm(device.index, p, a->ptr, b->ptr, UncheckedDataPtr(out), bias, residual)
+                       : cpu::BlasGemm(p, a->ptr, b->ptr, UncheckedDataPtr(out), bias, residual);
   if (!s.ok()) return s;
   return out;
 }
 
-std::string DescribeExternKernel(const graph::Graph& g, graph::NodeId value, const std::string& name) {
-  const Chain chain = ChainOf(g, value);
+KernelCost ExternKernelCost(const graph::Graph& g, const fusion::GemmChain& chain) {
+  const graph::Node& mm = g.node(chain.matmul);
+  // Elements an operand node reads: a view or an input through its strides;
+  // a value stored by an earlier kernel is dense.
+  auto elements = [&](graph::NodeId id) {
+    const graph::Node& n = g.node(id);
+    const bool strided = n.op == graph::Op::kInput || n.op == graph::Op::kView;
+    return strided ? DistinctElements(n.shape, n.strides) : Numel(n.shape);
+  };
+  const size_t r = mm.shape.size();
+  const int64_t batch = r == 3 ? mm.shape[0] : 1, m = mm.shape[r - 2], n = mm.shape[r - 1];
+  const int64_t k = g.node(mm.inputs[0]).shape.back();
+  KernelCost cost;
+  int64_t read = elements(mm.inputs[0]) + elements(mm.inputs[1]) + (chain.bias >= 0 ? elements(chain.bias) : 0) +
+                 (chain.residual >= 0 ? Numel(g.node(chain.residual).shape) : 0);
+  cost.bytes = (read + Numel(g.node(chain.end).shape)) * static_cast<int64_t>(DTypeSize(mm.dtype));
+  cost.flops = 2 * batch * m * n * k;
+  cost.math = mm.dtype == DType::kFloat32 ? MathPeak::kFloat32 : MathPeak::kTensor16;
+  return cost;
+}
+
+std::string DescribeExternKernel(const graph::Graph& g, const fusion::GemmChain& chain, const std::string& name) {
   const graph::NodeId id = chain.matmul;
   const graph::Node& mm = g.node(id);
   const graph::Node& a = g.node(mm.inputs[0]);
   const graph::Node& b = g.node(mm.inputs[1]);
+  // "bias_gelu", "bias +residual %3 (C, beta = 1)", "residual %3 (...)"
+  std::string steps = EpilogueOf(chain) == GemmEpilogue::kNone ? "" : GemmEpilogueName(EpilogueOf(chain));
+  if (chain.residual >= 0) {
+    absl::StrAppend(&steps, steps.empty() ? "" : " +", "residual %", chain.residual, " (C, beta = 1)");
+  }
   return absl::StrCat("// ", name, ": extern kernel, one ", g.device().is_cuda() ? "cuBLASLt" : "OpenBLAS",
                       " GEMM (no generated code)\n// %", id, " = matmul(%", mm.inputs[0], " ", ShapeToString(a.shape),
                       ", %", mm.inputs[1], " ", ShapeToString(b.shape), ") : ", DTypeName(mm.dtype),
                       ShapeToString(mm.shape), "\n",
-                      chain.epilogue == GemmEpilogue::kNone
-                          ? ""
-                          : absl::StrCat("// epilogue ", GemmEpilogueName(chain.epilogue), ": stores %", value, "\n"));
+                      chain.end == id ? "" : absl::StrCat("// epilogue ", steps, ": stores %", chain.end, "\n"));
 }
 
 }  // namespace fusebox::backend

@@ -26,7 +26,8 @@ std::string GemmProblem::ToString() const {
   };
   return absl::StrCat(Traits(dtype).short_name, " ", batch, "x", m, "x", n, "x", k, " A(", layout(m, k, a_row, a_col),
                       ") B(", layout(k, n, b_row, b_col), ")", epilogue == GemmEpilogue::kNone ? "" : " ",
-                      epilogue == GemmEpilogue::kNone ? "" : GemmEpilogueName(epilogue), allow_tf32 ? " tf32" : "");
+                      epilogue == GemmEpilogue::kNone ? "" : GemmEpilogueName(epilogue), residual ? " +residual" : "",
+                      allow_tf32 ? " tf32" : "");
 }
 
 }  // namespace fusebox::backend

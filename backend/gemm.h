@@ -14,7 +14,8 @@ namespace fusebox::backend {
 
 // What runs after the product, on each element of C, before it is stored:
 // `bias` is a vector of n elements added to every row (PyTorch's linear),
-// then relu or gelu (tanh approximation) where asked.
+// then relu or gelu (tanh approximation) where asked. A residual
+// (GemmProblem::residual) is added to the product before them.
 enum class GemmEpilogue { kNone, kBias, kBiasRelu, kBiasGelu, kRelu, kGelu };
 const char* GemmEpilogueName(GemmEpilogue e);  // "bias_gelu"
 bool GemmEpilogueHasBias(GemmEpilogue e);
@@ -30,10 +31,16 @@ struct GemmProblem {
   int64_t b_batch = 0, b_row = 0, b_col = 1;  // B: k x n
   int64_t c_batch = 0, c_row = 0;             // C: m x n
   GemmEpilogue epilogue = GemmEpilogue::kNone;
+  // C = A @ B + R (+ bias, then the activation): a residual R of C's shape
+  // and layout (c_batch, c_row), read, never written (cuBLASLt's C with
+  // beta = 1 and our C as its separate D; OpenBLAS's C with beta = 1 over a
+  // copy of R). The fuser adds none after an activation: act(AB + bias) + R
+  // is not one epilogue.
+  bool residual = false;
   // f32 inputs may be multiplied as TF32 (torch.backends.cuda.matmul.allow_tf32).
   bool allow_tf32 = false;
 
-  std::string ToString() const;  // "bf16 1x8192x4096x4096 A(n) B(t) bias_gelu"
+  std::string ToString() const;  // "bf16 1x8192x4096x4096 A(n) B(t) bias_gelu", "... bias +residual"
 };
 
 }  // namespace fusebox::backend

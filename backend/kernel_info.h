@@ -17,6 +17,12 @@ struct KernelInfo {
   std::string device;       // "cuda:0", "cpu"
   std::string compile_log;  // ptxas -v (registers, spills) or the host compiler's output
   int64_t numel = 0;        // elements (threads / iterations) per launch
+  // The profiler's roofline facts per launch (profiler.h KernelCost): minimal
+  // bytes (each buffer read once, each written once) and FLOPs (GEMMs: 2 *
+  // m * n * k * batch; generated kernels: the elements computed). A dynamic
+  // plan's, at the sizes it was compiled with.
+  int64_t bytes = 0;
+  int64_t flops = 0;
   std::string schedule;     // CUDA: the launch schedule (backend/cuda/cuda_schedule.h); empty on the CPU
   // Loads/stores by width, shuffles, registers, spills, shared memory: of
   // the PTX on CUDA; on the CPU, of the sm_90 PTX when CUDA cross-compiling

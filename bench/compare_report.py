@@ -127,6 +127,12 @@ def write_markdown(merged, path, png_name):
                 "gelu) on the same inputs, torch eager and fusebox compiled. TF32 "
                 + ("on" if tf32 else "off") + " for float32 (torch.backends.cuda.matmul.allow_tf32 = "
                 + ("True" if tf32 else "False") + ")"]
+    if any(r["workload"] == "gpt2_forward" for r in matmul):
+        out += ["- gpt2_forward: nanoGPT's GPT-2 forward with the loss (logits and cross entropy), fusebox's "
+                "examples/gpt2 against the same model in PyTorch (bench/compare_gpt2.py; tanh gelu in both), "
+                "shape [batch, seq]; FLOPs as nanoGPT's estimate_mfu counts a forward (the four Linears, q k^T and "
+                "att v over the whole T x T square, the lm_head); checked against float64 (fusebox: the first "
+                "positions of one sequence; PyTorch: all logits)"]
     out += [""]
     out += ["## Median time (ms; tiny_gelu: per call)", ""]
     rows = [[case_label(r), r["shape"], r["dtype"]] + [fmt_time(r, s, d) for s, d, _ in VARIANTS] for r in main]

@@ -6,7 +6,8 @@ Runs fusebox_bench --json (or reads its JSON from the same device call with
 input rotation in PyTorch three ways: eager (the manual op-by-op definitions
 below, the twins of bench/workloads.cc), the built-in fused op where PyTorch
 has one, and torch.compile of the manual definition; for the matmul workloads
-a fourth, the GEMMs alone in eager PyTorch (TF32 off). Timing mirrors
+a fourth, the GEMMs alone in eager PyTorch (TF32 off); for gpt2_forward
+nanoGPT's model (bench/compare_gpt2.py), eager and compiled. Timing mirrors
 bench/harness.cc: warm-up calls, then trials each timed with CUDA events (the
 call-overhead case: batches of calls on the host clock), median and min.
 Writes <out>/<date>-<machine>.md (tables), .png (GB/s against size for the
@@ -34,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from compare_gpt2 import run_gpt2_case
 from compare_report import merged_case_ok, plot, write_markdown
 from compare_sweep import plot_sweep, run_sweep, write_sweep_markdown
 
@@ -264,7 +266,10 @@ def rel_err(torch, out, ref):
     return float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref))
 
 
-def run_variant(torch, fn, sets, r, ref, profile, compile_first=False):
+def run_variant(torch, fn, sets, r, ref, profile, compile_first=False, output=None, tol=None):
+    """One side of a case: first call, check, trials. output picks what is
+    checked from fn's result (all of it by default); tol overrides the
+    dtype's tolerance."""
     side = {}
     if compile_first:
         torch._dynamo.reset()
@@ -272,8 +277,8 @@ def run_variant(torch, fn, sets, r, ref, profile, compile_first=False):
         mode = "reduce-overhead" if r.get("replay") else None
         fn = torch.compile(fn, dynamic=False, mode=mode)
     out, side["cold_ms"] = timed_once_ms(torch, lambda: fn(*sets[0]))
-    side["rel_err"] = rel_err(torch, out, ref)
-    side["ok"] = side["rel_err"] <= REL_ERR_TOL.get(r["dtype"], 1e-5)  # NaN fails
+    side["rel_err"] = rel_err(torch, output(out) if output else out, ref)
+    side["ok"] = side["rel_err"] <= (tol or REL_ERR_TOL.get(r["dtype"], 1e-5))  # NaN fails
     del out
     trials = time_trials(torch, fn, sets, r["warmup"], r["trials"], r["calls_per_trial"])
     side.update(median_ms=median(trials), min_ms=min(trials), gbps=r["bytes"] / (median(trials) * 1e-3) / 1e9,
@@ -287,6 +292,8 @@ def run_variant(torch, fn, sets, r, ref, profile, compile_first=False):
 
 
 def run_torch_case(torch, workloads, r, profile):
+    if r["workload"] == "gpt2_forward":  # a whole model: compare_gpt2.py builds it from r["config"]
+        return run_gpt2_case(torch, r, run_variant, profile)
     if r["workload"] not in workloads:
         return {"error": f"no PyTorch definition of {r['workload']}"}
     manual, builtin, gemms = workloads[r["workload"]]

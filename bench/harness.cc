@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -154,6 +155,25 @@ CopyResult MeasureCopy(Device device, size_t bytes, const TimingPlan& plan) {
   ThrowIfError(driver.MemFree(device.index, src));
   ThrowIfError(driver.MemFree(device.index, dst));
   return r;
+}
+
+double MeasureHostCopyGBps(size_t bytes) {
+  const size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  const size_t chunk = (bytes + threads - 1) / threads;
+  double best_s = 0;
+  for (int trial = 0; trial < 5; ++trial) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads && t * chunk < bytes; ++t) {
+      pool.emplace_back([&, t] { std::memcpy(dst.data() + t * chunk, src.data() + t * chunk, std::min(chunk, bytes - t * chunk)); });
+    }
+    for (std::thread& th : pool) th.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (trial == 0 || s < best_s) best_s = s;
+  }
+  FUSEBOX_CHECK(dst[bytes - 1] == 1, "the host copy did not happen");
+  return 2.0 * static_cast<double>(bytes) / best_s / 1e9;
 }
 
 LaunchFloorResult MeasureLaunchFloor(Device device, int64_t elements, const TimingPlan& plan, int calls_per_trial) {

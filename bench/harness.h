@@ -50,6 +50,9 @@ struct TimingPlan {
   // --profile: after the trials, a few compiled calls under fusebox::Profiler
   // (each kernel's device time) and the host time of a call without waiting.
   bool profile = false;
+  // --profile: the copy ceiling the profiler's roofline takes, GB/s (read +
+  // write), measured in this run; 0: the driver's theoretical bandwidth.
+  double copy_ceiling_gbps = 0;
 };
 
 // Waits for all work queued on `device`.
@@ -89,6 +92,10 @@ struct CopyResult {
 // A `bytes` device-to-device copy (cuMemcpyDtoD) on a GPU, bytes read +
 // written counted: the ceiling for every memory-bound kernel.
 CopyResult MeasureCopy(Device device, size_t bytes, const TimingPlan& plan);
+
+// The CPU's copy ceiling for --profile's roofline (STREAM-like): `bytes`
+// memcpy'd by every core at once, GB/s read + written, the best of a few.
+double MeasureHostCopyGBps(size_t bytes);
 
 // The host's floor under a call-overhead row: a compiled call of one kernel
 // cannot cost less than launching that kernel. Timed as those rows are

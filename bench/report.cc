@@ -44,6 +44,9 @@ void PrintDetails(const Result& r) {
     std::printf("  profile (--profile): one compiled call takes %.3f ms on the host without waiting (%.3f ms under"
                 " the profiler); the profiler over 5 calls:\n%s",
                 r.host_ms_per_call, r.host_ms_per_call_profiled, r.profile_table.c_str());
+    std::printf("  worst kernels by time lost against the roofline (%s):%s\n", r.profile_roofline.c_str(),
+                r.profile_worst.empty() ? " none (no roofline)" : "");
+    for (const std::string& line : r.profile_worst) std::printf("    %s\n", line.c_str());
   }
   for (const std::string& f : r.failures) std::printf("  FAILED: %s\n", f.c_str());
 }

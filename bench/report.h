@@ -46,6 +46,9 @@ struct Result {
   double bytes = 0;   // minimal: each input read once, the output written once
   double flops = 0;   // matmul workloads: the GEMMs' FLOPs per call (else 0)
   std::vector<double> input_scales;  // input k is randn * input_scales[k]
+  // A whole-model row: its configuration as a JSON object (gpt2_case.h's
+  // Gpt2Json), from which compare_torch.py builds the same model; else empty.
+  std::string config_json;
   bool epilogue_fusion = false;      // compiled with set_matmul_epilogue_fusion on
   int input_sets = 1;  // rotated over (harness.h)
   TimingPlan plan;
@@ -64,6 +67,10 @@ struct Result {
   // host time of one compiled call that does not wait for the device, without
   // and with the profiler recording.
   std::string profile_table;
+  // The same calls' kernels that lost the most time against the roofline
+  // (Profiler::worst), one line each, and the roofline they were held to.
+  std::vector<std::string> profile_worst;
+  std::string profile_roofline;
   double host_ms_per_call = 0, host_ms_per_call_profiled = 0;
   std::vector<std::string> failures;
   bool ok() const { return failures.empty(); }

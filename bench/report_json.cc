@@ -66,6 +66,7 @@ std::string JsonResult(const Result& r) {
       ", \"calls_per_trial\": ", r.plan.calls_per_trial,
       ", \"flops\": ", JsonNumber(r.flops), ", \"input_scales\": ", JsonNumbers(r.input_scales),
       ", \"epilogue_fusion\": ", JsonBool(r.epilogue_fusion),
+      ", \"config\": ", r.config_json.empty() ? "null" : r.config_json,
       ",\n     \"eager\": ", JsonSide(r.eager, r.bytes), ",\n     \"compiled\": ", JsonSide(r.compiled, r.bytes),
       ",\n     \"gemms\": ", r.gemms ? JsonSide(*r.gemms, r.bytes) : "null",
       ",\n     \"speedup\": ", JsonNumber(r.eager.timing.median_ms() / r.compiled.timing.median_ms()),

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "backend/compile_cache.h"
 #include "frontend/capture.h"
@@ -50,14 +51,6 @@ std::vector<std::string> EagerOps(const WorkloadFn& fn, const std::vector<Tensor
     }
   }
   return ops;
-}
-
-// Graphs the runtime ran during `fn`: in eager mode one per op, each one kernel.
-int64_t GraphsRun(const std::function<void()>& fn) {
-  const frontend::RuntimeStats before = frontend::GetRuntimeStats();
-  fn();
-  const frontend::RuntimeStats after = frontend::GetRuntimeStats();
-  return (after.plan_compiles + after.plan_cache_hits) - (before.plan_compiles + before.plan_cache_hits);
 }
 
 // Start and length of the slices along a dim of `size` positions that the
@@ -129,26 +122,15 @@ void Check(const Workload& w, const std::vector<Tensor>& inputs, const Tensor& e
   if (!(r.rel_err_compiled <= r.rel_err_tol)) r.failures.push_back("compiled result is off the float64 reference");
 }
 
-// One line per distinct PTX summary of `kernels` (the MLP's sixteen gelu
-// kernels are one line), in launch order.
-std::vector<std::string> PtxLines(const std::vector<KernelInfo>& kernels) {
-  std::vector<std::pair<std::string, std::string>> seen;  // summary, first kernel's name
-  std::vector<int> counts;
-  for (const KernelInfo& k : kernels) {
-    if (!k.ptx_summary) continue;
-    const std::string summary = k.ptx_summary->ToString();
-    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == summary; });
-    if (it != seen.end()) {
-      ++counts[it - seen.begin()];
-    } else {
-      seen.emplace_back(summary, k.name);
-      counts.push_back(1);
-    }
-  }
+// "1. poi_gelu_1: 5 calls, 41.2 us lost of 52.0 us (20.8% of its roofline), 4.19 GB/s, 0.00 TFLOP/s".
+std::vector<std::string> WorstLines(const std::vector<ProfilerRow>& worst) {
   std::vector<std::string> lines;
-  for (size_t i = 0; i < seen.size(); ++i) {
-    lines.push_back(absl::StrCat(seen[i].second, counts[i] > 1 ? absl::StrCat(" (x", counts[i], ")") : "", ": ",
-                                 seen[i].first));
+  for (const ProfilerRow& row : worst) {
+    lines.push_back(absl::StrFormat("%zu. %s: %lld calls, %.1f us lost of %.1f us (%.1f%% of its roofline), %.1f GB/s,"
+                                    " %.2f TFLOP/s",
+                                    lines.size() + 1, row.name, static_cast<long long>(row.calls), row.time_lost_us(),
+                                    row.kernel_time_total_us, row.roofline_percent(), row.bytes_per_s() / 1e9,
+                                    row.flops_per_s() / 1e12));
   }
   return lines;
 }
@@ -171,7 +153,12 @@ void Profile(Device device, CompiledWorkload& compiled, const Sets& sets, Result
     for (int i = 0; i < kCalls; ++i) profiled_ms.push_back(host_ms(i));
     Synchronize(device);
     prof.stop();
+    Roofline roofline = prof.roofline(device);
+    if (r.plan.copy_ceiling_gbps > 0) roofline.copy_bytes_per_s = r.plan.copy_ceiling_gbps * 1e9;
+    prof.set_roofline(device, roofline);
     r.profile_table = prof.table("cuda_time_total", 40);
+    r.profile_roofline = roofline.ToString();
+    r.profile_worst = WorstLines(prof.worst(5));
   }
   r.host_ms_per_call = Timing{0, plain_ms}.median_ms();
   r.host_ms_per_call_profiled = Timing{0, profiled_ms}.median_ms();
@@ -238,6 +225,35 @@ void Run(const Case& c, Device device, const TimingPlan& plan, double cache_byte
 
 }  // namespace
 
+int64_t GraphsRun(const std::function<void()>& fn) {
+  const frontend::RuntimeStats before = frontend::GetRuntimeStats();
+  fn();
+  const frontend::RuntimeStats after = frontend::GetRuntimeStats();
+  return (after.plan_compiles + after.plan_cache_hits) - (before.plan_compiles + before.plan_cache_hits);
+}
+
+std::vector<std::string> PtxLines(const std::vector<KernelInfo>& kernels) {
+  std::vector<std::pair<std::string, std::string>> seen;  // summary, first kernel's name
+  std::vector<int> counts;
+  for (const KernelInfo& k : kernels) {
+    if (!k.ptx_summary) continue;
+    const std::string summary = k.ptx_summary->ToString();
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == summary; });
+    if (it != seen.end()) {
+      ++counts[it - seen.begin()];
+    } else {
+      seen.emplace_back(summary, k.name);
+      counts.push_back(1);
+    }
+  }
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    lines.push_back(absl::StrCat(seen[i].second, counts[i] > 1 ? absl::StrCat(" (x", counts[i], ")") : "", ": ",
+                                 seen[i].first));
+  }
+  return lines;
+}
+
 std::vector<Case> SuiteCases(bool quick) {
   using enum DType;
   auto q = [quick](Shape full, Shape small) { return quick ? small : full; };
@@ -275,6 +291,17 @@ std::vector<Case> SuiteCases(bool quick) {
     seed_mlp.fused_kernels = static_cast<int>(2 * mlp[2]);
     cases.push_back(seed_mlp);
   }
+  // GPT-2 (issue 24): nanoGPT's forward and loss, f32 (no TF32) and bf16,
+  // attention written out and by SDPA; GPT-2 small at B 8, T 1024 on a GPU.
+  for (DType dtype : {kFloat32, kBFloat16}) {
+    for (gpt2::Attention attention : {gpt2::Attention::kManual, gpt2::Attention::kSdpa}) {
+      const Gpt2Spec spec = Gpt2Size(quick, attention);
+      Case row{kGpt2Forward, nullptr, {spec.batch, spec.seq}, dtype,
+               attention == gpt2::Attention::kSdpa ? "SDPA" : "manual attention"};
+      row.gpt2 = spec;
+      cases.push_back(row);
+    }
+  }
   // GB/s against size: every power of two on a GPU, every second one quick.
   const int last = quick ? 18 : 28, step = quick ? 2 : 1;
   for (int p = 10; p <= last; p += step) {
@@ -296,14 +323,15 @@ bool Matches(const std::string& filter, const std::string& name) {
 Result RunCase(const Case& c, Device device, const TimingPlan& plan, double cache_bytes, uint64_t seed) {
   Result r;
   r.name = c.name;
-  r.workload = c.workload->name;
+  r.workload = c.gpt2 ? kGpt2Forward : c.workload->name;
   r.label = c.label;
   r.replay = c.replay;
   r.device = device;
   r.shape = c.shape;
-  r.input_shapes = InputShapes(*c.workload, c.shape);
-  r.input_scales = InputScales(*c.workload, c.shape);
-  r.flops = c.workload->flops != nullptr ? c.workload->flops(c.shape) : 0.0;
+  r.input_shapes = c.gpt2 ? std::vector<Shape>{c.shape, c.shape} : InputShapes(*c.workload, c.shape);
+  if (!c.gpt2) r.input_scales = InputScales(*c.workload, c.shape);
+  if (c.gpt2) r.config_json = Gpt2Json(*c.gpt2);
+  r.flops = c.gpt2 ? Gpt2Flops(*c.gpt2) : c.workload->flops != nullptr ? c.workload->flops(c.shape) : 0.0;
   r.epilogue_fusion = c.epilogue_fusion;
   r.dtype = c.dtype;
   r.numel = Numel(c.shape);
@@ -312,7 +340,11 @@ Result RunCase(const Case& c, Device device, const TimingPlan& plan, double cach
   r.plan.warmup = std::max(plan.warmup, c.calls_per_trial);
   try {
     MatmulEpilogueFusionScope epilogue(c.epilogue_fusion);
-    Run(c, device, r.plan, cache_bytes, seed, r);
+    if (c.gpt2) {
+      RunGpt2Forward(*c.gpt2, device, r.plan, seed, r);
+    } else {
+      Run(c, device, r.plan, cache_bytes, seed, r);
+    }
   } catch (const std::exception& e) {
     r.failures.push_back(absl::StrCat("error: ", e.what()));
   }

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/gpt2_case.h"
 #include "bench/harness.h"
 #include "bench/report.h"
 #include "bench/workloads.h"
@@ -31,6 +34,9 @@ struct Case {
   bool epilogue_fusion = true;
   // The kernels compile() should make of it (0: the workload's fused_kernels).
   int fused_kernels = 0;
+  // A whole-model row (gpt2_forward, bench/gpt2_case.h): run by
+  // RunGpt2Forward; `workload` is null and `shape` is [batch, seq].
+  std::optional<Gpt2Spec> gpt2 = std::nullopt;
 };
 
 std::vector<Case> SuiteCases(bool quick);
@@ -39,6 +45,13 @@ std::vector<Case> SuiteCases(bool quick);
 // or of its ';'-separated ones where it holds a ';' (sweep rows, whose
 // shapes hold commas); an empty filter matches every name.
 bool Matches(const std::string& filter, const std::string& name);
+
+// Graphs the runtime ran during `fn`: in eager mode one per op, each one kernel.
+int64_t GraphsRun(const std::function<void()>& fn);
+
+// One line per distinct PTX summary of `kernels` (the MLP's sixteen gelu
+// kernels are one line), in launch order.
+std::vector<std::string> PtxLines(const std::vector<KernelInfo>& kernels);
 
 // Runs one case on `device`; inputs are drawn from seeds derived from `seed`.
 // Errors become failures of the result, so the other cases still run.

@@ -223,9 +223,17 @@ void CompiledState::NoteReplayCandidate(std::vector<ArgGuard> guards, std::span<
     replay_status_ = "the last call was traced and confirmed an earlier one: calls like it now replay";
     return;
   }
+  // Said when the call is like a pending one but for what it read (the
+  // usual reason a model's calls never replay), not merely another call.
+  std::string difference;
+  for (auto it = replay_pending_.rbegin(); it != replay_pending_.rend() && difference.empty(); ++it) {
+    difference = ReplayDifference(*it, candidate.entry);
+  }
   if (replay_pending_.size() == kMaxPendingReplays) replay_pending_.erase(replay_pending_.begin());
   replay_pending_.push_back(std::move(candidate.entry));
-  replay_status_ = "the last call was traced (a second call like it makes it replay)";
+  replay_status_ = difference.empty() ? "the last call was traced (a second call like it makes it replay)"
+                                      : absl::StrCat("the last call was traced and did not confirm the one before: ",
+                                                     difference);
 }
 
 std::vector<KernelInfo> CompiledState::last_kernels() const {
@@ -250,8 +258,11 @@ std::string CompiledState::Explain() const {
                                  " kernel launch(es)\n");
   for (const std::string& why : recompiles_) absl::StrAppend(&out, "recompiled: ", why, "\n");
   if (options_.replay) {
-    absl::StrAppend(&out, "replay: ", stats_.replays, " call(s) replayed, ", replays_.size(), " recorded; ",
-                    replay_status_, "\n");
+    absl::StrAppend(&out, "replay: ", stats_.replays, " call(s) replayed, ", replays_.size(), " recorded",
+                    stale_replays_ > 0 ? absl::StrCat(", ", stale_replays_, " dropped (a tensor read from outside the "
+                                                      "arguments was rebound)")
+                                       : "",
+                    "; ", replay_status_, "\n");
   }
   if (RunsEagerlyLocked()) {
     absl::StrAppend(&out, "recompile limit (", options_.recompile_limit, ") reached: ", stats_.eager_calls,

@@ -52,12 +52,12 @@ struct CompileOptions {
   // Replays instead of tracing: once two calls with the same arguments
   // (tensors' dtype, device, shape and strides; numbers' values) captured
   // the same single graph, later such calls run its compiled plan directly,
-  // without running the function (tinygrad's TinyJit). For functions of
-  // their arguments only: tensors read from elsewhere are read at run time
-  // through the tensor objects read at capture (in-place changes are seen;
-  // rebinding a variable to a new tensor is not until reset_replays()), and
-  // scalars, branches and anything else the function looks at are fixed at
-  // capture. Arguments that share memory guard too (f(x, x) is not f(x, y)). Needs arguments that are tensors or numbers and a
+  // without running the function (tinygrad's TinyJit). Tensors read from
+  // elsewhere (a module's parameters, also through views such as w.t()) are
+  // read at run time from the memory read at capture: in-place changes are
+  // seen, and assigning another tensor to one (lin.weight = ...) makes the
+  // next call trace again (frontend/replay.h). Scalars, branches and anything
+  // else the function looks at are fixed at capture. Arguments that share memory guard too (f(x, x) is not f(x, y)). Needs arguments that are tensors or numbers and a
   // result that is a Tensor, a vector, pair or tuple of them; a call with a
   // graph break, or a numerics check, is never replayed. explain() says why
   // a call was not replayed.
@@ -140,15 +140,21 @@ class CompiledState {
 
   // CompileOptions::replay: the recorded plan these arguments run, or null
   // (`tensors[k]`: argument k's tensor, null for a number). Entries are
-  // immutable and shared: one stays valid while it runs.
+  // immutable and shared: one stays valid while it runs. An entry whose
+  // captured tensors were rebound since (GlobalsCurrent) is dropped, and the
+  // call traces.
   template <typename... Args>
-  std::shared_ptr<const ReplayEntry> FindReplay(std::span<const Tensor* const> tensors, const Args&... args) const {
+  std::shared_ptr<const ReplayEntry> FindReplay(std::span<const Tensor* const> tensors, const Args&... args) {
     MutexLock lock(&mu_);
-    for (const std::shared_ptr<const ReplayEntry>& e : replays_) {
+    for (auto it = replays_.begin(); it != replays_.end(); ++it) {
+      const ReplayEntry& e = **it;
       size_t k = 0;
-      if (e->guards.size() == sizeof...(Args) && (Matches(e->guards[k++], args) && ...) &&
-          AliasesMatch(e->guards, tensors)) {
-        return e;
+      if (e.guards.size() == sizeof...(Args) && (Matches(e.guards[k++], args) && ...) &&
+          AliasesMatch(e.guards, tensors)) {
+        if (GlobalsCurrent(e)) return *it;
+        replays_.erase(it);
+        ++stale_replays_;
+        return nullptr;
       }
     }
     return nullptr;
@@ -197,6 +203,7 @@ class CompiledState {
   std::vector<std::shared_ptr<const ReplayEntry>> replays_ ABSL_GUARDED_BY(mu_);
   std::vector<ReplayEntry> replay_pending_ ABSL_GUARDED_BY(mu_);
   std::string replay_status_ ABSL_GUARDED_BY(mu_);
+  int64_t stale_replays_ ABSL_GUARDED_BY(mu_) = 0;  // entries dropped: a tensor they read was rebound
 };
 
 }  // namespace frontend

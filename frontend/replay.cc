@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "frontend/capture.h"
 #include "frontend/random.h"
 #include "frontend/runtime.h"
@@ -39,10 +40,21 @@ int32_t AliasOf(std::span<const Tensor* const> args, size_t k) {
   return -1;
 }
 
+// A tensor read from elsewhere is the same input when it reads the same
+// memory the same way: a fresh view object each call (linear's w.t(), a
+// broadcast bias) of the same parameter is.
+bool SameGlobal(const Tensor& a, const Tensor& b) {
+  const TensorImpl& x = a.impl();
+  const TensorImpl& y = b.impl();
+  if (&x == &y) return true;
+  return x.storage != nullptr && x.storage == y.storage && x.dtype == y.dtype && x.shape == y.shape &&
+         x.strides == y.strides && x.offset == y.offset;
+}
+
 bool SameInput(const ReplayInput& a, const ReplayInput& b) {
   if (a.rng_state || b.rng_state) return a.rng_state == b.rng_state && a.device == b.device;
   return a.argument == b.argument && a.view == b.view && a.shape == b.shape && a.strides == b.strides &&
-         a.offset == b.offset && (a.argument >= 0 || &a.global.impl() == &b.global.impl());
+         a.offset == b.offset && (a.argument >= 0 || SameGlobal(a.global, b.global));
 }
 
 bool SameOutput(const ReplayOutput& a, const ReplayOutput& b) {
@@ -92,7 +104,10 @@ ReplayCandidate MakeReplayCandidate(std::vector<ArgGuard> guards, std::span<cons
                 .offset = in.storage_offset() - a.offset};
       }
     }
-    if (spec.argument < 0) spec.global = in;
+    if (spec.argument < 0) {
+      spec.global = in;
+      if (in.impl().storage != nullptr) spec.rebinds = in.impl().storage->rebinds();
+    }
     c.entry.inputs.push_back(std::move(spec));
   }
   for (const Tensor* r : results) {
@@ -120,6 +135,34 @@ bool SameReplay(const ReplayEntry& a, const ReplayEntry& b) {
   return a.guards == b.guards && a.record.executable == b.record.executable &&
          std::equal(a.inputs.begin(), a.inputs.end(), b.inputs.begin(), b.inputs.end(), SameInput) &&
          std::equal(a.outputs.begin(), a.outputs.end(), b.outputs.begin(), b.outputs.end(), SameOutput);
+}
+
+bool GlobalsCurrent(const ReplayEntry& entry) {
+  for (const ReplayInput& in : entry.inputs) {
+    if (in.argument >= 0 || in.rng_state) continue;
+    const Storage* storage = in.global.impl().storage.get();
+    if (storage != nullptr && storage->rebinds() != in.rebinds) return false;
+  }
+  return true;
+}
+
+std::string ReplayDifference(const ReplayEntry& before, const ReplayEntry& now) {
+  if (before.guards != now.guards || before.record.executable != now.record.executable ||
+      before.inputs.size() != now.inputs.size()) {
+    return "";
+  }
+  for (size_t k = 0; k < now.inputs.size(); ++k) {
+    const ReplayInput& a = before.inputs[k];
+    const ReplayInput& b = now.inputs[k];
+    if (a.rng_state || b.rng_state) continue;  // drawn anew each call (random.h)
+    if (a.argument < 0 && b.argument < 0 && !SameGlobal(a.global, b.global)) {
+      return absl::StrCat("graph input ", k, " (", b.global.str(),
+                          "), a tensor read from outside the arguments, is other memory than the call before read (a "
+                          "tensor made anew by each call, or one rebound between calls); calls replay only while it "
+                          "is the same");
+    }
+  }
+  return "";
 }
 
 std::vector<Tensor> RunReplay(const ReplayEntry& entry, std::span<const Tensor* const> args) {

@@ -6,18 +6,23 @@
 // each tensor's dtype, device, shape and strides, which arguments share
 // memory (f(x, x) and f(x, y) are different calls) and each number's value.
 // Random ops draw a fresh generator state per replay, in the order the traced
-// call drew them (frontend/random.h). What the function reads besides its
-// arguments is fixed at capture: tensors
-// it reads from elsewhere are read at run time through the tensor objects it
-// read then, so in-place changes to them are seen, but a variable rebound to
-// a new tensor (w = full(...)) is not, nor does a call that passes such a
-// tensor as an argument (f(w) for a function that also reads w) differ from
-// f(x): reset_replays() forgets the recorded plans.
+// call drew them (frontend/random.h).
+// What the function reads besides its arguments is fixed at capture: tensors
+// it reads from elsewhere (a module's parameters) are guarded by the memory
+// they read (storage, shape, strides, offset, dtype; a fresh view object each
+// call, as linear's w.t() or a broadcast bias, is the same input) and read
+// at run time, so in-place changes to them are seen; a parameter rebound to
+// another tensor (lin.weight = ..., any Tensor assignment over a handle of
+// that memory: Storage::rebinds) drops the recorded plan, and the next calls
+// trace again. A call that passes such a tensor as an argument (f(w) for a
+// function that also reads w) still does not differ from f(x):
+// reset_replays() forgets the recorded plans.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -139,6 +144,7 @@ struct ReplayInput {
   Strides strides;
   int64_t offset = 0;
   Tensor global;  // argument < 0: a tensor the function reads from elsewhere, read at run time
+  uint64_t rebinds = 0;  // global: its memory's Storage::rebinds when the call that read it ended
   // A random op's generator state (TensorImpl::rng_state): each replay draws
   // a fresh one on `device`, as a traced call would, so it never repeats the
   // numbers of the call it was recorded from.
@@ -176,6 +182,17 @@ ReplayCandidate MakeReplayCandidate(std::vector<ArgGuard> guards, std::span<cons
 
 // Two candidates replay the same way (the second call confirms the first).
 bool SameReplay(const ReplayEntry& a, const ReplayEntry& b);
+
+// Whether the tensors `entry` reads from elsewhere are still what its
+// function read: no Tensor handle viewing their memory was assigned another
+// tensor since (a rebound parameter, `lin.weight = ...`). In-place writes
+// keep them current: they are read at run time.
+bool GlobalsCurrent(const ReplayEntry& entry);
+
+// Why `now`, traced with the same argument guards and plan as `before`, does
+// not confirm it (a graph input read from elsewhere is other memory, say);
+// empty when nothing more specific than "another call" can be said.
+std::string ReplayDifference(const ReplayEntry& before, const ReplayEntry& now);
 
 // Runs `entry`'s plan on this call's arguments (`args[k]` null for numbers);
 // returns the call's result tensors in order.

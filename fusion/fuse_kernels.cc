@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "fusion/gemm_epilogue.h"
 #include "fusion/row_contexts.h"
 
 namespace fusebox::fusion {
@@ -253,9 +254,13 @@ class Fuser {
     }
   }
 
-  // A matmul: its own extern kernel, after a pointwise kernel storing the
-  // operands the GEMM cannot read where they are (computed values, views
-  // that are not a dense matrix layout: MatmulOperandReady).
+  // A matmul: its own extern kernel, after the kernels storing the operands
+  // the GEMM cannot read where they are (computed values, views that are not
+  // a dense matrix layout: MatmulOperandReady). An operand computed from
+  // reductions (a norm, a softmax) is one more output of their group's
+  // kernel where it is legal there (GroupForRoot, as for a returned value),
+  // so it is stored once by the kernel that computes its row statistics;
+  // otherwise a pointwise kernel stores it.
   void AssignExtern(NodeId id) {
     std::vector<NodeId> to_store;
     for (NodeId in : g_.node(id).inputs) {
@@ -267,59 +272,25 @@ class Fuser {
       if (std::find(to_store.begin(), to_store.end(), value) == to_store.end()) to_store.push_back(value);
     }
     for (NodeId value : to_store) {
+      operand_stored_.insert(value);
+      if (std::optional<int> gi = GroupForRoot(value)) {
+        groups_[*gi].outputs.push_back(value);
+        continue;
+      }
       absl::flat_hash_set<NodeId> deps;
       ReductionDeps(value, &deps);
       for (NodeId d : deps) materialized_.insert(d);
-      operand_stored_.insert(value);
       groups_.push_back(Group{.shape = g_.node(value).shape, .outputs = {value}, .kind = KernelKind::kPointwise});
     }
-    const NodeId value = EpilogueEnd(id);
+    // The chain after the GEMM its epilogue computes (fusion/gemm_epilogue.h):
+    // a residual must be stored by a kernel placed before this one.
+    auto stored_before = [&](NodeId r) {
+      return (IsExtern(g_.node(r)) || epilogue_values_.contains(r)) && group_of_.contains(r);
+    };
+    const NodeId value = EpilogueChain(g_, id, stored_before).end;
     if (value != id) epilogue_values_.insert(value);
     group_of_[id] = group_of_[value] = static_cast<int>(groups_.size());
     groups_.push_back(Group{.shape = g_.node(id).shape, .outputs = {value}, .kind = KernelKind::kExtern});
-  }
-
-  // With epilogue fusion asked for on the matmul (its node's `scalar`, set at
-  // capture: frontend/matmul.h), the last node of a chain the GEMM computes
-  // in its epilogue: + bias (a row vector read from a graph input), then
-  // gelu (tanh form), each the only use of the value before it and of its
-  // dtype; else the matmul itself. Not relu: cuBLASLt's RELU epilogue maps
-  // NaN to 0 where relu keeps it (the fuzzer found it on the H200), so a
-  // relu runs in the kernel after the GEMM.
-  NodeId EpilogueEnd(NodeId mm) {
-    if (g_.node(mm).scalar == 0) return mm;
-    NodeId end = mm;
-    auto only_use = [&](NodeId id) -> std::optional<NodeId> {
-      if (std::find(g_.outputs().begin(), g_.outputs().end(), id) != g_.outputs().end()) return std::nullopt;
-      std::optional<NodeId> user;
-      for (NodeId u = id + 1; u < g_.size(); ++u) {
-        for (NodeId in : g_.node(u).inputs) {
-          if (in != id) continue;
-          if (user.has_value() && *user != u) return std::nullopt;
-          user = u;
-        }
-      }
-      return user;
-    };
-    if (std::optional<NodeId> u = only_use(end); u && IsBiasAdd(*u, end)) end = *u;
-    if (std::optional<NodeId> u = only_use(end); u) {
-      const Node& act = g_.node(*u);
-      if (act.op == Op::kGeluTanh && act.dtype == g_.node(mm).dtype) end = *u;
-    }
-    return end;
-  }
-  // `add` adds to `value` a bias: a graph input of the last dim's size
-  // broadcast over the other dims (stride 0, as the frontend binds
-  // `y + bias`), of the same dtype.
-  bool IsBiasAdd(NodeId add, NodeId value) {
-    const Node& n = g_.node(add);
-    if (n.op != Op::kAdd || n.dtype != g_.node(value).dtype) return false;
-    const Node& bias = g_.node(n.inputs[0] == value ? n.inputs[1] : n.inputs[0]);
-    if (bias.op != Op::kInput || bias.dtype != n.dtype || bias.strides.empty() || bias.strides.back() != 1) return false;
-    for (size_t d = 0; d + 1 < bias.strides.size(); ++d) {
-      if (bias.strides[d] != 0) return false;
-    }
-    return true;
   }
 
   // The reduction group a stored value can join, if any: the latest group it

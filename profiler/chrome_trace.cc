@@ -8,6 +8,7 @@
 #include "absl/container/btree_set.h"
 #include "nlohmann/json.hpp"
 #include "profiler/profiler.h"
+#include "profiler/recorder.h"
 #include "tensor/error.h"
 
 namespace fusebox {
@@ -35,8 +36,6 @@ json Flow(const char* ph, int64_t id, int pid, int tid, double ts) {
   return flow;
 }
 
-int DeviceIndex(const std::string& device) { return std::stoi(device.substr(device.find(':') + 1)); }
-
 }  // namespace
 
 void Profiler::export_chrome_trace(const std::string& path) const {
@@ -49,11 +48,15 @@ void Profiler::export_chrome_trace(const std::string& path) const {
       args["kernel_compiles"] = e.compiles;
       if (e.device != "cpu") args["cuda_time_us"] = e.cuda_time_us;
       trace_events.push_back(Complete(e.name, "graph_run", kHostPid, e.thread, e.cpu_start_us, e.cpu_time_us, args));
-    } else if (e.cuda_start_us < 0) {  // a CPU kernel runs on the host
+      continue;
+    }
+    args["bytes"] = e.bytes;  // the kernel's minimal bytes and FLOPs (KernelCost)
+    args["flops"] = e.flops;
+    if (e.cuda_start_us < 0) {  // a CPU kernel runs on the host
       trace_events.push_back(Complete(e.name, "cpu_kernel", kHostPid, e.thread, e.cpu_start_us, e.cpu_time_us, args));
     } else {
-      const int pid = kDevicePidBase + DeviceIndex(e.device);
-      devices.insert(DeviceIndex(e.device));
+      const int pid = kDevicePidBase + profiler::ParseDevice(e.device).index;
+      devices.insert(profiler::ParseDevice(e.device).index);
       args["correlation"] = e.id;
       json launch_args = args;
       launch_args["kernel"] = e.name;

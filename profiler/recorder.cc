@@ -1,5 +1,6 @@
 #include "profiler/recorder.h"
 
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,11 @@ int ThreadIndex() {
 }
 
 }  // namespace
+
+Device ParseDevice(const std::string& name) {
+  if (name.rfind("cuda:", 0) == 0) return Device::cuda(std::atoi(name.c_str() + 5));
+  return Device::cpu();
+}
 
 absl::Status Activate(std::shared_ptr<Session> session) {
   Active& active = GetActive();
@@ -203,7 +209,8 @@ void KernelRecord::Drop() {
   session_.reset();
 }
 
-void KernelRecord::Finish(const std::string& name, std::vector<Shape> input_shapes, int launches) {
+void KernelRecord::Finish(const std::string& name, std::vector<Shape> input_shapes, int launches,
+                          const KernelCost& cost) {
   if (!session_) return;
   const double end_us = session_->NowUs();
   if (device_.is_cuda()) {
@@ -224,6 +231,9 @@ void KernelRecord::Finish(const std::string& name, std::vector<Shape> input_shap
   event.cpu_start_us = start_us_;
   event.cpu_time_us = end_us - start_us_;
   event.launches = launches;
+  event.bytes = cost.bytes;
+  event.flops = cost.flops;
+  event.math = cost.math;
   session_->Add(std::move(event), device_.index, start_, end_);
   start_ = end_ = nullptr;  // the session owns them now
   session_.reset();

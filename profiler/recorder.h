@@ -63,6 +63,9 @@ class Session {
   absl::flat_hash_map<int, Base> bases_ ABSL_GUARDED_BY(mu_);
 };
 
+// "cpu", "cuda:1" (ProfilerEvent::device) back to the device.
+Device ParseDevice(const std::string& name);
+
 // Makes `session` the one recording; fails when another is.
 absl::Status Activate(std::shared_ptr<Session> session);
 // Stops `session` recording, if it still is.
@@ -101,7 +104,8 @@ class KernelRecord {
   KernelRecord& operator=(const KernelRecord&) = delete;
 
   bool active() const { return session_ != nullptr; }
-  void Finish(const std::string& name, std::vector<Shape> input_shapes, int launches);
+  // `cost`: the launch's minimal bytes and FLOPs (KernelCost).
+  void Finish(const std::string& name, std::vector<Shape> input_shapes, int launches, const KernelCost& cost);
 
  private:
   void Drop();

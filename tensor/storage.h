@@ -31,6 +31,12 @@ class Storage {
   // Called once by every in-place op that wrote this memory.
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Times a Tensor handle viewing this memory was assigned another tensor
+  // (Tensor::operator=): replays that read this memory as a tensor from
+  // outside their arguments trace again once it changed (frontend/replay.h).
+  uint64_t rebinds() const { return rebinds_.load(std::memory_order_relaxed); }
+  void note_rebind() { rebinds_.fetch_add(1, std::memory_order_relaxed); }
+
   // The check a run that wrote this memory left pending (null: none).
   std::shared_ptr<PendingError> pending() const;
   void set_pending(std::shared_ptr<PendingError> pending);
@@ -43,6 +49,7 @@ class Storage {
   size_t nbytes_;
   Device device_;
   std::atomic<uint64_t> version_{0};
+  std::atomic<uint64_t> rebinds_{0};
   std::atomic<bool> has_pending_{false};  // a lock-free "nothing pending"
   mutable fusebox::Mutex mu_;
   std::shared_ptr<PendingError> pending_ ABSL_GUARDED_BY(mu_);

@@ -47,6 +47,25 @@ class Tensor {
  public:
   Tensor() = default;  // undefined tensor
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  ~Tensor() = default;
+  // Assigning another tensor rebinds this handle (no data moves, as in
+  // PyTorch). The memory it viewed counts that (Storage::rebinds): a replay
+  // that reads that memory as a tensor captured from outside its arguments
+  // traces again rather than read what may be stale (frontend/replay.h).
+  Tensor& operator=(const Tensor& other) {
+    if (impl_ != other.impl_) {
+      NoteRebind();
+      impl_ = other.impl_;
+    }
+    return *this;
+  }
+  Tensor& operator=(Tensor&& other) noexcept {
+    if (impl_ != other.impl_) NoteRebind();
+    impl_ = std::move(other.impl_);
+    return *this;
+  }
 
   // --- creation (see also randn/zeros/ones/full/arange in frontend/ops.h)
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape,
@@ -142,6 +161,9 @@ class Tensor {
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
+  void NoteRebind() const {
+    if (impl_ != nullptr && impl_->storage != nullptr) impl_->storage->note_rebind();
+  }
   static Tensor FromDoubles(const std::vector<double>& values, const Shape& shape, DType dtype, Device device);
   std::shared_ptr<TensorImpl> impl_;
 };

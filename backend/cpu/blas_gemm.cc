@@ -126,7 +126,8 @@ absl::Status CheckOperand(const char* name, const GemmProblem& p, int64_t rows, 
       ") has no unit-stride dim whose other stride covers it; make it contiguous first (", p.ToString(), ")"));
 }
 
-absl::Status Check(const GemmProblem& p, const void* a, const void* b, void* c, const void* bias) {
+absl::Status Check(const GemmProblem& p, const void* a, const void* b, void* c, const void* bias,
+                   const void* residual) {
   if (p.dtype != DType::kFloat32 && p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) {
     return absl::InvalidArgumentError(absl::StrCat("BlasGemm: dtype ", DTypeName(p.dtype),
                                                    " is not supported (float32, bfloat16, float16)"));
@@ -155,6 +156,10 @@ absl::Status Check(const GemmProblem& p, const void* a, const void* b, void* c, 
     return absl::InvalidArgumentError(absl::StrCat("BlasGemm: epilogue ", GemmEpilogueName(p.epilogue),
                                                    " needs a bias (", p.ToString(), ")"));
   }
+  if (work && p.residual && (residual == nullptr || residual == c)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BlasGemm: the residual needs its own pointer, apart from C (", p.ToString(), ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -179,8 +184,9 @@ Operand Prepare(DType dtype, const void* src, int64_t rows, int64_t cols, int64_
 
 }  // namespace
 
-absl::Status BlasGemm(const GemmProblem& p, const void* a, const void* b, void* c, const void* bias) {
-  if (absl::Status s = Check(p, a, b, c, bias); !s.ok()) return s;
+absl::Status BlasGemm(const GemmProblem& p, const void* a, const void* b, void* c, const void* bias,
+                      const void* residual) {
+  if (absl::Status s = Check(p, a, b, c, bias, residual); !s.ok()) return s;
   if (p.batch == 0 || p.m == 0 || p.n == 0) return absl::OkStatus();
   const bool f32 = p.dtype == DType::kFloat32;
   const int64_t size = DTypeSize(p.dtype);
@@ -196,13 +202,23 @@ absl::Status BlasGemm(const GemmProblem& p, const void* a, const void* b, void* 
     void* c_i = static_cast<char*>(c) + i * p.c_batch * size;
     float* out = f32 ? static_cast<float*>(c_i) : c_scratch.data();
     const int64_t ldc = f32 ? (p.m <= 1 ? std::max<int64_t>(1, p.n) : p.c_row) : p.n;
+    // With a residual, C starts as it (widened into the scratch for 16-bit)
+    // and the GEMM adds to it (beta = 1).
+    if (p.residual) {
+      const void* r_i = static_cast<const char*>(residual) + i * p.c_batch * size;
+      if (f32) {
+        for (int64_t r = 0; r < p.m; ++r) std::copy_n(static_cast<const float*>(r_i) + r * p.c_row, p.n, out + r * ldc);
+      } else {
+        Widen(p.dtype, r_i, p.m, p.n, p.c_row, 1, CblasNoTrans, c_scratch);
+      }
+    }
     if (p.k == 0) {
-      for (int64_t r = 0; r < p.m; ++r) std::fill_n(out + r * ldc, p.n, 0.0f);
+      for (int64_t r = 0; r < p.m && !p.residual; ++r) std::fill_n(out + r * ldc, p.n, 0.0f);
     } else {
       const Operand ao = Prepare(p.dtype, a_i, p.m, p.k, p.a_row, p.a_col, p.a_batch == 0, a_scratch);
       const Operand bo = Prepare(p.dtype, b_i, p.k, p.n, p.b_row, p.b_col, p.b_batch == 0, b_scratch);
       cblas_sgemm(CblasRowMajor, ao.trans, bo.trans, static_cast<blasint>(p.m), static_cast<blasint>(p.n),
-                  static_cast<blasint>(p.k), 1.0f, ao.data, ao.ld, bo.data, bo.ld, 0.0f, out,
+                  static_cast<blasint>(p.k), 1.0f, ao.data, ao.ld, bo.data, bo.ld, p.residual ? 1.0f : 0.0f, out,
                   static_cast<blasint>(ldc));
     }
     ApplyEpilogue(p.epilogue, bias_f32, p.m, p.n, ldc, out);

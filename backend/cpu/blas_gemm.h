@@ -14,8 +14,11 @@ namespace fusebox::backend::cpu {
 // the epilogue (bias add, relu, gelu tanh-approximation) applied in f32, and
 // the result rounded back once. One BLAS call per batch entry; a batch stride
 // of 0 broadcasts that operand. `bias` (n elements of p.dtype) is read only
-// when the epilogue has one. InvalidArgument for other dtypes, operand views
-// failing fusion::DenseMatrixStrides, or sizes beyond BLAS's 32-bit indices.
-absl::Status BlasGemm(const GemmProblem& p, const void* a, const void* b, void* c, const void* bias);
+// when the epilogue has one; `residual` only with p.residual (laid out as C,
+// apart from it: C starts as its copy, then cblas_sgemm with beta = 1).
+// InvalidArgument for other dtypes, operand views failing
+// fusion::DenseMatrixStrides, or sizes beyond BLAS's 32-bit indices.
+absl::Status BlasGemm(const GemmProblem& p, const void* a, const void* b, void* c, const void* bias,
+                      const void* residual = nullptr);
 
 }  // namespace fusebox::backend::cpu

@@ -189,9 +189,10 @@ absl::Status MakeLayout(const CublasLtOperand& op, cudaDataType_t type, int32_t 
   return absl::OkStatus();
 }
 
-// The pointers' alignments, as the heuristic sees them (cuBLASLt's A is our B).
+// The pointers' alignments, as the heuristic sees them (cuBLASLt's A is our
+// B; its C is our residual, its D our C).
 struct Alignments {
-  uint32_t a = kMaxAlignment, b = kMaxAlignment, c = kMaxAlignment, bias = kMaxAlignment;
+  uint32_t a = kMaxAlignment, b = kMaxAlignment, c = kMaxAlignment, bias = kMaxAlignment, residual = kMaxAlignment;
 };
 
 absl::Status Describe(const GemmProblem& p, const CublasLtShape& shape, const void* bias, const Alignments& align,
@@ -219,9 +220,10 @@ absl::Status Describe(const GemmProblem& p, const CublasLtShape& shape, const vo
   FUSEBOX_LT(cublasLtMatmulPreferenceSetAttribute(out.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                   sizeof(workspace)),
              p);
+  const uint32_t c_align = p.residual ? align.residual : align.c;  // cuBLASLt's C: the residual, else our C
   for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align.b},
                              std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align.a},
-                             std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align.c},
+                             std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, c_align},
                              std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align.c}}) {
     FUSEBOX_LT(cublasLtMatmulPreferenceSetAttribute(out.preference, attr, &value, sizeof(value)), p);
   }
@@ -254,13 +256,18 @@ struct Operands {
   const void* a = nullptr;
   const void* b = nullptr;
   void* c = nullptr;
+  const void* residual = nullptr;  // read as cuBLASLt's C where p.residual
 };
 
 absl::Status RunWith(cublasLtHandle_t handle, const Descriptors& desc, const Operands& op, const cublasLtMatmulAlgo_t* algo,
                      void* workspace, size_t workspace_bytes, const GemmProblem& p) {
-  const float alpha = 1.0f, beta = 0.0f;  // scale type f32 for every dtype; C is not read
+  // Scale type f32 for every dtype. Without a residual C is not read (beta
+  // 0); with one, its C is the residual in D's layout and D our fresh C, so
+  // timing runs repeat the same result.
+  const float alpha = 1.0f, beta = p.residual ? 1.0f : 0.0f;
+  const void* c = p.residual ? op.residual : op.c;
   // cuBLASLt's A is our B: D = C^T = B^T A^T. Stream 0 is the legacy default stream.
-  FUSEBOX_LT(cublasLtMatmul(handle, desc.matmul, &alpha, op.b, desc.a, op.a, desc.b, &beta, op.c, desc.d, op.c, desc.d,
+  FUSEBOX_LT(cublasLtMatmul(handle, desc.matmul, &alpha, op.b, desc.a, op.a, desc.b, &beta, c, desc.d, op.c, desc.d,
                             algo, workspace, workspace_bytes, /*stream=*/0),
              p);
   return absl::OkStatus();
@@ -301,12 +308,15 @@ absl::StatusOr<size_t> FastestCandidate(int device, const std::vector<cublasLtMa
   driver.DestroyEvent(*end);
   return best;
 }
-using ChoiceKey = std::array<int64_t, 20>;
+using ChoiceKey = std::array<int64_t, 22>;
 
+// Every fact the descriptors or the algorithm depend on: a residual changes
+// beta and C's alignment, so it is part of the key.
 ChoiceKey KeyFor(int device, const GemmProblem& p, const Alignments& align) {
   return {device,        p.batch,      p.m,     p.n,     p.k,         static_cast<int64_t>(p.dtype), p.a_batch,
           p.a_row,       p.a_col,      p.b_batch, p.b_row, p.b_col,   p.c_batch,                     p.c_row,
-          static_cast<int64_t>(p.epilogue), p.allow_tf32, align.a, align.b, align.c, align.bias};
+          static_cast<int64_t>(p.epilogue), p.allow_tf32, align.a, align.b, align.c, align.bias, p.residual,
+          align.residual};
 }
 
 // The heuristic's candidates for `desc` (at most `count`); Unimplemented when
@@ -378,7 +388,8 @@ void SetCublasLtCandidates(int n) {
   gemm_candidates.store(std::clamp(n, 1, kMaxGemmCandidates), std::memory_order_relaxed);
 }
 
-absl::Status CublasLtGemm(int device, const GemmProblem& p, const void* a, const void* b, void* c, const void* bias) {
+absl::Status CublasLtGemm(int device, const GemmProblem& p, const void* a, const void* b, void* c, const void* bias,
+                          const void* residual) {
   absl::StatusOr<CublasLtShape> shape = CublasLtShapeFor(p);
   if (!shape.ok()) return shape.status();
   if (p.batch == 0 || p.m == 0 || p.n == 0) return absl::OkStatus();
@@ -386,11 +397,16 @@ absl::Status CublasLtGemm(int device, const GemmProblem& p, const void* a, const
   if (GemmEpilogueHasBias(p.epilogue) && bias == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cuBLASLt: no bias pointer for ", p.ToString()));
   }
+  if (p.residual && (residual == nullptr || residual == c)) {
+    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt: the residual of ", p.ToString(),
+                                                   " needs its own pointer, apart from C"));
+  }
   absl::StatusOr<DeviceState> state = StateFor(device, p);
   if (!state.ok()) return state.status();
   const bool has_bias = GemmEpilogueHasBias(p.epilogue);
-  const Alignments align{Alignment(a), Alignment(b), Alignment(c), has_bias ? Alignment(bias) : kMaxAlignment};
-  const Operands operands{a, b, c};
+  const Alignments align{Alignment(a), Alignment(b), Alignment(c), has_bias ? Alignment(bias) : kMaxAlignment,
+                         p.residual ? Alignment(residual) : kMaxAlignment};
+  const Operands operands{a, b, c, p.residual ? residual : nullptr};
   Prepared* entry = FindPrepared(KeyFor(device, p, align));
   if (entry == nullptr) {
     absl::StatusOr<Prepared*> made = Prepare(device, p, *shape, bias, align, *state, operands);

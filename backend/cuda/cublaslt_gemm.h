@@ -5,7 +5,8 @@
 // first, or (SetCublasLtCandidates) the fastest of its first few, timed by
 // the problem's first call; kept per problem, device and pointer alignments,
 // with the problem's cuBLASLt descriptors, so a later call only sets its bias
-// pointer and enqueues the GEMM.
+// pointer and enqueues the GEMM. A residual (GemmProblem::residual) is C
+// with beta = 1, in D's layout.
 #pragma once
 
 #include <cstdint>
@@ -43,12 +44,14 @@ absl::StatusOr<CublasLtShape> CublasLtShapeFor(const GemmProblem& p);
 
 // Runs `p` with cuBLASLt on `device`: the caller has made its primary context
 // current (fusebox::cuda::Driver::SetDevice) and the pointers are device
-// pointers (`bias` only for bias epilogues, n elements of p.dtype). Enqueued
+// pointers (`bias` only for bias epilogues, n elements of p.dtype;
+// `residual` only with p.residual, laid out as `c`, which it must not
+// overlap: read as cuBLASLt's C with beta = 1, `c` written as its D). Enqueued
 // on the legacy default stream, so it is ordered with fusebox's launches and
 // copies. m, n or batch of 0 is a no-op; k of 0 is refused (cuBLASLt leaves
 // it undefined). dtypes f32 (TF32 when p.allow_tf32), bf16, f16; f32 accumulation.
 absl::Status CublasLtGemm(int device, const GemmProblem& p, const void* a, const void* b, void* c,
-                          const void* bias);
+                          const void* bias, const void* residual = nullptr);
 
 inline constexpr int kMaxGemmCandidates = 32;
 

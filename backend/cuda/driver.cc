@@ -291,13 +291,17 @@ absl::StatusOr<int> Driver::ComputeCapability(int device) {
 }
 
 absl::StatusOr<int> Driver::MultiprocessorCount(int device) {
+  return DeviceAttribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+}
+
+absl::StatusOr<int> Driver::DeviceAttribute(int device, CUdevice_attribute attribute) {
   if (absl::Status s = CheckDevice(*this, device); !s.ok()) return s;
-  int count = 0;
-  CUresult r = api_->device_get_attribute(&count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, api_->devices[device]);
+  int value = 0;
+  CUresult r = api_->device_get_attribute(&value, attribute, api_->devices[device]);
   if (r != CUDA_SUCCESS) {
-    return CallError(api_, r, absl::StrCat("cuDeviceGetAttribute(multiprocessor count) on cuda:", device));
+    return CallError(api_, r, absl::StrCat("cuDeviceGetAttribute(", static_cast<int>(attribute), ") on cuda:", device));
   }
-  return count;
+  return value;
 }
 
 absl::StatusOr<std::string> Driver::DeviceName(int device) {

@@ -47,6 +47,9 @@ class Driver {
   absl::Status SetDevice(int device);
   absl::StatusOr<int> ComputeCapability(int device);  // 90 for sm_90
   absl::StatusOr<int> MultiprocessorCount(int device);
+  // Any cuDeviceGetAttribute value (the profiler's roofline reads clocks and
+  // the memory bus width).
+  absl::StatusOr<int> DeviceAttribute(int device, CUdevice_attribute attribute);
   absl::StatusOr<std::string> DeviceName(int device);
 
   absl::StatusOr<CUdeviceptr> MemAlloc(int device, size_t bytes);

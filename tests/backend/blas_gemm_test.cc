@@ -1,6 +1,6 @@
 // The CPU GEMM through OpenBLAS against a float64 triple loop: odd and tiny
-// shapes, transposed and padded views, broadcast batches, every epilogue, in
-// f32, bf16 and f16; fresh random inputs each run (seed printed on failure).
+// shapes, transposed and padded views, broadcast batches, every epilogue, a
+// residual (C with beta = 1), in f32, bf16 and f16; fresh random inputs each run (seed printed on failure).
 // Elements of C outside the m x n blocks must keep their sentinel.
 #include "backend/cpu/blas_gemm.h"
 
@@ -33,6 +33,7 @@ struct Case {
   Strides a, b;
   int64_t c_row;
   GemmEpilogue epilogue = GemmEpilogue::kNone;
+  bool residual = false;  // a residual in C's layout is added (GemmProblem::residual)
 };
 
 Case Plain(int64_t m, int64_t n, int64_t k, GemmEpilogue e = GemmEpilogue::kNone) {
@@ -61,6 +62,12 @@ std::vector<Case> Cases() {
     cases.push_back({absl::StrCat("batched, B transposed, ", GemmEpilogueName(e)), 2, 7, 13, 5, Dense(7, 5),
                      Transposed(5, 13), 13, e});
   }
+  for (GemmEpilogue e : {GemmEpilogue::kNone, GemmEpilogue::kBias, GemmEpilogue::kBiasGelu}) {
+    cases.push_back({absl::StrCat("residual, ", GemmEpilogueName(e)), 1, m, n, k, Dense(m, k), Dense(k, n), n, e, true});
+    cases.push_back({absl::StrCat("residual, batched, padded C, ", GemmEpilogueName(e)), 2, 7, 13, 5,
+                     Transposed(7, 5), Dense(5, 13), 13 + 2, e, true});
+  }
+  cases.push_back({"residual, k = 0", 1, 4, 3, 0, Dense(4, 0), Dense(0, 3), 3, GemmEpilogue::kBias, true});
   return cases;
 }
 
@@ -102,7 +109,7 @@ void ExpectMatchesReference(DType dtype, const Case& c) {
   const GemmProblem p{.batch = c.batch, .m = c.m, .n = c.n, .k = c.k, .dtype = dtype,
                       .a_batch = c.a.batch, .a_row = c.a.row, .a_col = c.a.col,
                       .b_batch = c.b.batch, .b_row = c.b.row, .b_col = c.b.col,
-                      .c_batch = c.m * c.c_row, .c_row = c.c_row, .epilogue = c.epilogue};
+                      .c_batch = c.m * c.c_row, .c_row = c.c_row, .epilogue = c.epilogue, .residual = c.residual};
   const Buffer a = RandomBuffer(dtype, Span(c.batch, c.m, c.k, c.a));
   const Buffer b = RandomBuffer(dtype, Span(c.batch, c.k, c.n, c.b));
   const Buffer bias = RandomBuffer(dtype, c.n);
@@ -110,8 +117,10 @@ void ExpectMatchesReference(DType dtype, const Case& c) {
   const Strides c_strides{p.c_batch, p.c_row, 1};
   Buffer out(dtype, Span(c.batch, c.m, c.n, c_strides));
   for (int64_t i = 0; i * DTypeSize(dtype) < static_cast<int64_t>(out.bytes.size()); ++i) out.set(i, kSentinel);
+  const Buffer residual = RandomBuffer(dtype, Span(c.batch, c.m, c.n, c_strides));
 
-  const absl::Status status = BlasGemm(p, a.bytes.data(), b.bytes.data(), out.bytes.data(), bias.bytes.data());
+  const absl::Status status = BlasGemm(p, a.bytes.data(), b.bytes.data(), out.bytes.data(), bias.bytes.data(),
+                                       c.residual ? residual.bytes.data() : nullptr);
   ASSERT_TRUE(status.ok()) << status;
 
   const bool has_bias = GemmEpilogueHasBias(c.epilogue);
@@ -122,14 +131,15 @@ void ExpectMatchesReference(DType dtype, const Case& c) {
   for (int64_t t = 0; t < c.batch; ++t) {
     for (int64_t i = 0; i < c.m; ++i) {
       for (int64_t j = 0; j < c.n; ++j) {
+        const int64_t at = t * p.c_batch + i * p.c_row + j;
         double sum = has_bias ? bias.at(j) : 0.0, scale = has_bias ? std::fabs(bias.at(j)) : 0.0;
+        if (c.residual) sum += residual.at(at), scale += std::fabs(residual.at(at));
         for (int64_t q = 0; q < c.k; ++q) {
           const double x = a.at(t * c.a.batch + i * c.a.row + q * c.a.col) * b.at(t * c.b.batch + q * c.b.row + j * c.b.col);
           sum += x;
           scale += std::fabs(x);
         }
         const double want = EpilogueRef(c.epilogue, sum);
-        const int64_t at = t * p.c_batch + i * p.c_row + j;
         written[at] = true;
         const double got = out.at(at);
         const double allowed = tol * std::max(1.0, std::fabs(want)) + kAccumulation * scale;
@@ -199,6 +209,17 @@ TEST(BlasGemmTest, RejectsOperandsWithoutAUnitStride) {
   p = Small(DType::kFloat32);
   p.c_row = 2;  // rows of C overlap
   EXPECT_EQ(RunSmall(p).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BlasGemmTest, RejectsAResidualWithoutItsOwnPointer) {
+  GemmProblem p = Small(DType::kFloat32);
+  p.residual = true;
+  absl::Status status = RunSmall(p);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("residual"), std::string::npos) << status;
+  std::vector<float> a(64), b(64), c(64);
+  status = BlasGemm(p, a.data(), b.data(), c.data(), nullptr, c.data());  // C in place over the residual
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
 }
 
 TEST(BlasGemmTest, RejectsABiasEpilogueWithoutBias) {

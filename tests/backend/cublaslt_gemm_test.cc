@@ -124,6 +124,7 @@ struct Case {
   GemmEpilogue epilogue = GemmEpilogue::kNone;
   bool tf32 = false;
   bool unaligned = false;  // every pointer one element past the allocation
+  bool residual = false;   // a residual in C's layout added (C with beta = 1)
 };
 
 double Gelu(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
@@ -146,7 +147,7 @@ Operand RandomOperand(int64_t count, int64_t lead, DType dtype, std::mt19937& rn
 
 GemmProblem ProblemFor(const Case& c) {
   GemmProblem p = RowMajor(c.m, c.n, c.k);
-  p.batch = c.batch, p.dtype = c.dtype, p.epilogue = c.epilogue, p.allow_tf32 = c.tf32;
+  p.batch = c.batch, p.dtype = c.dtype, p.epilogue = c.epilogue, p.allow_tf32 = c.tf32, p.residual = c.residual;
   if (c.a_t) p.a_row = 1, p.a_col = c.m;  // stored k x m
   if (c.b_t) p.b_row = 1, p.b_col = c.k;  // stored n x k
   if (c.a_bcast) p.a_batch = 0;
@@ -155,9 +156,9 @@ GemmProblem ProblemFor(const Case& c) {
 }
 
 // `out` (from element `lead` on) against the float64 product of a and b
-// with c's epilogue.
+// with c's residual and epilogue.
 void ExpectProduct(const Case& c, const GemmProblem& p, const Operand& a, const Operand& b, const Operand& bias,
-                   const Tensor& out, int64_t lead) {
+                   const Tensor& out, int64_t lead, const Operand* residual = nullptr) {
   const std::vector<double> got = out.to_double_vector();
   const double rel = c.dtype == DType::kBFloat16 ? 1e-2 : c.dtype == DType::kFloat16 || c.tf32 ? 3e-3 : 1e-4;
   const double scale = std::sqrt(static_cast<double>(c.k));  // |C| of uniform(-1, 1) products
@@ -168,6 +169,7 @@ void ExpectProduct(const Case& c, const GemmProblem& p, const Operand& a, const 
         for (int64_t q = 0; q < c.k; ++q) {
           want += a.v[bi * p.a_batch + i * p.a_row + q * p.a_col] * b.v[bi * p.b_batch + q * p.b_row + j * p.b_col];
         }
+        if (c.residual) want += residual->v[(bi * c.m + i) * c.n + j];
         if (GemmEpilogueHasBias(c.epilogue)) want += bias.v[j];
         if (c.epilogue == GemmEpilogue::kRelu || c.epilogue == GemmEpilogue::kBiasRelu) want = std::max(want, 0.0);
         if (c.epilogue == GemmEpilogue::kGelu || c.epilogue == GemmEpilogue::kBiasGelu) want = Gelu(want);
@@ -187,14 +189,16 @@ void RunCase(const Case& c) {
   const int64_t a_count = (c.a_bcast ? 1 : c.batch) * c.m * c.k, b_count = (c.b_bcast ? 1 : c.batch) * c.k * c.n;
   Operand a = RandomOperand(a_count, lead, c.dtype, rng), b = RandomOperand(b_count, lead, c.dtype, rng);
   Operand bias = RandomOperand(c.n, lead, c.dtype, rng);
+  Operand residual = RandomOperand(c.batch * c.m * c.n, lead, c.dtype, rng);
   Tensor out = Tensor::empty({c.batch * c.m * c.n + lead}, c.dtype, Device::cuda());
 
   const GemmProblem p = ProblemFor(c);
   ASSERT_TRUE(::fusebox::cuda::Driver::Get().SetDevice(0).ok());
   void* c_ptr = static_cast<char*>(out.data_ptr()) + lead * DTypeSize(c.dtype);
-  absl::Status status = CublasLtGemm(0, p, a.ptr(lead), b.ptr(lead), c_ptr, bias.ptr(lead));
+  absl::Status status =
+      CublasLtGemm(0, p, a.ptr(lead), b.ptr(lead), c_ptr, bias.ptr(lead), c.residual ? residual.ptr(lead) : nullptr);
   ASSERT_TRUE(status.ok()) << status;
-  ExpectProduct(c, p, a, b, bias, out, lead);
+  ExpectProduct(c, p, a, b, bias, out, lead, &residual);
 }
 
 TEST(CublasLtGemmTest, Float32Shapes) {
@@ -225,6 +229,21 @@ TEST(CublasLtGemmTest, Epilogues) {
                          GemmEpilogue::kGelu}) {
     RunCase({.m = 33, .n = 17, .k = 65, .epilogue = e});
     RunCase({.batch = 2, .m = 8, .n = 24, .k = 16, .dtype = DType::kBFloat16, .epilogue = e});
+  }
+}
+
+// A residual is cuBLASLt's C with beta = 1 (D our fresh C): with and
+// without a bias, batched, unaligned; the same problem without a residual
+// first, so a kept choice without one is not reused (the key has it).
+TEST(CublasLtGemmTest, ResidualIsCWithBetaOne) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    for (GemmEpilogue e : {GemmEpilogue::kNone, GemmEpilogue::kBias}) {
+      RunCase({.m = 33, .n = 17, .k = 65, .dtype = dtype, .epilogue = e});
+      RunCase({.m = 33, .n = 17, .k = 65, .dtype = dtype, .epilogue = e, .residual = true});
+      RunCase({.batch = 3, .m = 8, .n = 24, .k = 16, .dtype = dtype, .b_t = true, .epilogue = e, .residual = true});
+      RunCase({.m = 9, .n = 20, .k = 11, .dtype = dtype, .epilogue = e, .unaligned = true, .residual = true});
+    }
   }
 }
 

@@ -99,10 +99,9 @@ TEST_P(AttentionTest, CausalAndUnmaskedOverThreeDims) {
         return scaled_dot_product_attention(a, b, c, Tensor(), 0.0, causal);
       });
       EXPECT_TRUE(Close(f(q, k, v), want, "compiled"));
-      // GEMM, the scale + mask + softmax (today two kernels: its row stats,
-      // then the stored probabilities; one once a softmax feeding a GEMM
-      // stays one kernel, issue 24's fusion across GEMMs), GEMM.
-      EXPECT_LE(f.kernels().size(), 4u) << f.explain();
+      // GEMM, the scale + mask + softmax (one kernel storing the
+      // probabilities the second GEMM reads), GEMM.
+      EXPECT_EQ(f.kernels().size(), 3u) << f.explain();
     }
   }
 }

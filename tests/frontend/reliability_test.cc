@@ -92,7 +92,7 @@ TEST(ReplayGlobals, InPlaceChangesAreSeenAndResetSeesARebinding) {
   ASSERT_GE(f.stats().replays, 1);
   w.copy_(RandomTensor({8}, DType::kFloat32));
   ExpectValues(f(x), product(), DType::kFloat32, "after w.copy_()");
-  w = full({8}, 3.0);  // rebinding: documented as unseen until reset_replays()
+  w = full({8}, 3.0);  // a rebinding: the next call traces (replay_params_test), and reset_replays() forgets
   f.reset_replays();
   ExpectValues(f(x), product(), DType::kFloat32, "after w = full(...) and reset_replays()");
   EXPECT_THAT(f.explain(), HasSubstr("replay"));

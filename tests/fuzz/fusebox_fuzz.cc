@@ -2,6 +2,7 @@
 //   fusebox_fuzz --seed 1 --count 10000 --device cuda --modes eager,compiled,cached,dynamic,auto-dynamic,replay
 //                [--minimize] [--palette 1,2,3,5] [--exclude zero-size,zero-dim,mixed-dtype,alias,must-fail,matmul,size1-reduction,float-condition] [--max-steps 6]
 //                [--data-movement] (also cat, stack, chunk, split, gather, index_select: GenOptions::data_movement)
+//                [--model-ops] (also sin ... sign, clamp, masked_fill, tril/triu: GenOptions::model_ops)
 // Prints each finding (seed, mode, what failed), with --minimize a short C++
 // repro, and the clean programs per mode; exits 1 when anything was found.
 #include <cstdio>
@@ -57,10 +58,12 @@ int main(int argc, char** argv) {
       ++i;
     } else if (a == "--data-movement") {
       options.data_movement = true;
+    } else if (a == "--model-ops") {
+      options.model_ops = true;
     } else if (a == "--minimize") {
       minimize = true;
     } else {
-      std::fprintf(stderr, "usage: %s --seed N --count N --device cpu|cuda --modes a,b --exclude a,b --data-movement --minimize\n", argv[0]);
+      std::fprintf(stderr, "usage: %s --seed N --count N --device cpu|cuda --modes a,b --exclude a,b --data-movement --model-ops --minimize\n", argv[0]);
       return 2;
     }
   }

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "tests/fuzz/check.h"
 #include "tests/fuzz/interpret.h"
@@ -119,10 +121,45 @@ TEST(FuzzCpu, DataMovementProgramsAgreeWithTheReference) {
   for (Mode m : modes) EXPECT_GT(sum.clean[static_cast<int>(m)], count * 8 / 10) << ModeName(m);
 }
 
+TEST(FuzzCpu, ModelOpsProgramsAgreeWithTheReference) {
+  GenOptions o = CiOptions();
+  o.model_ops = true;
+  const int64_t count = EnvInt("FUSEBOX_FUZZ_COUNT", 60);
+  const uint64_t seed = EnvInt("FUSEBOX_FUZZ_SEED", 1);
+  // The programs draw the new rows: most of them, masked_fill and the triangles included.
+  absl::flat_hash_set<std::string> drawn;
+  for (int64_t i = 0; i < count; ++i) {
+    for (const Step& s : Generate(seed + i, o).steps) {
+      if (s.op != kInputOp) drawn.insert(OpTable()[s.op].name);
+    }
+  }
+  int model_rows = 0;
+  for (const char* name : {"sin", "cos", "erf", "log1p", "expm1", "silu", "softplus", "floor", "ceil", "round", "sign",
+                           "clamp", "masked_fill", "triangle"}) {
+    model_rows += drawn.contains(name);
+  }
+  EXPECT_GE(model_rows, 6) << absl::StrJoin(drawn, " ");
+  EXPECT_TRUE(drawn.contains("masked_fill") || drawn.contains("triangle"));
+  const std::vector<Mode> modes = {Mode::kEager, Mode::kCompiled, Mode::kDynamic, Mode::kReplay};
+  const RunSummary sum = RunMany(seed, count, modes, Device::cpu(), o, /*verbose=*/false);
+  EXPECT_TRUE(sum.findings.empty()) << Report(sum, o, Device::cpu());
+  for (Mode m : modes) EXPECT_GT(sum.clean[static_cast<int>(m)], count * 8 / 10) << ModeName(m);
+}
+
 TEST(FuzzCuda, ProgramsAgreeWithTheReferenceInEveryMode) {
   if (!CudaAvailableInChild()) GTEST_SKIP() << "no usable CUDA device";
   const GenOptions o = CiOptions();
   const int64_t count = EnvInt("FUSEBOX_FUZZ_CUDA_COUNT", 500);
+  const std::vector<Mode> modes(std::begin(kAllModes), std::end(kAllModes));
+  const RunSummary sum = RunMany(EnvInt("FUSEBOX_FUZZ_SEED", 1), count, modes, Device::cuda(), o, false);
+  EXPECT_TRUE(sum.findings.empty()) << Report(sum, o, Device::cuda());
+}
+
+TEST(FuzzCuda, ModelOpsProgramsAgreeWithTheReference) {
+  if (!CudaAvailableInChild()) GTEST_SKIP() << "no usable CUDA device";
+  GenOptions o = CiOptions();
+  o.model_ops = true;
+  const int64_t count = EnvInt("FUSEBOX_FUZZ_CUDA_COUNT", 300);
   const std::vector<Mode> modes(std::begin(kAllModes), std::end(kAllModes));
   const RunSummary sum = RunMany(EnvInt("FUSEBOX_FUZZ_SEED", 1), count, modes, Device::cuda(), o, false);
   EXPECT_TRUE(sum.findings.empty()) << Report(sum, o, Device::cuda());

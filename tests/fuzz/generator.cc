@@ -2,6 +2,7 @@
 // reference accepts it under every size assignment (so dynamic calls stay
 // valid); a must-fail program ends in a step the reference rejects.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -257,7 +258,9 @@ class Generator {
     const double r = std::uniform_real_distribution<double>(0, 100)(rng_);
     auto op = [&](const char* name) { s->op = OpIndex(name); };
     s->args = {x};
-    if (r < 14) {
+    if (r < 24 && opt_.model_ops && Chance(0.6)) {  // (takes from the scalar ops too)
+      BuildModelOp(s, rank, wild);
+    } else if (r < 14) {
       op(Pick<const char*>({"exp", "log", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "abs", "neg",
                             "pow_scalar"}));
       s->scalar = Pick<double>({2, 3, 0.5, -1, 1.5});
@@ -299,6 +302,12 @@ class Generator {
       }
       p_.steps.push_back(c);
       const int cond = static_cast<int>(p_.steps.size()) - 1;
+      if (opt_.model_ops && scalar && Chance(0.5)) {  // a mask of x's own shape
+        op("masked_fill");
+        s->scalar = Pick<double>({0, -INFINITY, 1.5});
+        s->args = {wild ? cond : x, wild ? x : cond};  // wild: a float mask, which must fail
+        return true;
+      }
       op("where");
       s->ints = {Int(0, 2)};
       s->scalar = Pick<double>({0, -1.5, 2});
@@ -396,6 +405,22 @@ class Generator {
       s->ints = {Dim(rank, wild)};
     } else {
       op(Chance(0.5) ? "flatten" : "contiguous");
+    }
+  }
+
+  // sin ... sign, clamp or a triangle (GenOptions::model_ops).
+  void BuildModelOp(Step* s, int64_t rank, bool wild) {
+    const char* name = Pick<const char*>({"sin", "cos", "erf", "log1p", "expm1", "silu", "softplus", "floor", "ceil",
+                                          "round", "sign", "clamp", "clamp", "triangle", "triangle"});
+    s->op = OpIndex(name);
+    if (s->op == OpIndex("clamp")) s->ints = {Int(0, 3)};
+    if (s->op == OpIndex("triangle")) {
+      if (rank < 2 && !wild) {  // (wild: fewer than 2 dims, which must fail)
+        s->op = OpIndex("sin");
+        return;
+      }
+      s->ints = {Pick<int64_t>({0, 0, 1, -1, 3, -40})};
+      s->flag = Chance(0.5);
     }
   }
 

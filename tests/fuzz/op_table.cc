@@ -31,16 +31,6 @@ double Log(double a) { return std::log(a); }
 double Tanh(double a) { return std::tanh(a); }
 double Sqrt(double a) { return std::sqrt(a); }
 
-OpDef Unary(const char* name, double (*f)(double), Tensor (*fb)(const Tensor&), double lipschitz = 0) {
-  return {name, Category::kUnary,
-          [=](const Refs& a, const Step&) {
-            RequireFloat(a[0], name);
-            return Map({&a[0]}, a[0].dtype, [=](const VE* x) { return Interval(f, x[0], lipschitz); });
-          },
-          [=](const Tensors& t, const Step&) { return fb(t[0]); },
-          [=](const Names& n, const Ranks&, const Step&) { return absl::StrCat(name, "(", n[0], ")"); }};
-}
-
 OpDef GeluOp(const char* name, bool tanh_approx) {
   return {name, Category::kUnary,
           [=](const Refs& a, const Step&) {
@@ -264,6 +254,16 @@ OpDef CastOp() {
 
 }  // namespace
 
+OpDef Unary(const char* name, double (*f)(double), Tensor (*fb)(const Tensor&), double lipschitz) {
+  return {name, Category::kUnary,
+          [=](const Refs& a, const Step&) {
+            RequireFloat(a[0], name);
+            return Map({&a[0]}, a[0].dtype, [=](const VE* x) { return Interval(f, x[0], lipschitz); });
+          },
+          [=](const Tensors& t, const Step&) { return fb(t[0]); },
+          [=](const Names& n, const Ranks&, const Step&) { return absl::StrCat(name, "(", n[0], ")"); }};
+}
+
 std::string DTypeSpelling(DType d) {
   switch (d) {
     case DType::kFloat32: return "DType::kFloat32";
@@ -295,6 +295,7 @@ DType ResultType(const std::vector<const RefArray*>& operands) {
 
 std::vector<OpDef> ViewOps();       // tests/fuzz/op_table_views.cc
 std::vector<OpDef> ReductionOps();  // tests/fuzz/op_table_reductions.cc
+std::vector<OpDef> ModelOps();      // tests/fuzz/op_table_model.cc
 
 const std::vector<OpDef>& OpTable() {
   static const std::vector<OpDef> table = [] {
@@ -318,7 +319,7 @@ const std::vector<OpDef>& OpTable() {
         WhereOp(),
         CastOp(),
     };
-    for (auto& v : {ViewOps(), ReductionOps()}) t.insert(t.end(), v.begin(), v.end());
+    for (auto& v : {ViewOps(), ReductionOps(), ModelOps()}) t.insert(t.end(), v.begin(), v.end());
     return t;
   }();
   return table;

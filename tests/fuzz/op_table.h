@@ -31,6 +31,9 @@ struct OpDef {
 };
 
 const std::vector<OpDef>& OpTable();
+// A float unary function's row: the reference bounds f over the operand's
+// interval (and by `lipschitz` times its width, for f not monotonic).
+OpDef Unary(const char* name, double (*f)(double), Tensor (*fb)(const Tensor&), double lipschitz = 0);
 int OpIndex(const std::string& name);
 // PyTorch's result dtype of operands (0-d tensors do not widen dimensioned ones).
 DType ResultType(const std::vector<const RefArray*>& operands);

@@ -77,6 +77,9 @@ struct GenOptions {
   // among the views (off by default, so the recorded seeds keep generating
   // the programs they found).
   bool data_movement = false;
+  // Also draw the ops model code added (sin ... sign, clamp, masked_fill,
+  // tril/triu: tests/fuzz/op_table_model.cc), off by default for the same reason.
+  bool model_ops = false;
   Exclusions exclude;
 };
 

@@ -1,6 +1,6 @@
 // fusebox::Profiler on a GPU: device times from CUDA events, launch counts
 // (split reductions launch two kernels), the device track of the Chrome trace
-// and sorting by CUDA time. Skips without a device.
+// sorting by CUDA time, and the driver's roofline. Skips without a device.
 #include <string>
 #include <vector>
 
@@ -134,6 +134,48 @@ TEST(ProfilerCudaTest, TableSortsByCudaTime) {
   const std::string table = prof.table("cuda_time_total", 1);
   EXPECT_THAT(table, ::testing::HasSubstr("\n" + rows[0].name + " "));
   EXPECT_THAT(table, ::testing::Not(::testing::HasSubstr("\n" + rows[1].name + " ")));
+}
+
+// The driver's roofline: a plausible DRAM bandwidth and tensor-core peak;
+// a large gelu runs at a share of it (a kernel cannot beat its roofline by
+// much: the theoretical bandwidth is above any copy), and a GEMM's FLOPs
+// are held to the tensor cores.
+TEST(ProfilerCudaTest, KernelsAreHeldToTheDriversRoofline) {
+  SKIP_WITHOUT_CUDA();
+  const Roofline roofline = DeviceRoofline(Device::cuda());
+  ASSERT_TRUE(roofline.known());
+  EXPECT_GT(roofline.copy_bytes_per_s, 1e11);
+  EXPECT_LT(roofline.copy_bytes_per_s, 2e13);
+  EXPECT_GE(roofline.tensor16_flops_per_s, 0);
+  const Tensor x = randn({4096, 4096}, Device::cuda(), FreshSeed());
+  const Tensor a = randn({512, 1024}, Device::cuda(), FreshSeed()).to(DType::kBFloat16);
+  const Tensor w = randn({768, 1024}, Device::cuda(), FreshSeed()).to(DType::kBFloat16);
+  auto gelu = compile(ManualGelu);
+  auto lin = compile([](const Tensor& p, const Tensor& q) { return exp(linear(p, q)); });
+  gelu(x);  // compile outside the profile
+  lin(a, w);
+  Profiler prof;
+  for (int i = 0; i < 3; ++i) {
+    gelu(x);
+    lin(a, w);
+  }
+  EXPECT_EQ(prof.roofline(Device::cuda()).copy_bytes_per_s, roofline.copy_bytes_per_s);
+  const std::vector<ProfilerEvent> events = prof.events();
+  for (const ProfilerEvent& k : Named(events, kGelu)) EXPECT_EQ(k.bytes, 2 * 4 * 4096 * 4096);
+  const std::vector<ProfilerEvent> gemms = Named(events, "extern_cublaslt_gemm_0");
+  ASSERT_EQ(gemms.size(), 3u);
+  EXPECT_EQ(gemms[0].flops, 2LL * 512 * 768 * 1024);
+  EXPECT_EQ(gemms[0].math, MathPeak::kTensor16);
+  const std::vector<ProfilerRow> worst = prof.worst(10);
+  ASSERT_EQ(worst.size(), 3u) << "the gelu, the GEMM and the exp after it";
+  for (size_t i = 0; i < worst.size(); ++i) {
+    const ProfilerRow& row = worst[i];
+    EXPECT_GT(row.roofline_percent(), 0) << row.name;
+    EXPECT_LT(row.roofline_percent(), 110) << row.name;
+    if (i > 0) EXPECT_GE(worst[i - 1].time_lost_us(), row.time_lost_us());
+    if (row.name == kGelu) EXPECT_GT(row.roofline_percent(), 20) << "a large gelu runs near the copy ceiling";
+  }
+  EXPECT_THAT(prof.table(), ::testing::HasSubstr("Roofline cuda:0: copy "));
 }
 
 }  // namespace

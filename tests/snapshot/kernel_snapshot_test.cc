@@ -1,6 +1,7 @@
 // The kernel snapshot (tinygrad's process replay, done ahead of time): every
-// kernel of the benchmark's cases (fusebox_bench, full and --quick sizes), of
-// its --sweep grid and of a few data-movement programs is lowered and
+// kernel of the benchmark's cases (fusebox_bench, full and --quick sizes;
+// gpt2_forward at its quick size only), of its --sweep grid and of a few
+// data-movement programs is lowered and
 // printed for both targets, without a device or a compiler, and compared
 // with the committed text under tests/snapshot/kernels/ (one file per case:
 // each kernel's C++ and CUDA source and its CUDA schedule). A refactoring
@@ -54,21 +55,27 @@ struct Printed {
   bool checks_indices = false;  // its prelude adds the index-check helpers
 };
 
-// fn(inputs)'s plan, captured without running anything.
-fusion::Plan PlanOf(const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
+// What a case computes: its ops, called under a capture; the tensors it returns.
+using Outputs = std::function<std::vector<Tensor>()>;
+
+// The plan of what `outputs` computes, captured without running anything.
+fusion::Plan PlanOf(const Outputs& outputs) {
   frontend::CaptureSession session(/*eager=*/false);
-  const Tensor out = bench::Invoke(fn, inputs);
-  return fusion::BuildPlan(session.Snapshot({out}));
+  return fusion::BuildPlan(session.Snapshot(outputs()));
 }
 
-// Every kernel of fn(inputs)'s plan, printed for both targets.
-std::vector<Printed> PrintPlan(const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
-  const fusion::Plan plan = PlanOf(fn, inputs);
+Outputs Call(const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
+  return [fn, inputs] { return std::vector<Tensor>{bench::Invoke(fn, inputs)}; };
+}
+
+// Every kernel of the plan, printed for both targets.
+std::vector<Printed> PrintPlan(const Outputs& outputs) {
+  const fusion::Plan plan = PlanOf(outputs);
   std::vector<Printed> printed;
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
-      printed.push_back({group.name, "", backend::DescribeExternKernel(plan.graph, group.outputs.at(0), group.name), "",
-                         true});
+      const std::string source = backend::DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name);
+      printed.push_back({group.name, "", source, "", true});
       continue;
     }
     backend::Kernel k = backend::LowerKernel(plan, group, DefaultTuning());
@@ -113,25 +120,40 @@ std::vector<MoveCase> MoveCases() {
   };
 }
 
-// Calls fn(file name, function, inputs) for every case of the corpus: the
-// suite's (full and quick sizes), the sweep grid's and the data-movement ones.
-void ForEachCase(const std::function<void(const std::string&, const bench::WorkloadFn&, const std::vector<Tensor>&)>& fn) {
+// Calls fn(file name, outputs) for every case of the corpus: the suite's
+// (full and quick sizes), the sweep grid's and the data-movement ones.
+void ForEachCase(const std::function<void(const std::string&, const Outputs&)>& fn) {
   for (bool quick : {false, true}) {
     for (const bench::Case& c : bench::SuiteCases(quick)) {
+      const std::string file = FileName(absl::StrCat("suite_", c.name, "_", ShapeToString(c.shape), "_",
+                                                     DTypeName(c.dtype), c.epilogue_fusion ? "" : "_no_epilogue",
+                                                     c.gpt2 ? absl::StrCat("_", c.label) : ""));
+      if (c.gpt2) {
+        // GPT-2 small's rows are left out: 209 kernels each (~3 MB of text
+        // for the four) of the kernels the tiny rows have per layer, and
+        // its 124M parameters take seconds to draw.
+        if (quick) {
+          const gpt2::GPT model(c.gpt2->config, Device::cpu(), c.dtype);
+          const Tensor idx = Tensor::empty(c.shape, DType::kInt64);
+          fn(file, [&] {
+            const gpt2::GPTOutput out = model(idx, idx);
+            return std::vector<Tensor>{out.logits, out.loss};
+          });
+        }
+        continue;
+      }
       std::vector<Tensor> inputs;
       for (const Shape& s : bench::InputShapes(*c.workload, c.shape)) inputs.push_back(Tensor::empty(s, c.dtype));
       set_matmul_epilogue_fusion(c.epilogue_fusion);
-      fn(FileName(absl::StrCat("suite_", c.name, "_", ShapeToString(c.shape), "_", DTypeName(c.dtype),
-                               c.epilogue_fusion ? "" : "_no_epilogue")),
-         c.workload->fn, inputs);
+      fn(file, Call(c.workload->fn, inputs));
       set_matmul_epilogue_fusion(true);
     }
   }
   for (const bench::SweepCase& c : bench::SweepCases(/*quick=*/false)) {
-    fn(FileName("sweep_" + c.name()), bench::SweepFunction(c),
-       bench::MakeSweepInputs(c, Device::cpu(), 0, /*uninitialized=*/true));
+    fn(FileName("sweep_" + c.name()),
+       Call(bench::SweepFunction(c), bench::MakeSweepInputs(c, Device::cpu(), 0, /*uninitialized=*/true)));
   }
-  for (const MoveCase& c : MoveCases()) fn(FileName("move_" + c.name), c.fn, c.inputs);
+  for (const MoveCase& c : MoveCases()) fn(FileName("move_" + c.name), Call(c.fn, c.inputs));
 }
 
 // The lines every source starts with (the printers' helper functions), so
@@ -158,8 +180,8 @@ std::string StripPrefix(const std::string& source, const std::string& prefix, co
 // _prelude_index_check_cpp.txt and _prelude_index_check_cuda.txt.
 std::map<std::string, std::string> Corpus() {
   std::map<std::string, std::vector<Printed>> cases;
-  ForEachCase([&](const std::string& file, const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
-    cases[file] = PrintPlan(fn, inputs);
+  ForEachCase([&](const std::string& file, const Outputs& outputs) {
+    cases[file] = PrintPlan(outputs);
   });
   std::vector<const std::string*> cpp[2], cuda[2];  // by checks_indices
   for (const auto& [file, kernels] : cases) {
@@ -260,8 +282,8 @@ bool KindFitsStrategy(backend::CudaScheduleKind kind, backend::RowStrategy strat
 // the kernel IR's neutral facts (row_spread.h): the launch reads it, not them.
 TEST(CudaSchedule, AgreesWithThePrintersRules) {
   int kernels = 0, splits = 0, multi_pass_splits = 0, tiles = 0;
-  ForEachCase([&](const std::string& file, const bench::WorkloadFn& fn, const std::vector<Tensor>& inputs) {
-    const fusion::Plan plan = PlanOf(fn, inputs);
+  ForEachCase([&](const std::string& file, const Outputs& outputs) {
+    const fusion::Plan plan = PlanOf(outputs);
     for (const fusion::KernelGroup& group : plan.kernels) {
       if (group.kind == fusion::KernelKind::kExtern) continue;
       const backend::Kernel k = backend::LowerKernel(plan, group, DefaultTuning());
@@ -346,8 +368,8 @@ TEST(CudaSchedule, AgreesWithThePrintersRules) {
 // The snapshot can fail: a kernel printed differently is caught.
 TEST(KernelSnapshot, ADifferentKernelIsCaught) {
   const std::vector<Tensor> x = {Tensor::empty({33, 17}, DType::kFloat32)};
-  const std::vector<Printed> a = PrintPlan(bench::Fn1{[](const Tensor& t) { return exp(t); }}, x);
-  const std::vector<Printed> b = PrintPlan(bench::Fn1{[](const Tensor& t) { return log(t); }}, x);
+  const std::vector<Printed> a = PrintPlan(Call(bench::Fn1{[](const Tensor& t) { return exp(t); }}, x));
+  const std::vector<Printed> b = PrintPlan(Call(bench::Fn1{[](const Tensor& t) { return log(t); }}, x));
   ASSERT_EQ(a.size(), 1u);
   ASSERT_EQ(b.size(), 1u);
   EXPECT_NE(a[0].cuda, b[0].cuda);
