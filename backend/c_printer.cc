@@ -102,6 +102,33 @@ FB_INLINE float fb_pow(float base, float exp) {
   if (exp == 3.0f) return base * base * base;
   return fb_powf(base, exp);
 }
+// Philox4x32-10 (Salmon et al., SC'11; graph/philox.h is its host twin): the
+// counter-based generator of rand/randn/dropout. Element x of a random op
+// with state (seed, offset) takes counter (x, offset) under key seed.
+struct fb_philox4 { unsigned w[4]; };
+FB_INLINE fb_philox4 fb_philox(unsigned long long lo, unsigned long long hi, unsigned long long key) {
+  unsigned c0 = (unsigned)lo, c1 = (unsigned)(lo >> 32), c2 = (unsigned)hi, c3 = (unsigned)(hi >> 32);
+  unsigned k0 = (unsigned)key, k1 = (unsigned)(key >> 32);
+  for (int r = 0; r < 10; ++r) {
+    const unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+    const unsigned n0 = (unsigned)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (unsigned)p1; c3 = (unsigned)p0; c0 = n0; c2 = n2;
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+  }
+  fb_philox4 out = {{c0, c1, c2, c3}};
+  return out;
+}
+// [0, 1) from the top 24 bits of word 0 (as PyTorch's float uniform).
+FB_INLINE float fb_philox_uniform(long long x, long long seed, long long offset) {
+  return (float)(fb_philox((unsigned long long)x, (unsigned long long)offset, (unsigned long long)seed).w[0] >> 8) *
+         5.9604644775390625e-8f;
+}
+// Box-Muller: u1 in (0, 1] (no log of 0), u2 in [0, 1).
+FB_INLINE float fb_philox_normal(long long x, long long seed, long long offset) {
+  const fb_philox4 r = fb_philox((unsigned long long)x, (unsigned long long)offset, (unsigned long long)seed);
+  const float u1 = (float)((r.w[0] >> 8) + 1u) * 5.9604644775390625e-8f, u2 = (float)(r.w[1] >> 8) * 5.9604644775390625e-8f;
+  return fb_sqrtf(-2.0f * fb_logf(u1)) * fb_cosf(6.28318531f * u2);
+}
 )";
 }
 
@@ -196,6 +223,9 @@ void CPrinter::Statements(CodeWriter& w, const Kernel& kernel, const std::vector
                index, " && ", index, " < ", s.hi, ");");
         break;
       }
+      case StmtKind::kPosition:
+        w.Line("const long long ", Temp(s.result), " = (long long)(", s.index.ToString(), ");");
+        break;
       case StmtKind::kConstant:
         w.Line("const ", type, " ", Temp(s.result), " = ", Literal(s.dtype, s.constant), ";");
         break;

@@ -40,6 +40,9 @@ std::string Kernel::ToString() const {
           absl::StrAppend(&out, indent, "t", s.result, " = ", s.lo, " <= ", s.index.ToString(), " < ", s.hi,
                           s.args.empty() ? "" : absl::StrCat(" && t", s.args[0]), "\n");
           break;
+        case StmtKind::kPosition:
+          absl::StrAppend(&out, indent, "t", s.result, " = position ", s.index.ToString(), "\n");
+          break;
         case StmtKind::kConstant:
           absl::StrAppend(&out, indent, "t", s.result, absl::StrFormat(" = %.9g\n", s.constant));
           break;

@@ -23,8 +23,9 @@ struct BufferParam {
 
 // kIndexCheck and kInRange are the data-movement ops' (gather, cat): an index
 // read from a tensor is checked and clamped before it addresses a load, and a
-// load under a mask reads only where the mask holds.
-enum class StmtKind { kLoad, kConstant, kCompute, kStore, kIndexCheck, kInRange };
+// load under a mask reads only where the mask holds. kPosition is iota's
+// value: an index expression as an int64 value, no load.
+enum class StmtKind { kLoad, kConstant, kCompute, kStore, kIndexCheck, kInRange, kPosition };
 
 struct Stmt {
   StmtKind kind;
@@ -33,7 +34,8 @@ struct Stmt {
   graph::Op op = graph::Op::kCopy;  // kCompute
   std::vector<int> args;   // kCompute: argument temporaries; kStore: {value}
   int buffer = -1;         // kLoad / kStore: index into Kernel::buffers
-  IndexExpr index;         // kLoad / kStore: element index into the buffer
+  IndexExpr index;         // kLoad / kStore: element index into the buffer;
+                           // kPosition: the value (int64 t = index)
   double constant = 0;     // kConstant
   int cache_slot = -1;     // rows held on chip: the load reads this register slot
   // kLoad, kIndexCheck: the bool temporary guarding it (-1: none); a masked

@@ -59,8 +59,8 @@ class Lowerer : public LoweringCore {
       stack.pop_back();
       if (!seen.emplace(id, true).second) continue;
       const Node& n = g_.node(id);
-      // A data-movement node is evaluated at its contiguous position.
-      const bool move = graph::Info(n.op).kind == OpKind::kMove && !IsBuffer(id);
+      // A data-movement node and iota are evaluated at their contiguous position.
+      const bool move = (graph::Info(n.op).kind == OpKind::kMove || n.op == Op::kIota) && !IsBuffer(id);
       if (n.op == Op::kInput || n.op == Op::kView || IsBuffer(id) || move) {
         FUSEBOX_CHECK(n.shape == group_.iteration_shape, "operand %", id, " shape ", ShapeToString(n.shape),
                       " differs from the kernel's ", ShapeToString(group_.iteration_shape));

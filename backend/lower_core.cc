@@ -73,6 +73,11 @@ int LoweringCore::Eval(NodeId id, Ctx ctx, const IndexExpr& linear) {
     result = Emit(std::move(load));
   } else if (n.op == Op::kConstant) {
     result = Emit({.kind = StmtKind::kConstant, .dtype = n.dtype, .constant = n.scalar});
+  } else if (n.op == Op::kIota) {
+    // The element's row-major position in iota's own shape.
+    IndexExpr pos = ctx == Ctx::kLinear ? linear : IndexAt(id, ctx, ContiguousStrides(n.shape), 0);
+    max_bound_ = std::max(max_bound_, pos.bound());
+    result = Emit({.kind = StmtKind::kPosition, .dtype = DType::kInt64, .index = std::move(pos)});
   } else if (n.op == Op::kView) {
     const Ctx base_ctx = ViewBaseContext(id, ctx);
     if (base_ctx != Ctx::kLinear) {

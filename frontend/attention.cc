@@ -6,6 +6,7 @@
 #include "backend/cuda/flash_attention.h"
 #include "frontend/capture.h"
 #include "frontend/matmul.h"
+#include "frontend/random.h"
 #include "frontend/ops.h"
 #include "frontend/reductions.h"
 #include "tensor/creation.h"
@@ -79,12 +80,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                  ShapeToString(q.shape()), " and k ", ShapeToString(k.shape()));
   FUSEBOX_ENSURE(v.shape()[v.dim() - 2] == s, kName, ": k and v must share the key count S (dim -2), got k ",
                  ShapeToString(k.shape()), " and v ", ShapeToString(v.shape()));
-  FUSEBOX_ENSURE(dropout_p == 0.0, kName, ": dropout_p must be 0 for now (got ", dropout_p,
-                 "); dropout inside attention is not implemented yet");
+  FUSEBOX_ENSURE(dropout_p >= 0.0 && dropout_p <= 1.0, kName, ": dropout_p must be in [0, 1], got ", dropout_p);
   FUSEBOX_ENSURE(!(is_causal && attn_mask.defined()), kName,
                  ": pass either attn_mask or is_causal, not both (as PyTorch)");
   const double factor = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(e));
-  if (std::optional<Tensor> fused = FusedAttention(q, k, v, attn_mask, is_causal, factor)) return *fused;
+  // The fused kernel has no dropout: dropout_p > 0 takes the math path below.
+  if (dropout_p == 0.0) {
+    if (std::optional<Tensor> fused = FusedAttention(q, k, v, attn_mask, is_causal, factor)) return *fused;
+  }
   Tensor scores = matmul(q, k.transpose(-2, -1)) * factor;  // [..., L, S]
   const int64_t l = scores.shape()[scores.dim() - 2];
   if (is_causal) {
@@ -100,7 +103,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       scores = scores + attn_mask.to(scores.dtype());
     }
   }
-  return matmul(softmax(scores, -1), v);
+  // PyTorch's math path drops attention weights after the softmax (always
+  // in training mode: dropout_p is the caller's switch).
+  Tensor weights = softmax(scores, -1);
+  if (dropout_p > 0.0) weights = dropout(weights, dropout_p, /*training=*/true);
+  return matmul(weights, v);
 }
 
 }  // namespace fusebox

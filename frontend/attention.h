@@ -18,7 +18,8 @@ namespace fusebox {
 // part) or a float mask added to the scores. is_causal masks keys after the
 // query (the top-left triangle of L x S, as PyTorch); it excludes attn_mask.
 // scale defaults to 1 / sqrt(E). A row with every key masked is NaN, as
-// PyTorch's math path. dropout_p must be 0 (dropout is not there yet).
+// PyTorch's math path. dropout_p > 0 drops attention weights after the
+// softmax (dropout(), always applied: pass 0 in eval, as with PyTorch's).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = std::nullopt);

@@ -27,6 +27,7 @@ std::string InputSignature::ToString() const {
 }
 
 std::string InputSignature::Describe() const {
+  if (rng_state) return absl::StrCat("random generator state (seed, offset), drawn per call: ", ToString());
   return argument >= 0 ? absl::StrCat("argument ", argument, ": ", ToString())
                        : absl::StrCat("global tensor (not an argument): ", ToString(), ", version ", version);
 }
@@ -35,6 +36,7 @@ InputSignature CaptureSession::Signature(const Tensor& t) const {
   InputSignature sig{t.dtype(), t.shape(), t.strides(), t.device()};
   sig.identity = &t.impl();
   sig.version = t.version();
+  sig.rng_state = t.impl().rng_state;
   for (size_t k = 0; k < arguments_.size() && sig.argument < 0; ++k) {
     // A view of an argument (x.transpose(0, 1)) reads the argument too.
     if (arguments_[k] == &t.impl() || (arguments_[k]->storage && arguments_[k]->storage == t.impl().storage)) {
@@ -111,6 +113,15 @@ graph::NodeId CaptureSession::Operand(const Tensor& t) {
   if (impl.shape == base_node.shape && impl.offset == 0 && IsContiguous(impl.shape, impl.strides)) return base;
   return builder_.Add(graph::Node{.op = graph::Op::kView, .dtype = impl.dtype, .shape = impl.shape,
                                   .inputs = {base}, .strides = impl.strides, .offset = impl.offset});
+}
+
+void CaptureSession::UseDevice(Device device, const char* op) {
+  if (!has_device_ || builder_.size() == 0) {
+    builder_.set_device(device);
+    has_device_ = true;
+  }
+  FUSEBOX_ENSURE(builder_.device() == device, op, ": expected all tensors on one device, got ", device.str(),
+                 " in a graph on ", builder_.device().str(), "; move them with .to(Device) first");
 }
 
 graph::NodeId CaptureSession::PermutedOperand(const Tensor& t, const std::vector<int64_t>& order) {

@@ -81,6 +81,9 @@ class CaptureSession {
   Tensor MakeLazy(graph::NodeId node, Device device);
   // The device of the graph (the first tensor's), if one was lifted yet.
   bool has_device() const { return has_device_; }
+  // Fixes the graph's device to `device` for nodes that lift no tensor
+  // (iota); a graph already on another device is a user error naming `op`.
+  void UseDevice(Device device, const char* op);
   Device device() const { return builder_.device(); }
 
   // The graph captured so far with `outputs` (lazy tensors of this session)

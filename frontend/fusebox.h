@@ -14,6 +14,7 @@
 #include "frontend/nn.h"          // IWYU pragma: export
 #include "frontend/opaque_ops.h"  // IWYU pragma: export
 #include "frontend/ops.h"         // IWYU pragma: export
+#include "frontend/random.h"      // IWYU pragma: export
 #include "frontend/reductions.h"  // IWYU pragma: export
 #include "profiler/profiler.h"    // IWYU pragma: export
 #include "tensor/creation.h"      // IWYU pragma: export

@@ -28,6 +28,7 @@ struct InputSignature {
   int32_t argument = -1;
   const TensorImpl* identity = nullptr;  // which tensor (compared, never read)
   uint64_t version = 0;                  // its in-place version when read
+  bool rng_state = false;                // a random op's generator state (frontend/random.h)
   friend bool operator==(const InputSignature& a, const InputSignature& b) {
     return a.dtype == b.dtype && a.shape == b.shape && a.strides == b.strides && a.device == b.device;
   }

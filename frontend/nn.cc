@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "frontend/ops.h"
+#include "frontend/random.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
 
@@ -35,6 +36,10 @@ LayerNorm::LayerNorm(int64_t dim, double eps, Device device, DType dtype, bool h
   FUSEBOX_ENSURE(eps >= 0, "nn::LayerNorm: eps must be >= 0, got ", eps);
   weight = ones({dim}, device, dtype);
   if (has_bias) bias = zeros({dim}, device, dtype);
+}
+
+Dropout::Dropout(double p) : p(p) {
+  FUSEBOX_ENSURE(p >= 0 && p <= 1, "nn::Dropout: dropout probability has to be between 0 and 1, but got ", p);
 }
 
 RMSNorm::RMSNorm(int64_t dim, std::optional<double> eps, Device device, DType dtype) : eps(eps) {

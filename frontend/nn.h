@@ -10,6 +10,7 @@
 
 #include "frontend/data_movement.h"
 #include "frontend/matmul.h"
+#include "frontend/random.h"
 #include "frontend/reductions.h"
 #include "tensor/tensor.h"
 
@@ -43,6 +44,15 @@ struct LayerNorm {
   Tensor operator()(const Tensor& x) const { return layer_norm(x, {weight.shape()[0]}, weight, bias, eps); }
   Tensor weight, bias;
   double eps;
+};
+
+// torch.nn.Dropout: dropout(x, p, training); `training` (true at first, as a
+// torch module) is what model.train() / model.eval() switch.
+struct Dropout {
+  explicit Dropout(double p = 0.5);
+  Tensor operator()(const Tensor& x) const { return dropout(x, p, training); }
+  double p;
+  bool training = true;
 };
 
 // torch.nn.RMSNorm over the last dim: weight ones [dim]; eps defaults to the

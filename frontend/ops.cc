@@ -156,7 +156,8 @@ Tensor Apply(Op op, std::initializer_list<Operand> operands, DType cast_to = DTy
     case DTypeRule::kNone:
     case DTypeRule::kReduceSum:
     case DTypeRule::kReduceSame:
-    case DTypeRule::kReduceIndex: break;
+    case DTypeRule::kReduceIndex:
+    case DTypeRule::kRandom: break;  // random ops record their nodes themselves (frontend/random.cc)
   }
 
   const std::optional<Strides> strides = ResultStrides(op, xs, shape, layout);
@@ -288,7 +289,8 @@ Tensor Triangle(const Tensor& x, int64_t diagonal, bool lower, const char* name)
   FUSEBOX_ENSURE(x.defined(), name, ": x is an undefined Tensor");
   FUSEBOX_ENSURE(x.dim() >= 2, name, ": input tensor must have at least 2 dimensions, got ", ShapeToString(x.shape()));
   const int64_t rows = x.shape()[x.dim() - 2], cols = x.shape()[x.dim() - 1];
-  const Tensor r = arange(rows, x.device()).unsqueeze(1), c = arange(cols, x.device());
+  // Positions computed in the kernel (iota), not arange tensors made on the host.
+  const Tensor r = frontend::Iota({rows}, x.device()).unsqueeze(1), c = frontend::Iota({cols}, x.device());
   const Tensor offset = Apply(Op::kSub, {c, r});  // [rows, cols]
   const Tensor drop = lower ? Apply(Op::kGt, {offset, static_cast<double>(diagonal)})
                             : Apply(Op::kLt, {offset, static_cast<double>(diagonal)});

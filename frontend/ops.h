@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "frontend/random.h"
 #include "tensor/creation.h"
 #include "tensor/tensor.h"
 

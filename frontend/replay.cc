@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "frontend/capture.h"
+#include "frontend/random.h"
 #include "frontend/runtime.h"
 
 namespace fusebox::frontend {
@@ -51,6 +52,7 @@ bool SameGlobal(const Tensor& a, const Tensor& b) {
 }
 
 bool SameInput(const ReplayInput& a, const ReplayInput& b) {
+  if (a.rng_state || b.rng_state) return a.rng_state == b.rng_state && a.device == b.device;
   return a.argument == b.argument && a.view == b.view && a.shape == b.shape && a.strides == b.strides &&
          a.offset == b.offset && (a.argument >= 0 || SameGlobal(a.global, b.global));
 }
@@ -88,6 +90,10 @@ ReplayCandidate MakeReplayCandidate(std::vector<ArgGuard> guards, std::span<cons
   c.entry.record.input_tensors.clear();
   for (const Tensor& in : graph_inputs) {
     ReplayInput spec;
+    if (in.impl().rng_state) {
+      c.entry.inputs.push_back({.rng_state = true, .device = in.device()});
+      continue;
+    }
     for (size_t k = 0; k < args.size() && spec.argument < 0; ++k) {
       if (!args[k].defined()) continue;
       const TensorImpl& a = args[k].impl();
@@ -133,7 +139,7 @@ bool SameReplay(const ReplayEntry& a, const ReplayEntry& b) {
 
 bool GlobalsCurrent(const ReplayEntry& entry) {
   for (const ReplayInput& in : entry.inputs) {
-    if (in.argument >= 0) continue;
+    if (in.argument >= 0 || in.rng_state) continue;
     const Storage* storage = in.global.impl().storage.get();
     if (storage != nullptr && storage->rebinds() != in.rebinds) return false;
   }
@@ -148,6 +154,7 @@ std::string ReplayDifference(const ReplayEntry& before, const ReplayEntry& now) 
   for (size_t k = 0; k < now.inputs.size(); ++k) {
     const ReplayInput& a = before.inputs[k];
     const ReplayInput& b = now.inputs[k];
+    if (a.rng_state || b.rng_state) continue;  // drawn anew each call (random.h)
     if (a.argument < 0 && b.argument < 0 && !SameGlobal(a.global, b.global)) {
       return absl::StrCat("graph input ", k, " (", b.global.str(),
                           "), a tensor read from outside the arguments, is other memory than the call before read (a "
@@ -162,7 +169,9 @@ std::vector<Tensor> RunReplay(const ReplayEntry& entry, std::span<const Tensor* 
   std::vector<Tensor> inputs;
   inputs.reserve(entry.inputs.size());
   for (const ReplayInput& in : entry.inputs) {
-    if (in.argument < 0) {
+    if (in.rng_state) {
+      inputs.push_back(NextGeneratorStateTensor(in.device));
+    } else if (in.argument < 0) {
       inputs.push_back(in.global);
     } else {
       const Tensor& arg = *args[in.argument];

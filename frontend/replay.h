@@ -5,6 +5,8 @@
 // arguments captured the same single graph; the guards are the arguments:
 // each tensor's dtype, device, shape and strides, which arguments share
 // memory (f(x, x) and f(x, y) are different calls) and each number's value.
+// Random ops draw a fresh generator state per replay, in the order the traced
+// call drew them (frontend/random.h).
 // What the function reads besides its arguments is fixed at capture: tensors
 // it reads from elsewhere (a module's parameters) are guarded by the memory
 // they read (storage, shape, strides, offset, dtype; a fresh view object each
@@ -143,6 +145,11 @@ struct ReplayInput {
   int64_t offset = 0;
   Tensor global;  // argument < 0: a tensor the function reads from elsewhere, read at run time
   uint64_t rebinds = 0;  // global: its memory's Storage::rebinds when the call that read it ended
+  // A random op's generator state (TensorImpl::rng_state): each replay draws
+  // a fresh one on `device`, as a traced call would, so it never repeats the
+  // numbers of the call it was recorded from.
+  bool rng_state = false;
+  Device device;
 };
 
 // Where a returned tensor of a replayed call comes from.

@@ -103,8 +103,10 @@ DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
         auto [it, inserted] = dynamic_of_size.emplace(n.shape[d], s);
         if (!inserted) slots.Join(it->second, s);
       }
-    } else if (n.op == graph::Op::kConstant) {
+    } else if (n.op == graph::Op::kConstant || n.op == graph::Op::kIota) {
       // A constant fills any shape: its dims take their consumers' sizes.
+      // So does iota (positions: a kernel whose positions change with a
+      // size prints differently when resized, which pins that symbol).
     } else if (n.op == graph::Op::kView) {
       const Node& in = g.node(n.inputs[0]);
       for (int64_t e = 0; e < rank; ++e) {

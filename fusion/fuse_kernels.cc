@@ -154,7 +154,7 @@ class Fuser {
       const bool row_is_full = groups_[gi].shape == n.shape;
       return ctx == Ctx::kRow || (ctx == Ctx::kFull && row_is_full);
     }
-    if (n.op == Op::kInput || n.op == Op::kConstant) return true;
+    if (graph::Info(n.op).kind == OpKind::kSource) return true;  // an input, a constant, iota
     if (ctx == Ctx::kLinear && DependsOnGroup(id, gi)) return false;
     if (n.op == Op::kView) {
       const NodeId base = n.inputs[0];

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "graph/philox.h"
+
 namespace fusebox::graph {
 
 const std::vector<OpInfo>& AllOps() {

@@ -28,6 +28,7 @@ enum class DTypeRule {
   kReduceSum,   // sum/prod: bool and integers accumulate and return int64
   kReduceSame,  // max/min: result = input dtype
   kReduceIndex, // argmax/argmin: result is the int64 position along the reduced dims
+  kRandom,      // rand/randn: int64 (position, seed, offset) in, float32 out
 };
 
 enum class Op {

@@ -1,7 +1,6 @@
 #include "tensor/creation.h"
 
 #include <cstring>
-#include <random>
 
 namespace fusebox {
 namespace {
@@ -18,18 +17,6 @@ Tensor Generate(const char* op, const Shape& shape, Device device, DType dtype, 
 }
 
 }  // namespace
-
-Tensor randn(const Shape& shape, Device device, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  return Generate("randn", shape, device, DType::kFloat32, [&](int64_t) { return dist(gen); });
-}
-
-Tensor rand(const Shape& shape, Device device, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<float> dist(0.0f, 1.0f);
-  return Generate("rand", shape, device, DType::kFloat32, [&](int64_t) { return dist(gen); });
-}
 
 Tensor zeros(const Shape& shape, Device device, DType dtype) {
   return Generate("zeros", shape, device, dtype, [](int64_t) { return 0.0; });

@@ -1,5 +1,6 @@
 // Tensor factories. They always produce concrete tensors (also inside
-// compile(), where they become graph inputs when used).
+// compile(), where they become graph inputs when used). rand and randn are
+// in frontend/random.h: without a seed they draw through the graph.
 #pragma once
 
 #include "tensor/tensor.h"
@@ -7,8 +8,6 @@
 namespace fusebox {
 
 // --- creation (always concrete)
-Tensor randn(const Shape& shape, Device device = Device::cpu(), uint64_t seed = 0);
-Tensor rand(const Shape& shape, Device device = Device::cpu(), uint64_t seed = 0);  // uniform [0, 1)
 Tensor zeros(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kFloat32);
 Tensor ones(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kFloat32);
 Tensor full(const Shape& shape, double value, Device device = Device::cpu(), DType dtype = DType::kFloat32);

@@ -38,6 +38,9 @@ struct TensorImpl {
   Device device;
   std::shared_ptr<Storage> storage;            // set when concrete
   std::shared_ptr<frontend::LazyValue> lazy;   // set while captured, until materialized
+  // A random op's generator state (seed, offset; frontend/random.h), drawn
+  // anew for each call: a replayed call draws a fresh one in its place.
+  bool rng_state = false;
 };
 
 class Tensor {

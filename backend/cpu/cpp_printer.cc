@@ -24,6 +24,9 @@ FB_INLINE float fb_inf() { return __builtin_inff(); }
 FB_INLINE float fb_nan() { return __builtin_nanf(""); }
 FB_INLINE float fb_fabs(float x) { return __builtin_fabsf(x); }
 FB_INLINE float fb_powf(float a, float b) { return __builtin_powf(a, b); }
+FB_INLINE float fb_sqrtf(float x) { return __builtin_sqrtf(x); }
+FB_INLINE float fb_logf(float x) { return __builtin_logf(x); }
+FB_INLINE float fb_cosf(float x) { return __builtin_cosf(x); }
 )",
                         CommonPrelude());
   }

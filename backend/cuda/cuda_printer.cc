@@ -45,7 +45,9 @@ struct VectorAccess {
 std::optional<std::vector<VectorAccess>> VectorIndices(const Kernel& k, int v) {
   std::vector<VectorAccess> access(k.buffers.size());
   for (const Stmt& s : k.body) {
-    if (s.is_data_dependent()) return std::nullopt;  // indices differ per lane
+    // Indices differ per lane; a position (iota) is printed over `i`, which
+    // the vector path does not define per lane.
+    if (s.is_data_dependent() || s.kind == StmtKind::kPosition) return std::nullopt;
     if (s.kind != StmtKind::kLoad && s.kind != StmtKind::kStore) continue;
     const std::string index = s.index.ToString();
     bool uniform = false;
@@ -90,6 +92,9 @@ FB_INLINE float fb_inf() { return __int_as_float(0x7f800000); }
 FB_INLINE float fb_nan() { return __int_as_float(0x7fc00000); }
 FB_INLINE float fb_fabs(float x) { return fabsf(x); }
 FB_INLINE float fb_powf(float a, float b) { return powf(a, b); }
+FB_INLINE float fb_sqrtf(float x) { return sqrtf(x); }
+FB_INLINE float fb_logf(float x) { return logf(x); }
+FB_INLINE float fb_cosf(float x) { return cosf(x); }
 // 1 / (1 + e^-x) in 4 instructions (expf and an IEEE division take ~14):
 // e^-x as ex2.approx of x * -log2(e), as Triton's exp, then rcp.approx.
 // Relative error under 1e-6 for |x| <= 16, growing as |x| * 5e-8 beyond

@@ -44,6 +44,7 @@ struct Driver::Api : ErrorText {
   decltype(&::cuMemcpyDtoH) memcpy_dtoh = nullptr;
   decltype(&::cuMemcpyDtoD) memcpy_dtod = nullptr;
   decltype(&::cuMemcpyDtoHAsync) memcpy_dtoh_async = nullptr;
+  decltype(&::cuMemcpyHtoDAsync) memcpy_htod_async = nullptr;
   decltype(&::cuMemsetD32Async) memset_d32_async = nullptr;
   decltype(&::cuMemAllocHost) mem_alloc_host = nullptr;
   decltype(&::cuModuleLoadData) module_load_data = nullptr;
@@ -180,6 +181,7 @@ Driver::Driver() {
             Resolve(library, api->memcpy_dtoh, {"cuMemcpyDtoH_v2"}, &missing) &&
             Resolve(library, api->memcpy_dtod, {"cuMemcpyDtoD_v2"}, &missing) &&
             Resolve(library, api->memcpy_dtoh_async, {"cuMemcpyDtoHAsync_v2"}, &missing) &&
+            Resolve(library, api->memcpy_htod_async, {"cuMemcpyHtoDAsync_v2"}, &missing) &&
             Resolve(library, api->memset_d32_async, {"cuMemsetD32Async"}, &missing) &&
             Resolve(library, api->mem_alloc_host, {"cuMemAllocHost_v2"}, &missing) &&
             Resolve(library, api->module_load_data, {"cuModuleLoadData"}, &missing) &&
@@ -348,6 +350,14 @@ absl::Status Driver::CopyDeviceToDevice(int device, CUdeviceptr dst, CUdeviceptr
   if (absl::Status s = SetDevice(device); !s.ok()) return s;
   if (CUresult r = api_->memcpy_dtod(dst, src, bytes); r != CUDA_SUCCESS) {
     return CallError(api_, r, absl::StrFormat("cuMemcpyDtoD(%d bytes) on cuda:%d", bytes, device));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Driver::CopyHostToDeviceAsync(int device, CUdeviceptr dst, const void* src, size_t bytes) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  if (CUresult r = api_->memcpy_htod_async(dst, src, bytes, /*hStream=*/nullptr); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrFormat("cuMemcpyHtoDAsync(%d bytes) on cuda:%d", bytes, device));
   }
   return absl::OkStatus();
 }

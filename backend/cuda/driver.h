@@ -60,6 +60,9 @@ class Driver {
   absl::Status CopyDeviceToDevice(int device, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
   // Queued on the stream; the host does not wait (`dst` must be pinned: HostAlloc).
   absl::Status CopyDeviceToHostAsync(int device, void* dst, CUdeviceptr src, size_t bytes);
+  // Queued on the stream: a pageable `src` is staged before the call
+  // returns (so it may go away), and no device synchronization is done.
+  absl::Status CopyHostToDeviceAsync(int device, CUdeviceptr dst, const void* src, size_t bytes);
   absl::Status MemsetD32Async(int device, CUdeviceptr dst, uint32_t value, size_t words);
   // Page-locked host memory (never freed by fusebox: pools keep it).
   absl::StatusOr<void*> HostAlloc(int device, size_t bytes);

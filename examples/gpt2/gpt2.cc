@@ -51,12 +51,20 @@ Tensor Init::Normal(const Shape& shape, double std) {
   return Tensor::from_vector(std::vector<double>(values.begin(), values.end()), shape, dtype_, device_);
 }
 
+// config.dropout, checked before any module takes it.
+static double ValidDropout(double p) {
+  FUSEBOX_ENSURE(p >= 0.0 && p <= 1.0, "GPT: dropout must be in [0, 1], got ", p);
+  return p;
+}
+
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Init& init)
     : c_attn(MakeLinear(config.n_embd, 3 * config.n_embd, config.bias, kInitStd, init)),
       c_proj(MakeLinear(config.n_embd, config.n_embd, config.bias, ProjStd(config), init)),
       n_head(config.n_head),
       n_embd(config.n_embd),
-      attention(config.attention) {
+      attention(config.attention),
+      attn_dropout(config.dropout),
+      resid_dropout(config.dropout) {
   if (attention == Attention::kManual) {
     // tril(ones(block_size, block_size)), filled on the host (no kernel).
     const int64_t n = config.block_size;
@@ -74,25 +82,24 @@ Tensor CausalSelfAttention::operator()(const Tensor& x) const {
   const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
   Tensor y;
   if (attention == Attention::kSdpa) {
-    // TODO(h-rng): dropout_p = config.dropout once attention dropout lands.
-    y = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, /*is_causal=*/true);
+    const double dropout_p = attn_dropout.training ? attn_dropout.p : 0.0;
+    y = scaled_dot_product_attention(q, k, v, Tensor(), dropout_p, /*is_causal=*/true);
   } else {
     Tensor att = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_size)));
     const Tensor causal = mask.narrow(0, 0, seq).narrow(1, 0, seq);
     att = softmax(masked_fill(att, eq(causal, 0.0), -std::numeric_limits<double>::infinity()), -1);
-    // TODO(h-rng): att = attn_dropout(att) with nn::Dropout(config.dropout).
+    att = attn_dropout(att);
     y = matmul(att, v);
   }
   // Heads side by side again, then the output projection.
   y = y.transpose(1, 2).contiguous().view({batch, seq, n_embd});
-  // TODO(h-rng): resid_dropout(c_proj(y)) with nn::Dropout(config.dropout).
-  return c_proj(y);
+  return resid_dropout(c_proj(y));
 }
 
 MLP::MLP(const GPTConfig& config, Init& init)
     : c_fc(MakeLinear(config.n_embd, 4 * config.n_embd, config.bias, kInitStd, init)),
-      c_proj(MakeLinear(4 * config.n_embd, config.n_embd, config.bias, ProjStd(config), init)) {}
-// TODO(h-rng): MLP's dropout after c_proj with nn::Dropout(config.dropout).
+      c_proj(MakeLinear(4 * config.n_embd, config.n_embd, config.bias, ProjStd(config), init)),
+      dropout(config.dropout) {}
 
 Block::Block(const GPTConfig& config, Init& init)
     : ln_1(MakeLayerNorm(config, init)), attn(config, init), ln_2(MakeLayerNorm(config, init)), mlp(config, init) {}
@@ -103,16 +110,13 @@ Tensor Block::operator()(const Tensor& x) const {
 }
 
 GPT::GPT(GPTConfig config, Device device, DType dtype, uint64_t seed)
-    : wte(0, 0), wpe(0, 0), ln_f(1), config_(config) {
+    : wte(0, 0), wpe(0, 0), ln_f(1), drop(ValidDropout(config.dropout)), config_(config) {
   FUSEBOX_ENSURE(config.vocab_size > 0 && config.block_size > 0 && config.n_layer >= 0 && config.n_head > 0,
                  "GPT: vocab_size, block_size and n_head must be positive and n_layer >= 0, got vocab_size ",
                  config.vocab_size, ", block_size ", config.block_size, ", n_head ", config.n_head, ", n_layer ",
                  config.n_layer);
   FUSEBOX_ENSURE(config.n_embd > 0 && config.n_embd % config.n_head == 0, "GPT: n_embd (", config.n_embd,
                  ") must be a positive multiple of n_head (", config.n_head, ")");
-  // TODO(h-rng): build nn::Dropout(config.dropout) modules once dropout lands.
-  FUSEBOX_ENSURE(config.dropout == 0.0, "GPT: dropout ", config.dropout,
-                 " is not supported yet (fusebox has no dropout); use 0");
   Init init(seed, device, dtype);
   wte = MakeEmbedding(config.vocab_size, config.n_embd, init);
   wpe = MakeEmbedding(config.block_size, config.n_embd, init);
@@ -128,7 +132,7 @@ GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) const {
                  ", the block size is only ", config_.block_size);
   const Tensor pos = arange(0, seq, 1, idx.device());
   Tensor x = wte(idx) + wpe(pos);  // [B, T, C] + [T, C]
-  // TODO(h-rng): x = drop(x) with nn::Dropout(config.dropout).
+  x = drop(x);
   for (const Block& block : h) x = block(x);
   x = ln_f(x);
   if (!targets.defined()) {
@@ -196,6 +200,13 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
   std::vector<int64_t> out;
   for (const std::vector<int64_t>& row : tokens) out.insert(out.end(), row.begin(), row.end());
   return Tensor::from_vector(out, {batch, static_cast<int64_t>(tokens[0].size())}, idx.device());
+}
+
+void GPT::train(bool mode) {
+  drop.training = mode;
+  for (Block& block : h) {
+    block.attn.attn_dropout.training = block.attn.resid_dropout.training = block.mlp.dropout.training = mode;
+  }
 }
 
 std::vector<std::pair<std::string, Tensor>> GPT::named_parameters() const {

@@ -29,7 +29,7 @@ struct GPTConfig {
   int64_t n_layer = 12;
   int64_t n_head = 12;
   int64_t n_embd = 768;
-  double dropout = 0.0;  // must be 0 until nn::Dropout exists
+  double dropout = 0.0;  // nanoGPT's dropout: attention weights, residuals, embeddings (in training)
   bool bias = true;      // in the Linears and LayerNorms, as GPT-2
   Attention attention = Attention::kSdpa;
 };
@@ -62,14 +62,18 @@ struct CausalSelfAttention {
   Tensor mask;
   int64_t n_head, n_embd;
   Attention attention;
+  // nanoGPT's: on the attention weights (Attention::kSdpa: SDPA's dropout_p
+  // while training) and after c_proj.
+  nn::Dropout attn_dropout, resid_dropout;
 };
 
 struct MLP {
   MLP(const GPTConfig& config, Init& init);
-  Tensor operator()(const Tensor& x) const { return c_proj(gelu(c_fc(x), "tanh")); }
+  Tensor operator()(const Tensor& x) const { return dropout(c_proj(gelu(c_fc(x), "tanh"))); }
 
   nn::Linear c_fc;    // C -> 4C
   nn::Linear c_proj;  // 4C -> C
+  nn::Dropout dropout;
 };
 
 struct Block {
@@ -121,10 +125,17 @@ class GPT {
 
   const GPTConfig& config() const { return config_; }
 
+  // nanoGPT's model.train() / model.eval(): switches every dropout (a new
+  // model is training, as a torch module; with config.dropout 0 both
+  // compute the same).
+  void train(bool mode = true);
+  void eval() { train(false); }
+
   nn::Embedding wte;  // token embeddings, [vocab, C]; also the lm_head weight (tied)
   nn::Embedding wpe;  // position embeddings, [block_size, C]
   std::vector<Block> h;
   nn::LayerNorm ln_f;
+  nn::Dropout drop;  // on the embeddings
 
  private:
   GPTConfig config_;

@@ -268,8 +268,8 @@ TEST(Gpt2Generate, GrowingContextRecompilesUpToTheLimit) {
 
 TEST(Gpt2Errors, SayWhatIsWrong) {
   GPTConfig config = Tiny(Attention::kSdpa);
-  config.dropout = 0.1;
-  EXPECT_THAT(test_util::ErrorOf([&] { GPT m(config); }), HasSubstr("dropout"));
+  config.dropout = 1.5;
+  EXPECT_THAT(test_util::ErrorOf([&] { GPT m(config); }), HasSubstr("dropout must be in [0, 1], got 1.5"));
   config = Tiny(Attention::kSdpa);
   config.n_embd = 30;
   config.n_head = 4;

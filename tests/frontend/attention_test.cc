@@ -115,8 +115,8 @@ TEST_P(AttentionTest, BadInputsAreClearErrors) {
               HasSubstr("must share the key count S"));
   EXPECT_THAT(ErrorOf([&] { (void)scaled_dot_product_attention(q, k, v, ones({4, 5}, device(), kBool), 0.0, true); }),
               HasSubstr("not both"));
-  EXPECT_THAT(ErrorOf([&] { (void)scaled_dot_product_attention(q, k, v, Tensor(), 0.1); }),
-              HasSubstr("dropout_p must be 0"));
+  EXPECT_THAT(ErrorOf([&] { (void)scaled_dot_product_attention(q, k, v, Tensor(), -0.1); }),
+              HasSubstr("dropout_p must be in [0, 1], got -0.1"));
   EXPECT_THAT(ErrorOf([&] { (void)scaled_dot_product_attention(Random({8}), k, v); }), HasSubstr("at least 2 dims"));
 }
 

@@ -149,9 +149,10 @@ TEST(OpTableTest, ArityMatchesPlaceholdersInBothExpressions) {
   }
 }
 
-TEST(OpTableTest, WhereIsTheOnlyTernaryOpAndCastTheOnlyCastRule) {
+// rand and randn take (position, seed, offset).
+TEST(OpTableTest, WhereAndRandomOpsAreTheOnlyTernaryOpsAndCastTheOnlyCastRule) {
   for (const OpInfo& row : AllOps()) {
-    EXPECT_EQ(row.arity == 3, row.op == Op::kWhere) << row.name;
+    EXPECT_EQ(row.arity == 3, row.op == Op::kWhere || row.dtype_rule == DTypeRule::kRandom) << row.name;
     EXPECT_EQ(row.dtype_rule == DTypeRule::kWhere, row.op == Op::kWhere) << row.name;
     EXPECT_EQ(row.dtype_rule == DTypeRule::kCast, row.op == Op::kCast) << row.name;
   }
