@@ -50,7 +50,8 @@ TEST(Matches, CommaListOfSubstrings) {
 TEST(SuiteCases, QuickAndFullRunTheSameCases) {
   const std::set<std::string> want = {"manual_gelu", "add_mul_tanh", "manual_softmax", "manual_layer_norm",
                                       "manual_rms_norm", "row_sum", "col_sum", "tiny_gelu", "gelu_sweep",
-                                      "gemm_bias_gelu", "mlp", "gpt2_forward"};
+                                      "gemm_bias_gelu", "mlp", "gpt2_forward", "attention",
+                                      "attention_causal"};
   for (bool quick : {true, false}) {
     std::set<std::string> names;
     for (const Case& c : SuiteCases(quick)) names.insert(c.name);
