@@ -60,7 +60,7 @@ class Fuser {
     for (NodeId out : g_.outputs()) {
       const Node& n = g_.node(out);
       if (n.op == Op::kInput || !stored.insert(out).second || IsExtern(n) || operand_stored_.contains(out) ||
-          epilogue_values_.contains(out) || move_stored_.contains(out)) {
+          epilogue_values_.contains(out) || move_stored_.contains(out) || residual_stored_.contains(out)) {
         continue;
       }
       if (IsReduction(n)) {
@@ -145,7 +145,8 @@ class Fuser {
   // Can `id` be evaluated in context `ctx` inside group `gi`'s kernel?
   bool Legal(NodeId id, Ctx ctx, int gi) {
     const Node& n = g_.node(id);
-    if (IsExtern(n) || epilogue_values_.contains(id) || move_stored_.contains(id)) {
+    if (IsExtern(n) || epilogue_values_.contains(id) || move_stored_.contains(id) ||
+        (residual_stored_.contains(id) && group_of_.at(id) != gi)) {
       return true;  // stored by its own kernel, loaded
     }
     if (IsMove(n)) return MoveInline(id, gi);
@@ -283,15 +284,56 @@ class Fuser {
       groups_.push_back(Group{.shape = g_.node(value).shape, .outputs = {value}, .kind = KernelKind::kPointwise});
     }
     // The chain after the GEMM its epilogue computes (fusion/gemm_epilogue.h):
-    // a residual must be stored by a kernel placed before this one. Attention
+    // a residual must be stored by a kernel placed before this one. A
+    // computed residual that no kernel stores yet (a transformer's residual
+    // stream: the embedding sum, x + attn(x) when its GEMM could not take it)
+    // is stored for it (StoreResidual); inlined instead, each later layer
+    // norm would recompute the whole stream from the embedding. Attention
     // takes no epilogue: its kernel stores its own value.
     auto stored_before = [&](NodeId r) {
-      return (IsExtern(g_.node(r)) || epilogue_values_.contains(r)) && group_of_.contains(r);
+      if ((IsExtern(g_.node(r)) || epilogue_values_.contains(r) || residual_stored_.contains(r)) &&
+          group_of_.contains(r)) {
+        return true;
+      }
+      const Node& n = g_.node(r);
+      return r < id && graph::Info(n.op).kind == OpKind::kPointwise && !Stored(r) && !operand_stored_.contains(r) &&
+             n.dtype == g_.node(id).dtype && Numel(n.shape) == Numel(g_.node(id).shape);
     };
-    const NodeId value = g_.node(id).op == Op::kAttention ? id : EpilogueChain(g_, id, stored_before).end;
+    GemmChain chain;
+    if (g_.node(id).op != Op::kAttention) chain = EpilogueChain(g_, id, stored_before);
+    if (chain.residual >= 0 && !group_of_.contains(chain.residual) && g_.node(chain.residual).op != Op::kInput) {
+      StoreResidual(chain.residual);
+    }
+    const NodeId value = g_.node(id).op == Op::kAttention ? id : chain.end;
     if (value != id) epilogue_values_.insert(value);
     group_of_[id] = group_of_[value] = static_cast<int>(groups_.size());
     groups_.push_back(Group{.shape = g_.node(id).shape, .outputs = {value}, .kind = KernelKind::kExtern});
+  }
+
+  // Residual `r` (pointwise, before the GEMM reading it) stored by the
+  // latest reduction kernel that can compute it over its rows after every
+  // value it loads is stored (the layer norm reading the residual stream
+  // computes it anyway: one more store), else by a pointwise kernel.
+  void StoreResidual(NodeId r) {
+    absl::flat_hash_set<NodeId> deps;
+    ReductionDeps(r, &deps);
+    int after = -1;  // the last kernel storing a value r loads
+    for (NodeId d : deps) after = std::max(after, group_of_[d]);
+    for (int gi = static_cast<int>(groups_.size()) - 1; gi >= std::max(after, 0); --gi) {
+      if (groups_[gi].kind.has_value() || groups_[gi].shape != g_.node(r).shape) continue;
+      if (!Legal(r, Ctx::kFull, gi)) continue;
+      residual_stored_.insert(r);
+      group_of_[r] = gi;
+      groups_[gi].outputs.push_back(r);
+      for (NodeId d : deps) {
+        if (group_of_[d] != gi) materialized_.insert(d);
+      }
+      return;
+    }
+    for (NodeId d : deps) materialized_.insert(d);
+    residual_stored_.insert(r);
+    group_of_[r] = static_cast<int>(groups_.size());
+    groups_.push_back(Group{.shape = g_.node(r).shape, .outputs = {r}, .kind = KernelKind::kPointwise});
   }
 
   // The reduction group a stored value can join, if any: the latest group it
@@ -366,12 +408,14 @@ class Fuser {
   absl::flat_hash_map<NodeId, int> group_of_;
   absl::flat_hash_set<NodeId> materialized_;
   absl::flat_hash_set<NodeId> operand_stored_;  // stored by a kernel before a matmul
+  absl::flat_hash_set<NodeId> residual_stored_;  // stored by a kernel before the GEMM taking it as C (StoreResidual)
   absl::flat_hash_set<NodeId> epilogue_values_;  // stored by a matmul's kernel (its epilogue's end)
   Group probe_;  // the rows of the reduction StoreMoves is placing (MoveInline)
   absl::flat_hash_set<NodeId> move_stored_;      // stored before a reduction that reads them (StoreMoves)
 
   bool Stored(NodeId id) const {
-    return IsStoredOp(g_.node(id)) || epilogue_values_.contains(id) || move_stored_.contains(id);
+    return IsStoredOp(g_.node(id)) || epilogue_values_.contains(id) || move_stored_.contains(id) ||
+           residual_stored_.contains(id);
   }
 };
 

@@ -234,6 +234,32 @@ TEST_P(GemmFusionTest, ABlocksResidualsChainThroughStoredValues) {
       << block.explain();
 }
 
+// A residual stream that starts as a computed value (GPT-2's tok_emb +
+// pos_emb): ln_1's kernel stores it beside its own result, the GEMM reads it
+// as C, and ln_f reads the GEMM's sum alone instead of recomputing the stream
+// from its inputs (its minimal bytes: x1, weight, shift in, its result out).
+TEST_P(GemmFusionTest, AComputedResidualIsStoredOnceForTheGemm) {
+  const int64_t c = 16, rows = 10;
+  const Tensor a = Random({2, 5, c}), b = Random({2, 5, c}), g = Random({c}), shift = Random({c}, kF32, 0.1);
+  const Tensor w = Random({c, c}, kF32, 0.3), bias = Random({c});
+  auto f = compile([&](const Tensor& p, const Tensor& q) {
+    const Tensor x = p + q * 2.0;
+    const Tensor x1 = x + linear(layer_norm(x, {c}, g, shift), w, bias);
+    return layer_norm(x1, {c}, g, shift);
+  });
+  const Tensor got = f(a, b);
+  const std::vector<double> av = a.to_double_vector(), bv = b.to_double_vector();
+  std::vector<double> x(av.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = av[i] + 2.0 * bv[i];
+  std::vector<double> x1 = LinearRef(LayerNormRef(x, g, shift, c, kF32), w, bias, rows);
+  for (size_t i = 0; i < x1.size(); ++i) x1[i] += x[i];
+  ExpectClose(AsFloat(got), LayerNormRef(x1, g, shift, c, kF32), 1e-4);
+  ASSERT_THAT(Names(f.kernels()), ElementsAre(StartsWith("per_"), StartsWith("extern_"), StartsWith("per_")))
+      << f.explain();
+  EXPECT_THAT(f.kernels()[1].source, HasSubstr("residual %"));
+  EXPECT_EQ(f.kernels()[2].bytes, (2 * rows * c + 2 * c) * 4) << f.kernels()[2].source;
+}
+
 // What stays a kernel after the GEMM: a residual after the gelu (gelu(AB +
 // bias) + C is no epilogue), a broadcast addend, a GEMM value also returned,
 // and an add stored in place (x.add_(...)).
