@@ -143,6 +143,7 @@ void RunGpt2Forward(const Gpt2Spec& s, Device device, const TimingPlan& plan, ui
   r.eager.kernels_per_call = GraphsRun([&] { (void)forward(idx, tgt); });
   r.eager.timing.trials_ms = TimeTrialsMs(device, plan, [&](int) { (void)forward(idx, tgt); });
   r.compiled.timing.trials_ms = TimeTrialsMs(device, plan, [&](int) { (void)compiled(idx, tgt); });
+  if (plan.profile) Profile(device, [&](int) { (void)compiled(idx, tgt); }, r);
 }
 
 }  // namespace fusebox::bench

@@ -135,15 +135,14 @@ std::vector<std::string> WorstLines(const std::vector<ProfilerRow>& worst) {
   return lines;
 }
 
-// --profile: the device time of each kernel over a few calls, and how long
-// the host takes to issue one call (tracing and launching, no waiting), with
-// no profiler (which adds its own host time per op) and then under it.
-void Profile(Device device, CompiledWorkload& compiled, const Sets& sets, Result& r) {
+}  // namespace
+
+void Profile(Device device, const std::function<void(int)>& call, Result& r) {
   constexpr int kCalls = 5;
   auto host_ms = [&](int i) {
     Synchronize(device);
     const auto start = std::chrono::steady_clock::now();
-    (void)compiled(sets[static_cast<size_t>(i) % sets.size()]);
+    call(i);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   };
   std::vector<double> plain_ms, profiled_ms;
@@ -163,6 +162,8 @@ void Profile(Device device, CompiledWorkload& compiled, const Sets& sets, Result
   r.host_ms_per_call = Timing{0, plain_ms}.median_ms();
   r.host_ms_per_call_profiled = Timing{0, profiled_ms}.median_ms();
 }
+
+namespace {
 
 void Run(const Case& c, Device device, const TimingPlan& plan, double cache_bytes, uint64_t seed, Result& r) {
   const Workload& w = *c.workload;
@@ -210,7 +211,7 @@ void Run(const Case& c, Device device, const TimingPlan& plan, double cache_byte
   const int k = r.input_sets;
   r.eager.timing.trials_ms = TimeTrialsMs(device, plan, [&](int call) { (void)Invoke(w.fn, sets[call % k]); });
   r.compiled.timing.trials_ms = TimeTrialsMs(device, plan, [&](int call) { (void)compiled(sets[call % k]); });
-  if (plan.profile) Profile(device, compiled, sets, r);
+  if (plan.profile) Profile(device, [&](int call) { (void)compiled(sets[static_cast<size_t>(call) % sets.size()]); }, r);
   if (w.gemms != nullptr) {
     // The baseline: the same GEMMs on the same inputs, nothing around them,
     // compiled as the case is.

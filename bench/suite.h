@@ -53,6 +53,12 @@ int64_t GraphsRun(const std::function<void()>& fn);
 // kernels are one line), in launch order.
 std::vector<std::string> PtxLines(const std::vector<KernelInfo>& kernels);
 
+// --profile: the device time of each kernel over a few calls of `call`
+// (its argument: the call's number), and how long the host takes to issue
+// one call (tracing and launching, no waiting), with no profiler (which adds
+// its own host time per op) and then under it.
+void Profile(Device device, const std::function<void(int)>& call, Result& r);
+
 // Runs one case on `device`; inputs are drawn from seeds derived from `seed`.
 // Errors become failures of the result, so the other cases still run.
 Result RunCase(const Case& c, Device device, const TimingPlan& plan, double cache_bytes, uint64_t seed);
