@@ -267,9 +267,9 @@ class Fuser {
     for (NodeId in : g_.node(id).inputs) {
       const bool ready = ExternOperandReady(g_, id, in);
       const NodeId value = ready ? MatmulOperandBase(g_, in) : in;
-      const OpKind kind = graph::Info(g_.node(value).op).kind;
       if (IsReduction(g_.node(value))) materialized_.insert(value);
-      if (kind == OpKind::kSource || Stored(value) || operand_stored_.contains(value)) continue;
+      // An input is read where it lies; a constant or iota has no buffer.
+      if (g_.node(value).op == Op::kInput || Stored(value) || operand_stored_.contains(value)) continue;
       if (std::find(to_store.begin(), to_store.end(), value) == to_store.end()) to_store.push_back(value);
     }
     for (NodeId value : to_store) {
@@ -385,7 +385,7 @@ class Fuser {
         for (NodeId in : n.inputs) {
           const NodeId base = MatmulOperandBase(g_, in);
           if (g_.node(in).op == Op::kView) k->nodes.push_back(in);
-          if (graph::Info(g_.node(base).op).kind != OpKind::kSource) loads.insert(base);
+          if (graph::Info(g_.node(base).op).kind != OpKind::kSource || operand_stored_.contains(base)) loads.insert(base);
         }
         continue;
       }

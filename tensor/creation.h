@@ -1,13 +1,15 @@
-// Tensor factories. They always produce concrete tensors (also inside
-// compile(), where they become graph inputs when used). rand and randn are
-// in frontend/random.h: without a seed they draw through the graph.
+// Tensor factories. Eager, they produce concrete tensors; inside compile()
+// they are part of the graph, as torch.compile traces them (zeros, ones,
+// full: a constant; arange: positions), computed by the kernels that read
+// them, with nothing made on the host per call. rand and randn are in
+// frontend/random.h: without a seed they draw through the graph.
 #pragma once
 
 #include "tensor/tensor.h"
 
 namespace fusebox {
 
-// --- creation (always concrete)
+// --- creation
 Tensor zeros(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kFloat32);
 Tensor ones(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kFloat32);
 Tensor full(const Shape& shape, double value, Device device = Device::cpu(), DType dtype = DType::kFloat32);

@@ -135,7 +135,7 @@ void CheckColumnReductions(const Device& device) {
     Check("argmax", [d](const Tensor& t) { return argmax(t, d); }, x, RefReduce(x, {d}, false, kI64, [](const Row& r) {
             return static_cast<double>(std::max_element(r.begin(), r.end()) - r.begin());
           }),
-          shape[d] == 1 ? 0 : 1);  // over a size-1 dim every index is 0: a constant, no kernel
+          1);  // over a size-1 dim every index is 0: a constant, stored by a fill kernel (no reduction)
     // Two accumulators in one pass, combined per column.
     Check("sum + amax", [d](const Tensor& t) { return sum(t, d) + amax(t, {d}); }, x,
           RefReduce(x, {d}, false, kF32, [](const Row& r) { return SumOf(r) + MaxOf(r); },

@@ -32,7 +32,7 @@ void CheckShortRows(int64_t rows, int64_t len, DType dtype, const Device& device
   Check("argmax(-1)", [](const Tensor& t) { return argmax(t, -1); }, x,
         RefReduce(x, {-1}, false, kI64,
                   [](const Row& r) { return static_cast<double>(std::max_element(r.begin(), r.end()) - r.begin()); }),
-        len == 1 ? 0 : 1, eager);  // over a size-1 dim every index is 0: a constant, no kernel
+        1, eager);  // over a size-1 dim every index is 0: a constant, stored by a fill kernel (no reduction)
   Check("softmax(-1)", [](const Tensor& t) { return softmax(t, -1); }, x, RefSoftmax(x, -1), 1, eager);
   Check("log_softmax(-1)", [](const Tensor& t) { return log_softmax(t, -1); }, x, RefRowwise(x, {-1}, LogSoftmaxOf), 1,
         eager);
