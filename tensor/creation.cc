@@ -35,20 +35,18 @@ Tensor Generate(const char* op, const Shape& shape, Device device, DType dtype, 
   return host.to(device);
 }
 
+// Every element `value`: a graph constant under compile(), else a host fill.
+Tensor Fill(const char* op, const Shape& shape, double value, Device device, DType dtype) {
+  if (Capturing(op, shape, dtype)) return CapturedConstant(op, shape, value, device, dtype);
+  return Generate(op, shape, device, dtype, [value](int64_t) { return value; });
+}
+
 }  // namespace
 
-Tensor zeros(const Shape& shape, Device device, DType dtype) {
-  if (Capturing("zeros", shape, dtype)) return CapturedConstant("zeros", shape, 0.0, device, dtype);
-  return Generate("zeros", shape, device, dtype, [](int64_t) { return 0.0; });
-}
-Tensor ones(const Shape& shape, Device device, DType dtype) {
-  if (Capturing("ones", shape, dtype)) return CapturedConstant("ones", shape, 1.0, device, dtype);
-  return Generate("ones", shape, device, dtype, [](int64_t) { return 1.0; });
-}
-
+Tensor zeros(const Shape& shape, Device device, DType dtype) { return Fill("zeros", shape, 0.0, device, dtype); }
+Tensor ones(const Shape& shape, Device device, DType dtype) { return Fill("ones", shape, 1.0, device, dtype); }
 Tensor full(const Shape& shape, double value, Device device, DType dtype) {
-  if (Capturing("full", shape, dtype)) return CapturedConstant("full", shape, value, device, dtype);
-  return Generate("full", shape, device, dtype, [&](int64_t) { return value; });
+  return Fill("full", shape, value, device, dtype);
 }
 
 Tensor arange(int64_t n, Device device, DType dtype) {
