@@ -47,7 +47,7 @@ absl::StatusOr<ExternPrepared> PrepareAttention(const graph::Graph& g, graph::No
                                                  "or 128 on CUDA, not ", p.ToString(),
                                                  " (check_numerics widens 16-bit graphs to f32)"));
   }
-  const cuda::FlashConfig config = cuda::ChooseFlashConfig(p.e, p.dtype, p.mask, tuning);
+  const cuda::FlashConfig config = cuda::ChooseFlashConfig(p.e, p.dtype, p.mask, arch, tuning);
   absl::StatusOr<const cuda::FlashKernel*> kernel =
       cuda::GetFlashKernel(config, device.is_cuda() ? device.index : -1, arch);
   if (!kernel.ok()) return kernel.status();
@@ -106,7 +106,7 @@ absl::StatusOr<Tensor> RunAttention(const graph::Graph& g, graph::NodeId id, abs
 }
 
 std::string DescribeAttention(const graph::Graph& g, graph::NodeId id, const std::string& name,
-                              const TuningSnapshot& tuning) {
+                              int arch, const TuningSnapshot& tuning) {
   const graph::Node& n = g.node(id);
   const AttentionProblem p = AttentionProblemOf(g, id);
   std::string operands;
@@ -118,7 +118,7 @@ std::string DescribeAttention(const graph::Graph& g, graph::NodeId id, const std
                                  "\n// %", id, " = attention(", operands, ") : ", DTypeName(n.dtype),
                                  ShapeToString(n.shape), ", scale ", n.scalar, ", ", AttentionMaskName(p.mask), "\n");
   if (cuda::FlashAttentionSupports(p.dtype, p.e)) {  // the kernel CUDA runs (a CPU plan's CUDA twin)
-    absl::StrAppend(&out, cuda::FlashAttentionSource(cuda::ChooseFlashConfig(p.e, p.dtype, p.mask, tuning)));
+    absl::StrAppend(&out, cuda::FlashAttentionSource(cuda::ChooseFlashConfig(p.e, p.dtype, p.mask, arch, tuning)));
   }
   return out;
 }

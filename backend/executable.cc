@@ -103,17 +103,18 @@ void SetAlsoCompileCudaForCpu(bool on) { also_compile_cuda = on; }
 
 absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCudaSource(const std::string& source,
                                                                         const std::string& name, int arch,
-                                                                        const TuningSnapshot& tuning) {
+                                                                        const TuningSnapshot& tuning,
+                                                                        bool arch_specific) {
   // Knob::kFastMath (A/B runs only): approximate exp, division and square
   // root, denormals flushed. Only in the options, so in the key.
   std::vector<std::string> extra;
   if (tuning.On(Knob::kFastMath)) extra.push_back("--use_fast_math");
-  std::vector<std::string> options = cuda::NvrtcBaseOptions(arch);
+  std::vector<std::string> options = cuda::NvrtcBaseOptions(arch, arch_specific);
   options.insert(options.end(), extra.begin(), extra.end());
   const std::string key = absl::StrCat("cuda\n", cuda::NvrtcVersion(), "\n", absl::StrJoin(options, " "), "\n", source);
   return CompileCache::Get().GetOrCompile(
       "cuda", key, [&](const std::string& dir, const std::string& stem) -> absl::StatusOr<CompiledBinary> {
-        absl::StatusOr<cuda::NvrtcOutput> out = cuda::CompileWithNvrtc(source, name, arch, extra);
+        absl::StatusOr<cuda::NvrtcOutput> out = cuda::CompileWithNvrtc(source, name, arch, extra, arch_specific);
         if (!out.ok()) {
           // Keep the source next to the error so the user can read and retry it.
           const std::string path = absl::StrCat(dir, "/", stem, ".cu");
@@ -180,7 +181,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       info.bytes = compiled->cost.bytes;
       info.flops = compiled->cost.flops;
       info.numel = Numel(exe->plan_.graph.node(compiled->extern_node).shape);
-      info.source = DescribeExternKernel(exe->plan_.graph, compiled->chain, group.name, tuning);
+      info.source = DescribeExternKernel(exe->plan_.graph, compiled->chain, group.name, arch, tuning);
       // Attention compiles its flash kernel here (a CPU plan: its CUDA twin).
       const int64_t misses_before = CompileCache::Get().stats().compiles;
       absl::StatusOr<ExternPrepared> extern_prepared = PrepareExtern(
@@ -276,7 +277,8 @@ std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan, const Tuning
   std::vector<std::string> sources;
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
-      sources.push_back(DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name, tuning));
+      sources.push_back(
+          DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name, kNoDeviceArch, tuning));
       continue;
     }
     const Kernel ir = LowerKernel(plan, group, tuning);

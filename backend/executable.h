@@ -67,11 +67,12 @@ class Executable {
 std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan, const TuningSnapshot& tuning);
 
 // CUDA source -> PTX + cubin through the compile cache (Knob::kFastMath's
-// option is part of the key). On failure the status
+// option is part of the key; `arch_specific`: for sm_<arch>a). On failure the status
 // holds NVRTC's log and the path where the source was written.
 absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCudaSource(const std::string& source,
                                                                         const std::string& name, int arch,
-                                                                        const TuningSnapshot& tuning);
+                                                                        const TuningSnapshot& tuning,
+                                                                        bool arch_specific = false);
 
 // CI has no GPU: with this on, every kernel compiled for the CPU is also
 // printed as CUDA and compiled by NVRTC for sm_90, so a codegen bug in the

@@ -151,8 +151,8 @@ KernelCost ExternKernelCost(const graph::Graph& g, const fusion::GemmChain& chai
 }
 
 std::string DescribeExternKernel(const graph::Graph& g, const fusion::GemmChain& chain, const std::string& name,
-                                 const TuningSnapshot& tuning) {
-  if (chain.matmul < 0) return DescribeAttention(g, chain.end, name, tuning);
+                                 int arch, const TuningSnapshot& tuning) {
+  if (chain.matmul < 0) return DescribeAttention(g, chain.end, name, arch, tuning);
   const graph::NodeId id = chain.matmul;
   const graph::Node& mm = g.node(id);
   const graph::Node& a = g.node(mm.inputs[0]);

@@ -84,9 +84,9 @@ KernelCost AttentionKernelCost(const graph::Graph& g, graph::NodeId id);
 // What c.kernels() shows as an extern kernel's source: the library call (for
 // attention on CUDA, the flash kernel's source too).
 std::string DescribeExternKernel(const graph::Graph& g, const fusion::GemmChain& chain, const std::string& name,
-                                 const TuningSnapshot& tuning);
+                                 int arch, const TuningSnapshot& tuning);
 std::string DescribeAttention(const graph::Graph& g, graph::NodeId id, const std::string& name,
-                              const TuningSnapshot& tuning);
+                              int arch, const TuningSnapshot& tuning);
 
 // Whether f32 matmuls on CUDA may use TF32 (as torch.backends.cuda.matmul.allow_tf32;
 // off by default). Read at each GEMM.

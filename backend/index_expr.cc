@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <numeric>
+#include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -75,10 +78,60 @@ bool IndexExpr::is_const() const { return rep_->kind == Kind::kConst; }
 int64_t IndexExpr::const_value() const { return rep_->value; }
 int64_t IndexExpr::bound() const { return rep_->bound; }
 
+int64_t IndexExpr::Eval(const std::function<int64_t(const char* var)>& var,
+                        const std::function<int64_t(int temp)>& temp) const {
+  switch (rep_->kind) {
+    case Kind::kVar: return var(rep_->name);
+    case Kind::kConst: return rep_->value;
+    case Kind::kTemp: return temp(static_cast<int>(rep_->value));
+    case Kind::kAdd: return rep_->a.Eval(var, temp) + rep_->b.Eval(var, temp);
+    case Kind::kMul: return rep_->a.Eval(var, temp) * rep_->value;
+    case Kind::kDiv: return rep_->a.Eval(var, temp) / rep_->value;
+    case Kind::kMod: return rep_->a.Eval(var, temp) % rep_->value;
+  }
+  return 0;
+}
+
+bool IndexExpr::IsMultipleOf(int64_t d) const {
+  switch (rep_->kind) {
+    case Kind::kConst: return rep_->value % d == 0;
+    case Kind::kMul: return rep_->value % d == 0 || rep_->a.IsMultipleOf(d / std::gcd(rep_->value, d));
+    case Kind::kAdd: return rep_->a.IsMultipleOf(d) && rep_->b.IsMultipleOf(d);
+    default: return d == 1;
+  }
+}
+
+std::pair<std::optional<IndexExpr>, std::optional<IndexExpr>> IndexExpr::SplitTerms(int64_t d) const {
+  std::optional<IndexExpr> multiples, rest;
+  std::vector<const IndexExpr*> stack = {this};
+  while (!stack.empty()) {
+    const IndexExpr* e = stack.back();
+    stack.pop_back();
+    if (e->rep_->kind == Kind::kAdd) {
+      stack.push_back(&e->rep_->b);
+      stack.push_back(&e->rep_->a);
+      continue;
+    }
+    std::optional<IndexExpr>& sum = e->IsMultipleOf(d) ? multiples : rest;
+    sum = sum.has_value() ? *sum + *e : *e;
+  }
+  return {multiples, rest};
+}
+
 IndexExpr operator+(const IndexExpr& a, const IndexExpr& b) {
   if (a.is_const() && b.is_const()) return IndexExpr::Const(a.const_value() + b.const_value());
   if (a.is_const() && a.const_value() == 0) return b;
   if (b.is_const() && b.const_value() == 0) return a;
+  // x / d * d + x % d (either order) is x.
+  for (const auto& [q, r] : {std::pair(&a, &b), std::pair(&b, &a)}) {
+    const IndexExpr::Rep& mul = *q->rep_;
+    if (mul.kind != IndexExpr::Kind::kMul || r->rep_->kind != IndexExpr::Kind::kMod) continue;
+    const IndexExpr::Rep& div = *mul.a.rep_;
+    if (div.kind == IndexExpr::Kind::kDiv && div.value == mul.value && r->rep_->value == mul.value &&
+        div.a == r->rep_->a) {
+      return div.a;
+    }
+  }
   return IndexExpr::Make(IndexExpr::Kind::kAdd, 0, SaturatingAdd(a.bound(), b.bound()) - 1, a, b);
 }
 
@@ -95,6 +148,13 @@ IndexExpr operator/(const IndexExpr& a, int64_t d) {
   if (a.is_const()) return IndexExpr::Const(a.const_value() / d);
   if (a.bound() <= d) return IndexExpr::Const(0);
   if (a.rep_->kind == IndexExpr::Kind::kDiv) return a.rep_->a / (a.rep_->value * d);
+  if (a.rep_->kind == IndexExpr::Kind::kMul && a.rep_->value % d == 0) return a.rep_->a * (a.rep_->value / d);
+  // (k d + y) / d = k + y / d for y >= 0: a sum splits where terms are multiples of d.
+  if (auto [multiples, rest] = a.SplitTerms(d); multiples.has_value() && rest.has_value()) {
+    return *multiples / d + *rest / d;
+  } else if (multiples.has_value() && a.rep_->kind == IndexExpr::Kind::kAdd) {  // every term: each divides exactly
+    return a.rep_->a / d + a.rep_->b / d;
+  }
   return IndexExpr::Make(IndexExpr::Kind::kDiv, d, (a.bound() - 1) / d + 1, a, IndexExpr::Const(d));
 }
 
@@ -103,6 +163,10 @@ IndexExpr operator%(const IndexExpr& a, int64_t m) {
   if (m == 1) return IndexExpr::Const(0);
   if (a.is_const()) return IndexExpr::Const(a.const_value() % m);
   if (a.bound() <= m) return a;
+  if (a.IsMultipleOf(m)) return IndexExpr::Const(0);
+  // (k m + y) % m = y % m; (x % (k m)) % m = x % m.
+  if (auto [multiples, rest] = a.SplitTerms(m); multiples.has_value() && rest.has_value()) return *rest % m;
+  if (a.rep_->kind == IndexExpr::Kind::kMod && a.rep_->value % m == 0) return a.rep_->a % m;
   return IndexExpr::Make(IndexExpr::Kind::kMod, m, m, a, IndexExpr::Const(m));
 }
 

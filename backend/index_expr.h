@@ -1,11 +1,16 @@
 // Integer index expressions over the kernel's loop index `i`: the one place
 // index math is built, simplified and printed, so the CUDA and C++ kernels
 // compute the same indices. Values are non-negative; each node knows an
-// exclusive upper bound, which lets `x % m` and `x / d` fold away when x < m.
+// exclusive upper bound, which lets `x % m` and `x / d` fold away when x < m,
+// and a sum's terms that are multiples of d leave `% d` and pass through `/ d`
+// alone: (r * 768 + j) / 768 is r and (r * 768 + j) % 768 is j when j < 768,
+// so a row's broadcast or gathered operand indexes by the row alone.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +40,10 @@ class IndexExpr {
   int64_t const_value() const;
   int64_t bound() const;        // exclusive upper bound of the value
   std::string ToString() const; // C syntax, e.g. "((i / 64) % 8) * 3 + 5"
+  // The value with each loop index `v` at var(v) and each temporary t at
+  // temp(t): what the printed C computes (tests check folds with it).
+  int64_t Eval(const std::function<int64_t(const char* var)>& var,
+               const std::function<int64_t(int temp)>& temp = nullptr) const;
   // Whether the loop index `var` occurs in the expression.
   bool DependsOn(const char* var) const;
   // Whether a temporary occurs in it (an indirect access).
@@ -83,6 +92,12 @@ class IndexExpr {
   };
   RunProps PropsOverAlignedRun(const char* var, int64_t v) const;
   static IndexExpr Make(Kind kind, int64_t value, int64_t bound, IndexExpr a, IndexExpr b);
+  // Whether the value is a multiple of d for every value of its indices
+  // (proved from the terms: constants, products by multiples, their sums).
+  bool IsMultipleOf(int64_t d) const;
+  // The terms of the sum (left to right) that are multiples of d, and the
+  // others, each summed; nullopt where there are none.
+  std::pair<std::optional<IndexExpr>, std::optional<IndexExpr>> SplitTerms(int64_t d) const;
   std::shared_ptr<const Rep> rep_;
 };
 

@@ -196,11 +196,14 @@ class ReductionLowerer : public LoweringCore {
 
   // Per-element loads of a persistent row come from registers after the
   // first; a gathered or masked one (data movement) is read where it is
-  // used, since its index or mask is computed in the body.
+  // used, since its index or mask is computed in the body, and so is one
+  // whose index is the same along the row (a broadcast, GPT-2's token id
+  // per layer-norm row): one value, not a slot per element.
   void PrepareLoad(Stmt* load, Ctx ctx) override {
     const bool per_element = ctx == Ctx::kFull || ctx == Ctx::kLinear;
     const bool data_dependent = mask_ >= 0 || load->index.HasTemp();
-    if (caches_row_ && per_element && block() != &kernel_.row_body && !data_dependent) {
+    if (caches_row_ && per_element && block() != &kernel_.row_body && !data_dependent &&
+        load->index.DependsOn("j")) {
       load->cache_slot = CacheSlot(load->buffer, load->index, load->dtype);
     }
   }

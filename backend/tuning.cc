@@ -128,7 +128,8 @@ constexpr KnobInfo kKnobs[] = {
      "CUDA: how many of cuBLASLt's heuristic algorithms the first call of a GEMM problem times before keeping the "
      "fastest; 1 takes the first untimed (`backend::cuda::SetCublasLtCandidates` sets it in code)"},
     {Knob::kFlashBlockN, "FUSEBOX_TUNE_FLASH_BLOCK_N", kInt, 0, 0, 128,
-     "CUDA flash attention (`backend/cuda/flash_attention.h`): keys per K/V tile, 16, 32, 64 or 128 (others: 64); 0 chooses (64)"},
+     "CUDA flash attention (`backend/cuda/flash_attention.h`): keys per K/V tile, 16, 32, 64 or 128 (wgmma: 64 or 128; "
+     "others: the choice); 0 chooses (mma.sync 64; wgmma 64 at head dim 64, else 128 but 64 with a float mask)"},
     {Knob::kFlashWarps, "FUSEBOX_TUNE_FLASH_WARPS", kInt, 0, 0, 16,
      "CUDA flash attention: warps per block, 4 or 8 (others: the choice); 0 chooses (4 with two tiles a warp, else 8)"},
     {Knob::kFlashMinBlocks, "FUSEBOX_TUNE_FLASH_MIN_BLOCKS", kInt, 0, 0, 4,
@@ -136,7 +137,12 @@ constexpr KnobInfo kKnobs[] = {
      "chooses (1)"},
     {Knob::kFlashWarpTiles, "FUSEBOX_TUNE_FLASH_WARP_TILES", kInt, 0, 0, 2,
      "CUDA flash attention: 16-row query tiles per warp, 1 (Q held in registers) or 2 (Q read from shared memory, "
-     "each K/V fragment feeding two tiles); 0 chooses (2 unmasked, and causal at head dim 64; else 1)"},
+     "each K/V fragment feeding two tiles); 0 chooses (2 at head dim 64, unmasked or causal; else 1)"},
+    {Knob::kFlashWgmma, "FUSEBOX_TUNE_FLASH_WGMMA", kBool, 1, 0, 1,
+     "CUDA flash attention on sm_90: 1: the warpgroup kernel (wgmma from shared memory, compiled for sm_90a); 0: the "
+     "mma.sync kernel every architecture runs"},
+    {Knob::kFlashWarpgroups, "FUSEBOX_TUNE_FLASH_WARPGROUPS", kInt, 0, 0, 3,
+     "CUDA flash attention, the wgmma kernel: warpgroups (64 query rows each) per block, 1 to 3; 0 chooses (2)"},
 };
 static_assert(std::size(kKnobs) == kNumKnobs, "one row per Knob");
 

@@ -48,25 +48,52 @@ bool FlashAttentionSupports(DType dtype, int64_t head_dim) {
 }
 
 int64_t FlashConfig::SharedBytes() const {
-  return int64_t{2} * head_dim * (block_m() + 4 * block_n);
+  // wgmma: three K/V stages, and 1024 bytes to align them.
+  return wgmma ? int64_t{2} * head_dim * (block_m() + 6 * block_n) + 1024
+               : int64_t{2} * head_dim * (block_m() + 4 * block_n);
 }
 
 std::string FlashConfig::KernelName() const {
   return absl::StrCat("fb_flash_attention_e", head_dim, "_", DTypeTag(dtype), "_", backend::AttentionMaskName(mask),
-                      "_n", block_n, "_w", warps, m_tiles > 1 ? absl::StrCat("_t", m_tiles) : "",
+                      "_n", block_n, wgmma ? absl::StrCat("_wg", warps / 4) : absl::StrCat("_w", warps),
+                      !wgmma && m_tiles > 1 ? absl::StrCat("_t", m_tiles) : "",
                       min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "");
 }
 
-FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, const backend::TuningSnapshot& tuning) {
+FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
+                              const backend::TuningSnapshot& tuning) {
   FlashConfig c{.head_dim = static_cast<int>(head_dim), .dtype = dtype, .mask = mask};
+  // wgmma exists on sm_90 alone (sm_100 has tcgen05 instead).
+  if (arch == 90 && tuning.On(backend::Knob::kFlashWgmma)) {
+    c.wgmma = true;
+    // Two warpgroups (128 query rows). Keys a tile, measured on the H200
+    // (bf16, B 8, T 2048 / 4096, TFLOP/s, 128 keys against 64): head dim
+    // 64 247-267 against 308-331, causal 191-223 against 226-261; head dim
+    // 128 326-352 against 306-330, causal 244-292 against 234-278. Three
+    // warpgroups of 64 keys: 240-255, 184-211, 305-360, 237-289; one
+    // (no pipelining yet) 175-253. So 64 keys at head dim 64, 128 at 128
+    // (S, P and the output in registers: 64 + 32 + 64 floats a thread, 249
+    // registers; a float mask's loads spill there, so it takes 64 keys).
+    c.warps = 8;
+    c.block_n = head_dim == 64 || mask == AttentionMask::kFloat ? 64 : 128;
+    if (const int groups = tuning.GetInt(backend::Knob::kFlashWarpgroups); groups > 0) c.warps = 4 * groups;
+    if (const int block_n = tuning.GetInt(backend::Knob::kFlashBlockN); block_n == 64 || block_n == 128) {
+      c.block_n = block_n;
+    }
+    if (const int blocks = tuning.GetInt(backend::Knob::kFlashMinBlocks); blocks > 0) c.min_blocks = blocks;
+    // sm_90 gives a block at most 227 KB of shared memory.
+    if (c.SharedBytes() > 227 * 1024) c.block_n = 64;
+    return c;
+  }
   // 128 query rows a block, 64 keys a tile. Measured on the H200 (bf16, B 8,
   // T 2048/4096): two 16-row tiles a warp (4 warps; each K/V fragment feeds
   // two mma) against one (8 warps, Q in registers): head dim 64 201-211 ->
   // 262-272 TFLOP/s, causal 163-183 -> 175-199; head dim 128 257-268 ->
-  // 278-290, but causal 199-230 -> 167-200 (at 255 registers it spills), so
-  // head dim 128 takes two tiles without a mask only. Bool and float masks
+  // 278-290, but causal 199-230 -> 167-200 (at 255 registers it spills).
+  // Compiled for sm_80 (this kernel's architectures other than sm_90) head
+  // dim 128 spills unmasked too, so it takes one tile. Bool and float masks
   // spill with two (not measured): one.
-  c.m_tiles = mask == AttentionMask::kNone || (head_dim == 64 && mask == AttentionMask::kCausal) ? 2 : 1;
+  c.m_tiles = head_dim == 64 && (mask == AttentionMask::kNone || mask == AttentionMask::kCausal) ? 2 : 1;
   if (const int tiles = tuning.GetInt(backend::Knob::kFlashWarpTiles); tiles > 0) c.m_tiles = tiles;
   c.warps = c.m_tiles == 2 ? 4 : 8;
   const int block_n = tuning.GetInt(backend::Knob::kFlashBlockN), warps = tuning.GetInt(backend::Knob::kFlashWarps);
@@ -78,12 +105,12 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
   return c;
 }
 
-std::vector<FlashConfig> DefaultFlashConfigs() {
+std::vector<FlashConfig> DefaultFlashConfigs(int arch, const backend::TuningSnapshot& tuning) {
   std::vector<FlashConfig> configs;
   for (int e : {64, 128}) {
     for (DType d : {DType::kBFloat16, DType::kFloat16}) {
       for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal, AttentionMask::kBool, AttentionMask::kFloat}) {
-        configs.push_back(ChooseFlashConfig(e, d, m, backend::TuningSnapshot()));
+        configs.push_back(ChooseFlashConfig(e, d, m, arch, tuning));
       }
     }
   }
@@ -101,7 +128,7 @@ absl::StatusOr<const FlashKernel*> GetFlashKernel(const FlashConfig& config, int
   }
   auto kernel = std::make_unique<FlashKernel>(FlashKernel{.config = config, .source = FlashAttentionSource(config)});
   absl::StatusOr<std::shared_ptr<const backend::CompiledBinary>> binary =
-      backend::CompileCudaSource(kernel->source, name, arch, backend::TuningSnapshot());
+      backend::CompileCudaSource(kernel->source, name, arch, backend::TuningSnapshot(), config.wgmma);
   if (!binary.ok()) return binary.status();
   kernel->binary = *binary;
   if (device >= 0) {

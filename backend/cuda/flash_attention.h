@@ -36,17 +36,21 @@ struct FlashConfig {
   int warps = 8;     // 16 * m_tiles query rows each
   int m_tiles = 1;   // 16-row tiles per warp: 2 feeds each K/V fragment to two mma (Q then read from shared memory)
   int min_blocks = 1;  // blocks per SM the registers must allow (__launch_bounds__)
-  int block_m() const { return 16 * m_tiles * warps; }
+  // sm_90: warpgroups of 4 warps and 64 query rows multiply by wgmma
+  // (compiled for sm_90a); m_tiles is then unused.
+  bool wgmma = false;
+  int block_m() const { return wgmma ? 16 * warps : 16 * m_tiles * warps; }
   int threads() const { return 32 * warps; }
-  int64_t SharedBytes() const;  // Q, then two stages of K and V
+  int64_t SharedBytes() const;  // Q, then two stages of K and V (wgmma: three, and 1024 bytes to align)
   std::string KernelName() const;  // "fb_flash_attention_e64_bf16_causal_n64_w8"
   friend bool operator==(const FlashConfig&, const FlashConfig&) = default;
 };
 
-// The config for a problem under `tuning` (FUSEBOX_TUNE_FLASH_BLOCK_N, _WARPS).
-FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, const backend::TuningSnapshot& tuning);
-// Every config the default tuning can choose (the NVRTC test compiles each).
-std::vector<FlashConfig> DefaultFlashConfigs();
+// The config for a problem on sm_<arch> under `tuning` (FUSEBOX_TUNE_FLASH_*).
+FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
+                              const backend::TuningSnapshot& tuning);
+// Every config `tuning` chooses on sm_<arch> (the NVRTC test compiles each).
+std::vector<FlashConfig> DefaultFlashConfigs(int arch, const backend::TuningSnapshot& tuning = {});
 
 // The kernel's CUDA source: pure, no compiler.
 std::string FlashAttentionSource(const FlashConfig& config);

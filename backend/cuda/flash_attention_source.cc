@@ -14,12 +14,11 @@ namespace {
 // Fragments follow the PTX ISA's m16n8k16 layouts: a thread holds rows
 // lane/4 and lane/4 + 8 of its warp's 16, columns 2 * (lane % 4) + {0, 1} of
 // each 8-column block.
-constexpr const char* kBody = R"(
+constexpr const char* kCommon = R"(
 typedef unsigned int fb_u32;
 typedef unsigned short fb_u16;
-constexpr int kChunks = kE / 8, kRowBytes = kE * 2, kThreads = kWarps * 32, kBM = kWarps * 16 * kMT;
-constexpr int kQBytes = kBM * kRowBytes, kTileBytes = kBN * kRowBytes;
-static_assert(kBM * kChunks % kThreads == 0 && kBN * kChunks % kThreads == 0, "tiles split evenly over the threads");
+constexpr int kChunks = kE / 8;
+constexpr int kQBytes = kBM * kE * 2, kTileBytes = kBN * kE * 2;
 
 // Mirrors the host's FlashParams (flash_attention.cc), field by field.
 struct FbAttnParams {
@@ -38,7 +37,15 @@ __device__ __forceinline__ fb_u32 fb_smem(const void* p) {
   asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
   return (fb_u32)a;
 }
-__device__ __forceinline__ fb_u32 fb_swz(int row, int chunk) { return row * kRowBytes + ((chunk ^ (row & 7)) << 4); }
+// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of ROWS rows:
+// the tile is stored as kE / 64 column blocks of [ROWS][64 values] (128-byte
+// rows), a chunk at chunk ^ (row % 8) within its row. That is the 128-byte
+// swizzle wgmma reads (from a 1024-byte aligned base), and the 8 rows an
+// ldmatrix reads hit 8 different banks.
+template <int ROWS>
+__device__ __forceinline__ fb_u32 fb_swz(int row, int chunk) {
+  return (chunk >> 3) * (ROWS * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+}
 __device__ __forceinline__ float fb_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -56,6 +63,144 @@ __device__ __forceinline__ float fb_to_f32(fb_u16 h) {
   else asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
 }
+
+// Rows [row0, row0 + ROWS) of a [rows, E] operand (row stride `stride`) into
+// shared memory at `dst`, swizzled; rows from `rows` on are zeros, so they
+// add nothing (their scores are masked, their values multiply zeros).
+template <int ROWS>
+__device__ __forceinline__ void fb_load_tile(fb_u32 dst, const fb_u16* src, long long stride, int row0, int rows,
+                                             int aligned) {
+#pragma unroll
+  for (int it = 0; it < (ROWS * kChunks + kThreads - 1) / kThreads; ++it) {
+    const int c = it * kThreads + threadIdx.x, r = c / kChunks, ch = c % kChunks;
+    if (ROWS * kChunks % kThreads != 0 && c >= ROWS * kChunks) break;  // 3 warpgroups: the last step is partial
+    const bool in = row0 + r < rows;
+    const fb_u16* g = src + (in ? (long long)(row0 + r) * stride + ch * 8 : 0);
+    if (aligned) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst + fb_swz<ROWS>(r, ch)), "l"(g),
+                   "r"(in ? 16 : 0) : "memory");
+    } else {
+      fb_u32 w[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) w[e] = in ? (fb_u32)g[2 * e] | ((fb_u32)g[2 * e + 1] << 16) : 0u;
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(dst + fb_swz<ROWS>(r, ch)), "r"(w[0]), "r"(w[1]),
+                   "r"(w[2]), "r"(w[3]) : "memory");
+    }
+  }
+}
+
+// What a block works on: batch b (its q, k, v and mask offset), query rows
+// from m0, and the K/V tiles that count (causal: none past the block's last
+// row). Causal blocks of the last rows (the most keys) start first.
+struct FbBlock {
+  long long b, mo;
+  int m0, tiles;
+  const fb_u16 *q, *k, *v;
+};
+__device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
+  blk.b = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+  if (blk.b >= p.batch) return false;
+  blk.m0 = (kMask == 1 ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
+  long long rest = blk.b, qo = 0, ko = 0, vo = 0, mo = 0;
+#pragma unroll
+  for (int d = 3; d >= 0; --d) {
+    const long long i = rest % p.batch_sizes[d];
+    rest /= p.batch_sizes[d];
+    qo += i * p.q_batch[d], ko += i * p.k_batch[d], vo += i * p.v_batch[d], mo += i * p.m_batch[d];
+  }
+  blk.mo = mo, blk.q = p.q + qo, blk.k = p.k + ko, blk.v = p.v + vo;
+  const int n_end = kMask == 1 ? min(p.s, blk.m0 + kBM) : p.s;
+  blk.tiles = (n_end + kBN - 1) / kBN;
+  return true;
+}
+
+// One 16-row tile's scores s (the m16n8 accumulator layout: a thread holds
+// rows lane/4 and lane/4 + 8, columns 2 * (lane % 4) + {0, 1} of each of NB
+// 8-key blocks, keys from n0, rows from trow) scaled into log2 units, masked,
+// and exponentiated against the running row max m; the running sums l are
+// rescaled to the new max, and corr is what the output accumulator must be
+// multiplied by (fb_rescale: the caller does, once no mma writes it).
+template <int NB>
+__device__ __forceinline__ void fb_softmax_tile(float (&s)[NB][4], float (&m)[2], float (&l)[2], float (&corr)[2],
+                                                const FbAttnParams& p, long long mo, int n0, int trow, int lane) {
+  const float kNegInf = __int_as_float(0xff800000);
+  const bool edge = n0 + NB * 8 > p.s, diagonal = kMask == 1 && n0 + NB * 8 - 1 > trow;
+#pragma unroll
+  for (int n = 0; n < NB; ++n) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      float x = s[n][c] * p.scale_log2;
+      if (kMask >= 2 || edge || diagonal) {
+        const int col = n0 + n * 8 + (lane & 3) * 2 + (c & 1), row = trow + (lane >> 2) + (c >> 1) * 8;
+        const long long at = mo + (long long)row * p.m_row + (long long)col * p.m_col;
+        if (col >= p.s || (kMask == 1 && col > row)) {
+          x = kNegInf;
+        } else if (kMask == 2 && row < p.l) {
+          if (!((const unsigned char*)p.mask)[at]) x = kNegInf;
+        } else if (kMask == 3 && row < p.l) {
+          x += fb_to_f32(((const fb_u16*)p.mask)[at]) * 1.4426950408889634f;
+        }
+      }
+      s[n][c] = x;
+    }
+  }
+  // Online softmax over the thread's two rows (a quad shares a row).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float top = m[h];
+#pragma unroll
+    for (int n = 0; n < NB; ++n) top = fmaxf(top, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+    const float base = top == kNegInf ? 0.f : top;  // no key yet: keep exp2(-inf) = 0, not NaN
+    corr[h] = fb_exp2(m[h] - base);
+    m[h] = top;
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < NB; ++n) {
+      s[n][2 * h] = fb_exp2(s[n][2 * h] - base);
+      s[n][2 * h + 1] = fb_exp2(s[n][2 * h + 1] - base);
+      sum += s[n][2 * h] + s[n][2 * h + 1];
+    }
+    l[h] = l[h] * corr[h] + sum;
+  }
+}
+__device__ __forceinline__ void fb_rescale(float (&acc)[kE / 8][4], const float (&corr)[2]) {
+#pragma unroll
+  for (int e = 0; e < kE / 8; ++e) acc[e][0] *= corr[0], acc[e][1] *= corr[0], acc[e][2] *= corr[1], acc[e][3] *= corr[1];
+}
+
+// P's 16 keys from t * 16 as an m16n8k16 A fragment (the same layout wgmma
+// takes from registers).
+template <int NB>
+__device__ __forceinline__ void fb_p_fragment(fb_u32 (&a)[4], const float (&s)[NB][4], int t) {
+  a[0] = fb_pack(s[2 * t][0], s[2 * t][1]), a[1] = fb_pack(s[2 * t][2], s[2 * t][3]);
+  a[2] = fb_pack(s[2 * t + 1][0], s[2 * t + 1][1]), a[3] = fb_pack(s[2 * t + 1][2], s[2 * t + 1][3]);
+}
+
+// out rows trow + lane/4 (+ 8) = acc / l. A row with no key taking part has
+// l = 0: 0 * inf is NaN, as PyTorch's math path.
+__device__ __forceinline__ void fb_store_tile(const float (&acc)[kE / 8][4], const float (&l)[2], fb_u16* o,
+                                              int trow, int rows, int lane) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = 1.f / sum;
+    const int row = trow + (lane >> 2) + h * 8;
+    if (row >= rows) continue;
+#pragma unroll
+    for (int e = 0; e < kE / 8; ++e) {
+      *(fb_u32*)(o + (long long)row * kE + e * 8 + (lane & 3) * 2) = fb_pack(acc[e][2 * h] * inv, acc[e][2 * h + 1] * inv);
+    }
+  }
+}
+)";
+
+// The mma.sync kernel (every architecture from sm_80): warps of 16 * kMT
+// query rows; fragments through ldmatrix.
+constexpr const char* kMmaSyncBody = R"(
 __device__ __forceinline__ void fb_ldsm(fb_u32* r, fb_u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
@@ -71,47 +216,14 @@ __device__ __forceinline__ void fb_mma(float* d, const fb_u32* a, fb_u32 b0, fb_
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Rows [row0, row0 + ROWS) of a [rows, E] operand (row stride `stride`) into
-// shared memory at `dst`, swizzled; rows from `rows` on are zeros, so they
-// add nothing (their scores are masked, their values multiply zeros).
-template <int ROWS>
-__device__ __forceinline__ void fb_load_tile(fb_u32 dst, const fb_u16* src, long long stride, int row0, int rows,
-                                             int aligned) {
-#pragma unroll
-  for (int it = 0; it < ROWS * kChunks / kThreads; ++it) {
-    const int c = it * kThreads + threadIdx.x, r = c / kChunks, ch = c % kChunks;
-    const bool in = row0 + r < rows;
-    const fb_u16* g = src + (in ? (long long)(row0 + r) * stride + ch * 8 : 0);
-    if (aligned) {
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst + fb_swz(r, ch)), "l"(g),
-                   "r"(in ? 16 : 0) : "memory");
-    } else {
-      fb_u32 w[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) w[e] = in ? (fb_u32)g[2 * e] | ((fb_u32)g[2 * e + 1] << 16) : 0u;
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(dst + fb_swz(r, ch)), "r"(w[0]), "r"(w[1]),
-                   "r"(w[2]), "r"(w[3]) : "memory");
-    }
-  }
-}
-
 extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const FbAttnParams p) {
   extern __shared__ __align__(128) unsigned char fb_shared[];
-  const long long b = (long long)blockIdx.z * gridDim.y + blockIdx.y;
-  if (b >= p.batch) return;
-  // Causal: the blocks of the last rows (the most keys) start first.
-  const int m0 = (kMask == 1 ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
-  long long qo = 0, ko = 0, vo = 0, mo = 0, rest = b;
-#pragma unroll
-  for (int d = 3; d >= 0; --d) {
-    const long long i = rest % p.batch_sizes[d];
-    rest /= p.batch_sizes[d];
-    qo += i * p.q_batch[d], ko += i * p.k_batch[d], vo += i * p.v_batch[d], mo += i * p.m_batch[d];
-  }
-  const fb_u16 *q = p.q + qo, *k = p.k + ko, *v = p.v + vo;
+  FbBlock blk;
+  if (!fb_block(p, blk)) return;
+  const long long b = blk.b, mo = blk.mo;
+  const int m0 = blk.m0, tiles = blk.tiles;
+  const fb_u16 *q = blk.q, *k = blk.k, *v = blk.v;
   const fb_u32 sq = fb_smem(fb_shared);
-  const int n_end = kMask == 1 ? min(p.s, m0 + kBM) : p.s;  // causal: keys past the block's last row never count
-  const int tiles = (n_end + kBN - 1) / kBN;
   fb_load_tile<kBM>(sq, q, p.q_row, m0, p.l, p.aligned);
   fb_load_tile<kBN>(sq + kQBytes, k, p.k_row, 0, p.s, p.aligned);
   fb_load_tile<kBN>(sq + kQBytes + kTileBytes, v, p.v_row, 0, p.s, p.aligned);
@@ -128,7 +240,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
 #pragma unroll
     for (int kk = 0; kk < (kMT == 1 ? kE / 16 : 0); ++kk) {
       const int mi = lane >> 3;
-      fb_ldsm(qf[kk], sq + fb_swz(warp * 16 + (mi & 1) * 8 + (lane & 7), 2 * kk + (mi >> 1)));
+      fb_ldsm(qf[kk], sq + fb_swz<kBM>(warp * 16 + (mi & 1) * 8 + (lane & 7), 2 * kk + (mi >> 1)));
     }
   }
   float acc[kMT][kE / 8][4];
@@ -136,10 +248,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
     for (int e = 0; e < kE / 8; ++e) acc[mt][e][0] = acc[mt][e][1] = acc[mt][e][2] = acc[mt][e][3] = 0.f;
-  const float kNegInf = __int_as_float(0xff800000);
   float mrow[kMT][2], lrow[kMT][2];
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) mrow[mt][0] = mrow[mt][1] = kNegInf, lrow[mt][0] = lrow[mt][1] = 0.f;
+  for (int mt = 0; mt < kMT; ++mt) mrow[mt][0] = mrow[mt][1] = __int_as_float(0xff800000), lrow[mt][0] = lrow[mt][1] = 0.f;
 
   for (int j = 0; j < tiles; ++j) {
     asm volatile("cp.async.wait_group 0;" ::: "memory");
@@ -169,13 +280,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
           qa[mt][0] = qf[kMT == 1 ? kk : 0][0], qa[mt][1] = qf[kMT == 1 ? kk : 0][1];
           qa[mt][2] = qf[kMT == 1 ? kk : 0][2], qa[mt][3] = qf[kMT == 1 ? kk : 0][3];
         } else {
-          fb_ldsm(qa[mt], sq + fb_swz((warp * kMT + mt) * 16 + (mi & 1) * 8 + (lane & 7), 2 * kk + (mi >> 1)));
+          fb_ldsm(qa[mt], sq + fb_swz<kBM>((warp * kMT + mt) * 16 + (mi & 1) * 8 + (lane & 7), 2 * kk + (mi >> 1)));
         }
       }
 #pragma unroll
       for (int jp = 0; jp < kBN / 16; ++jp) {
         fb_u32 bf[4];
-        fb_ldsm(bf, ks + fb_swz(jp * 16 + (mi >> 1) * 8 + (lane & 7), 2 * kk + (mi & 1)));
+        fb_ldsm(bf, ks + fb_swz<kBN>(jp * 16 + (mi >> 1) * 8 + (lane & 7), 2 * kk + (mi & 1)));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           fb_mma(s[mt][2 * jp], qa[mt], bf[0], bf[1]);
@@ -185,66 +296,21 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
     }
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
-      const int trow = wrow + mt * 16;  // this m-tile's first row
-      // Scores in log2 units; masked ones -inf.
-      const bool edge = n0 + kBN > p.s, diagonal = kMask == 1 && n0 + kBN - 1 > trow;
-#pragma unroll
-      for (int n = 0; n < kBN / 8; ++n) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          float x = s[mt][n][c] * p.scale_log2;
-          if (kMask >= 2 || edge || diagonal) {
-            const int col = n0 + n * 8 + (lane & 3) * 2 + (c & 1), row = trow + (lane >> 2) + (c >> 1) * 8;
-            const long long at = mo + (long long)row * p.m_row + (long long)col * p.m_col;
-            if (col >= p.s || (kMask == 1 && col > row)) {
-              x = kNegInf;
-            } else if (kMask == 2 && row < p.l) {
-              if (!((const unsigned char*)p.mask)[at]) x = kNegInf;
-            } else if (kMask == 3 && row < p.l) {
-              x += fb_to_f32(((const fb_u16*)p.mask)[at]) * 1.4426950408889634f;
-            }
-          }
-          s[mt][n][c] = x;
-        }
-      }
-      // Online softmax over the thread's two rows of the tile (a quad shares a row).
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float top = mrow[mt][h];
-#pragma unroll
-        for (int n = 0; n < kBN / 8; ++n) top = fmaxf(top, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
-        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
-        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
-        const float base = top == kNegInf ? 0.f : top;  // no key yet: keep exp2(-inf) = 0, not NaN
-        const float corr = fb_exp2(mrow[mt][h] - base);
-        mrow[mt][h] = top;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < kBN / 8; ++n) {
-          s[mt][n][2 * h] = fb_exp2(s[mt][n][2 * h] - base);
-          s[mt][n][2 * h + 1] = fb_exp2(s[mt][n][2 * h + 1] - base);
-          sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
-        }
-        lrow[mt][h] = lrow[mt][h] * corr + sum;
-#pragma unroll
-        for (int e = 0; e < kE / 8; ++e) acc[mt][e][2 * h] *= corr, acc[mt][e][2 * h + 1] *= corr;
-      }
+      float corr[2];
+      fb_softmax_tile(s[mt], mrow[mt], lrow[mt], corr, p, mo, n0, wrow + mt * 16, lane);
+      fb_rescale(acc[mt], corr);
     }
     // O += P V: P's accumulator layout is the A operand's, 16 keys per step.
 #pragma unroll
     for (int t = 0; t < kBN / 16; ++t) {
       fb_u32 a[kMT][4];
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        a[mt][0] = fb_pack(s[mt][2 * t][0], s[mt][2 * t][1]), a[mt][1] = fb_pack(s[mt][2 * t][2], s[mt][2 * t][3]);
-        a[mt][2] = fb_pack(s[mt][2 * t + 1][0], s[mt][2 * t + 1][1]);
-        a[mt][3] = fb_pack(s[mt][2 * t + 1][2], s[mt][2 * t + 1][3]);
-      }
+      for (int mt = 0; mt < kMT; ++mt) fb_p_fragment(a[mt], s[mt], t);
 #pragma unroll
       for (int pe = 0; pe < kE / 16; ++pe) {
         fb_u32 bf[4];
         const int mi = lane >> 3;
-        fb_ldsm_t(bf, vs + fb_swz(t * 16 + (mi & 1) * 8 + (lane & 7), 2 * pe + (mi >> 1)));
+        fb_ldsm_t(bf, vs + fb_swz<kBN>(t * 16 + (mi & 1) * 8 + (lane & 7), 2 * pe + (mi >> 1)));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           fb_mma(acc[mt][2 * pe], a[mt], bf[0], bf[1]);
@@ -253,38 +319,196 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
       }
     }
   }
-  // A row with no key taking part has l = 0: 0 * inf is NaN, as PyTorch's math path.
-  fb_u16* o = p.o + b * p.l * kE;
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float l = lrow[mt][h];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv = 1.f / l;
-      const int row = wrow + mt * 16 + (lane >> 2) + h * 8;
-      if (row >= p.l) continue;
-#pragma unroll
-      for (int e = 0; e < kE / 8; ++e) {
-        *(fb_u32*)(o + (long long)row * kE + e * 8 + (lane & 3) * 2) =
-            fb_pack(acc[mt][e][2 * h] * inv, acc[mt][e][2 * h + 1] * inv);
-      }
-    }
-  }
+  for (int mt = 0; mt < kMT; ++mt) fb_store_tile(acc[mt], lrow[mt], p.o + b * p.l * kE, wrow + mt * 16, p.l, lane);
 }
 )";
+
+// The sm_90 kernel: kWG warpgroups of 64 query rows. S = Q K^T by wgmma with
+// both operands in shared memory, P V by wgmma with P from registers and V
+// read transposed (MN-major) from shared memory. Every tile is in the
+// 128-byte swizzle (fb_swz) from a 1024-byte aligned base: a descriptor
+// addresses 8-row groups 1024 bytes apart, a k-step of 16 moves 32 bytes
+// along a row (Q, K) or 16 rows down (V). Pipelined as FlashAttention-3
+// within a warpgroup: the next tile's S = Q K^T runs on the tensor cores
+// beside this tile's P V, and the next softmax overlaps P V too (its
+// rescale of the output waits for P V). K/V tiles in three stages: step j
+// reads K of tile j + 1 and V of tile j while tile j + 2 loads.
+constexpr const char* kWgmmaBody = R"(
+// Orders the registers against the asynchronous wgmma: nothing reads or
+// writes them across this point.
+template <int NB, int W>
+__device__ __forceinline__ void fb_fence_regs(float (&d)[NB][W]) {
+#pragma unroll
+  for (int n = 0; n < NB; ++n)
+#pragma unroll
+    for (int c = 0; c < W; ++c) asm volatile("" : "+f"(d[n][c])::"memory");
+}
+template <int NB>
+__device__ __forceinline__ void fb_fence_regs(fb_u32 (&d)[NB][4]) {
+#pragma unroll
+  for (int n = 0; n < NB; ++n)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) asm volatile("" : "+r"(d[n][c])::"memory");
+}
+__device__ __forceinline__ unsigned long long fb_desc(fb_u32 addr) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void fb_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void fb_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void fb_wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+FB_WGMMA_FUNCTIONS
+// S = Q K^T over the K tile at ks: issued, not waited.
+__device__ __forceinline__ void fb_issue_qk(float (&s)[kBN / 8][4], fb_u32 qs, fb_u32 ks) {
+#pragma unroll
+  for (int kk = 0; kk < kE / 16; ++kk) {
+    const fb_u32 off = (kk & 3) * 32;
+    fb_wgmma_qk(s, fb_desc(qs + (kk >> 2) * (kBM * 128) + off), fb_desc(ks + (kk >> 2) * (kBN * 128) + off), kk > 0);
+  }
+}
+// acc += P V over the V tile at vs: issued, not waited.
+__device__ __forceinline__ void fb_issue_pv(float (&acc)[kE / 8][4], const fb_u32 (&pf)[kBN / 16][4], fb_u32 vs) {
+#pragma unroll
+  for (int t = 0; t < kBN / 16; ++t) {
+    fb_wgmma_pv<0>(acc, pf[t], fb_desc(vs + t * 16 * 128));
+    if constexpr (kE == 128) fb_wgmma_pv<1>(acc, pf[t], fb_desc(vs + kBN * 128 + t * 16 * 128));
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const FbAttnParams p) {
+  extern __shared__ __align__(1024) unsigned char fb_shared[];
+  FbBlock blk;
+  if (!fb_block(p, blk)) return;
+  const long long b = blk.b, mo = blk.mo;
+  const int m0 = blk.m0, tiles = blk.tiles;
+  const fb_u16 *q = blk.q, *k = blk.k, *v = blk.v;
+  const fb_u32 sq = (fb_smem(fb_shared) + 1023) & ~1023u;  // the host asks for 1024 bytes more
+  // Stage t % 3 holds K, then V, of tile t.
+#define FB_STAGE(t) (sq + kQBytes + ((t) % 3) * 2 * kTileBytes)
+  fb_load_tile<kBM>(sq, q, p.q_row, m0, p.l, p.aligned);
+  fb_load_tile<kBN>(FB_STAGE(0), k, p.k_row, 0, p.s, p.aligned);
+  fb_load_tile<kBN>(FB_STAGE(0) + kTileBytes, v, p.v_row, 0, p.s, p.aligned);
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  if (tiles > 1) {
+    fb_load_tile<kBN>(FB_STAGE(1), k, p.k_row, kBN, p.s, p.aligned);
+    fb_load_tile<kBN>(FB_STAGE(1) + kTileBytes, v, p.v_row, kBN, p.s, p.aligned);
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async's writes, visible to wgmma
+  __syncthreads();
+
+  // The warpgroup through a shuffle: the compiler then knows it is uniform
+  // over each warp, so the causal bounds below make no divergent path around
+  // the wgmma (ptxas would serialize them).
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0), lane = threadIdx.x & 31;
+  const int grow = m0 + wg * 64, wrow = grow + ((threadIdx.x >> 5) & 3) * 16;  // the warpgroup's and the warp's first row
+  const fb_u32 qs = sq + wg * 64 * 128;
+  // The warpgroup's tiles: causal rows see no key past grow + 63.
+  const int last = kMask == 1 ? min(tiles, (grow + 63) / kBN + 1) : tiles;
+  float acc[kE / 8][4];
+#pragma unroll
+  for (int e = 0; e < kE / 8; ++e) acc[e][0] = acc[e][1] = acc[e][2] = acc[e][3] = 0.f;
+  float mrow[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, lrow[2] = {0.f, 0.f};
+  float s[kBN / 8][4];
+  fb_u32 pf[kBN / 16][4];
+  {  // tile 0's P
+    float corr[2];
+    fb_wgmma_fence();
+    fb_issue_qk(s, qs, FB_STAGE(0));
+    fb_wgmma_commit();
+    fb_wgmma_wait<0>();
+    fb_fence_regs(s);
+    fb_softmax_tile(s, mrow, lrow, corr, p, mo, 0, wrow, lane);
+#pragma unroll
+    for (int t = 0; t < kBN / 16; ++t) fb_p_fragment(pf[t], s, t);
+  }
+
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 2 < tiles) {
+      fb_load_tile<kBN>(FB_STAGE(j + 2), k, p.k_row, (j + 2) * kBN, p.s, p.aligned);
+      fb_load_tile<kBN>(FB_STAGE(j + 2) + kTileBytes, v, p.v_row, (j + 2) * kBN, p.s, p.aligned);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    // Each branch is one straight pipeline stage (a wgmma under a condition
+    // inside a stage makes ptxas serialize them all).
+    if (j + 1 < last) {
+      fb_fence_regs(acc);
+      fb_fence_regs(pf);
+      fb_wgmma_fence();
+      fb_issue_qk(s, qs, FB_STAGE(j + 1));
+      fb_wgmma_commit();
+      fb_issue_pv(acc, pf, FB_STAGE(j) + kTileBytes);
+      fb_wgmma_commit();
+      fb_wgmma_wait<1>();  // S of tile j + 1 is in; P V may still run
+      fb_fence_regs(s);
+      float corr[2];
+      fb_softmax_tile(s, mrow, lrow, corr, p, mo, (j + 1) * kBN, wrow, lane);
+      fb_wgmma_wait<0>();
+      fb_fence_regs(acc);
+      fb_fence_regs(pf);
+      fb_rescale(acc, corr);
+#pragma unroll
+      for (int t = 0; t < kBN / 16; ++t) fb_p_fragment(pf[t], s, t);
+    } else if (j + 1 == last) {  // the warpgroup's last tile: P V alone
+      fb_fence_regs(acc);
+      fb_fence_regs(pf);
+      fb_wgmma_fence();
+      fb_issue_pv(acc, pf, FB_STAGE(j) + kTileBytes);
+      fb_wgmma_commit();
+      fb_wgmma_wait<0>();
+      fb_fence_regs(acc);
+    }
+    // Tile j + 2 is in; every warpgroup is done with tile j's stage (tile j + 3 loads there).
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+  }
+#undef FB_STAGE
+  fb_store_tile(acc, lrow, p.o + b * p.l * kE, wrow, p.l, lane);
+}
+)";
+
+// The two wgmma shapes as functions, their operand lists spelled out:
+// S (64 x kBN) += Q K^T from shared memory; acc's 64 columns from 64 h (an
+// E half) += P V with P in registers and V transposed.
+std::string WgmmaFunctions(const FlashConfig& c) {
+  const std::string t = c.dtype == DType::kBFloat16 ? "bf16" : "f16";
+  const int nb = c.block_n / 8;
+  std::string qk = absl::StrCat(
+      "__device__ __forceinline__ void fb_wgmma_qk(float (&d)[", nb, "][4], unsigned long long da, ",
+      "unsigned long long db, int accumulate) {\n  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %", 4 * nb + 2,
+      ", 0;\\nwgmma.mma_async.sync.aligned.m64n", c.block_n, "k16.f32.", t, ".", t, " {");
+  for (int i = 0; i < 4 * nb; ++i) absl::StrAppend(&qk, i ? ", " : "", "%", i);
+  absl::StrAppend(&qk, "}, %", 4 * nb, ", %", 4 * nb + 1, ", p, 1, 1, 0, 0;\\n}\"\n      : ");
+  for (int i = 0; i < 4 * nb; ++i) absl::StrAppend(&qk, i ? ", " : "", "\"+f\"(d[", i / 4, "][", i % 4, "])");
+  absl::StrAppend(&qk, "\n      : \"l\"(da), \"l\"(db), \"r\"(accumulate));\n}\n");
+  std::string pv = absl::StrCat(
+      "template <int H>\n__device__ __forceinline__ void fb_wgmma_pv(float (&d)[kE / 8][4], const fb_u32 (&a)[4], ",
+      "unsigned long long db) {\n  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %37, 0;\\n",
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.", t, ".", t, " {");
+  for (int i = 0; i < 32; ++i) absl::StrAppend(&pv, i ? ", " : "", "%", i);
+  absl::StrAppend(&pv, "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\\n}\"\n      : ");
+  for (int i = 0; i < 32; ++i) absl::StrAppend(&pv, i ? ", " : "", "\"+f\"(d[H * 8 + ", i / 4, "][", i % 4, "])");
+  absl::StrAppend(&pv, "\n      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1));\n}\n");
+  return qk + pv;
+}
 
 }  // namespace
 
 std::string FlashAttentionSource(const FlashConfig& c) {
   const bool bf16 = c.dtype == DType::kBFloat16;
-  return absl::StrCat("// fusebox flash attention (backend/cuda/flash_attention.h): ", DTypeName(c.dtype), ", E ",
-                      c.head_dim, ", ", backend::AttentionMaskName(c.mask), ", ", c.block_m(), " x ", c.block_n,
-                      " tiles, ", c.warps, " warps of ", 16 * c.m_tiles, " rows\n#define FB_T \"", bf16 ? "bf16" : "f16",
-                      "\"\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n,
-                      ", kWarps = ", c.warps, ", kMask = ", static_cast<int>(c.mask), ", kMinBlocks = ", c.min_blocks,
-                      ", kMT = ", c.m_tiles, ";\nconstexpr bool kBF16 = ", bf16 ? "true" : "false", ";\n", kBody);
+  std::string out = absl::StrCat(
+      "// fusebox flash attention (backend/cuda/flash_attention.h): ", DTypeName(c.dtype), ", E ", c.head_dim, ", ",
+      backend::AttentionMaskName(c.mask), ", ", c.block_m(), " x ", c.block_n, " tiles, ",
+      c.wgmma ? absl::StrCat(c.warps / 4, " warpgroups (wgmma)") : absl::StrCat(c.warps, " warps of ", 16 * c.m_tiles, " rows"),
+      "\n#define FB_T \"", bf16 ? "bf16" : "f16", "\"\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ",
+      c.head_dim, ", kBN = ", c.block_n, ", kBM = ", c.block_m(), ", kThreads = ", c.threads(), ", kMask = ",
+      static_cast<int>(c.mask), ", kMinBlocks = ", c.min_blocks, ";\nconstexpr bool kBF16 = ", bf16 ? "true" : "false",
+      ";\n", kCommon);
+  if (!c.wgmma) return absl::StrCat(out, "constexpr int kMT = ", c.m_tiles, ";\n", kMmaSyncBody);
+  return absl::StrCat(out, absl::StrReplaceAll(kWgmmaBody, {{"FB_WGMMA_FUNCTIONS", WgmmaFunctions(c)}}));
 }
 
 }  // namespace fusebox::cuda

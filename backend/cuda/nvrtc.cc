@@ -37,11 +37,11 @@ NvrtcCounters GetNvrtcCounters() {
   return counters;
 }
 
-std::vector<std::string> NvrtcBaseOptions(int arch) {
+std::vector<std::string> NvrtcBaseOptions(int arch, bool arch_specific) {
   std::vector<std::string> options = {
       // A real architecture: NVRTC then runs ptxas too, so one compile gives
       // both the PTX and the cubin (checked with NVRTC 13.0 for sm_90).
-      absl::StrCat("--gpu-architecture=sm_", arch),
+      absl::StrCat("--gpu-architecture=sm_", arch, arch_specific ? "a" : ""),
       "--std=c++17",
       // Registers, spills and stack frame per kernel, into the program log.
       "-Xptxas=-v",
@@ -62,7 +62,7 @@ std::string NvrtcVersion() {
 }
 
 absl::StatusOr<NvrtcOutput> CompileWithNvrtc(const std::string& source, const std::string& name, int arch,
-                                             const std::vector<std::string>& extra_options) {
+                                             const std::vector<std::string>& extra_options, bool arch_specific) {
   const auto start = std::chrono::steady_clock::now();
   absl::Cleanup count = [start] { Count(start); };
   nvrtcProgram program = nullptr;
@@ -73,7 +73,7 @@ absl::StatusOr<NvrtcOutput> CompileWithNvrtc(const std::string& source, const st
   }
   absl::Cleanup destroy = [&program] { nvrtcDestroyProgram(&program); };
 
-  std::vector<std::string> options = NvrtcBaseOptions(arch);
+  std::vector<std::string> options = NvrtcBaseOptions(arch, arch_specific);
   options.insert(options.end(), extra_options.begin(), extra_options.end());
   std::vector<const char*> option_ptrs;
   option_ptrs.reserve(options.size());

@@ -1,7 +1,9 @@
 // The flash-attention kernel's source (backend/cuda/flash_attention.h)
 // without a GPU: NVRTC compiles every config the default tuning chooses (and
-// the tuning knobs' others) for sm_90 with no spills, on the tensor cores
-// (mma.sync fed by ldmatrix, cp.async copies), and the configs follow the knobs.
+// the tuning knobs' others) with no spills, on the tensor cores: on sm_90
+// (for sm_90a) wgmma from shared memory, elsewhere (sm_80) and with
+// FUSEBOX_TUNE_FLASH_WGMMA=0 mma.sync fed by ldmatrix; cp.async copies; and
+// the configs follow the knobs.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -19,30 +21,74 @@ namespace {
 using backend::AttentionMask;
 using cuda::FlashConfig;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Compiles `c` for sm_90: no spills, no stack, registers within the block's
 // share of the register file, and the instructions the design relies on.
 void ExpectCompilesWithoutSpills(const FlashConfig& c) {
   SCOPED_TRACE(c.KernelName());
   const std::string source = cuda::FlashAttentionSource(c);
-  auto out = cuda::CompileWithNvrtc(source, c.KernelName(), 90);
+  auto out = cuda::CompileWithNvrtc(source, c.KernelName(), 90, {}, c.wgmma);
   ASSERT_TRUE(out.ok()) << out.status() << "\n" << source;
   const PtxSummary summary = backend::SummarizePtx(out->ptx, out->log);
   EXPECT_EQ(summary.spill_store_bytes + summary.spill_load_bytes, 0) << summary.ToString();
   EXPECT_EQ(summary.stack_frame_bytes, 0) << summary.ToString();
   EXPECT_LE(summary.registers, 65536 / (c.threads() * c.min_blocks)) << summary.ToString();
   const std::string type = c.dtype == DType::kBFloat16 ? "bf16" : "f16";
-  EXPECT_THAT(out->ptx, HasSubstr(absl::StrCat("mma.sync.aligned.m16n8k16.row.col.f32.", type, ".", type, ".f32")));
-  EXPECT_THAT(out->ptx, HasSubstr("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+  if (c.wgmma) {
+    EXPECT_THAT(out->ptx, HasSubstr(absl::StrCat("wgmma.mma_async.sync.aligned.m64n", c.block_n, "k16.f32.", type)));
+    EXPECT_THAT(out->ptx, HasSubstr(absl::StrCat("wgmma.mma_async.sync.aligned.m64n64k16.f32.", type)));
+    EXPECT_THAT(out->ptx, HasSubstr("fence.proxy.async.shared::cta"));
+    // ptxas keeps the wgmma pipelined (it serializes them when it cannot prove the registers safe).
+    EXPECT_THAT(out->log, Not(HasSubstr("serializ"))) << out->log;
+  } else {
+    EXPECT_THAT(out->ptx, HasSubstr(absl::StrCat("mma.sync.aligned.m16n8k16.row.col.f32.", type, ".", type, ".f32")));
+    EXPECT_THAT(out->ptx, HasSubstr("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+  }
   EXPECT_THAT(out->ptx, HasSubstr("cp.async.cg.shared.global"));
   EXPECT_THAT(out->ptx, HasSubstr(absl::StrCat(".maxntid ", c.threads())));
   EXPECT_EQ(test_util::CountSubstr(out->ptx, "ld.local") + test_util::CountSubstr(out->ptx, "st.local"), 0);
 }
 
-TEST(FlashAttentionTest, EveryDefaultConfigCompilesForSm90WithoutSpills) {
-  const auto configs = cuda::DefaultFlashConfigs();
-  EXPECT_EQ(configs.size(), 16u);  // E 64/128 x bf16/f16 x none/causal/bool/float
-  for (const FlashConfig& c : configs) ExpectCompilesWithoutSpills(c);
+// The H200 runs both kernels (the mma.sync one with FUSEBOX_TUNE_FLASH_WGMMA=0): both compiled for sm_90.
+TEST(FlashAttentionTest, EveryDefaultConfigCompilesWithoutSpills) {
+  backend::TuningSnapshot mma_sync;
+  mma_sync.Set(backend::Knob::kFlashWgmma, 0);
+  for (const backend::TuningSnapshot& t : {backend::TuningSnapshot(), mma_sync}) {
+    const auto configs = cuda::DefaultFlashConfigs(90, t);
+    EXPECT_EQ(configs.size(), 16u);  // E 64/128 x bf16/f16 x none/causal/bool/float
+    for (const FlashConfig& c : configs) {
+      EXPECT_EQ(c.wgmma, t.On(backend::Knob::kFlashWgmma));
+      ExpectCompilesWithoutSpills(c);
+    }
+  }
+  EXPECT_EQ(cuda::DefaultFlashConfigs(80), cuda::DefaultFlashConfigs(90, mma_sync));
+}
+
+TEST(FlashAttentionTest, TheWgmmaKnobsOtherShapesCompileToo) {
+  for (int groups : {1, 2, 3}) {
+    for (int block_n : {64, 128}) {
+      backend::TuningSnapshot t;
+      t.Set(backend::Knob::kFlashWarpgroups, groups).Set(backend::Knob::kFlashBlockN, block_n);
+      for (int e : {64, 128}) {
+        const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, AttentionMask::kCausal, 90, t);
+        EXPECT_TRUE(c.wgmma);
+        EXPECT_EQ(c.block_m(), 64 * groups);
+        // Three warpgroups' Q and three stages of 128 keys at E 128 exceed sm_90's 227 KB a block.
+        EXPECT_EQ(c.block_n, groups == 3 && e == 128 ? 64 : block_n);
+        EXPECT_LE(c.SharedBytes(), 227 * 1024);
+        // 128 keys a tile hold S (64 floats a thread) and P (32) beside the
+        // output: in one warpgroup's or three's register share that spills
+        // (the knob's cost).
+        if (groups != 2 && block_n == 128) continue;
+        ExpectCompilesWithoutSpills(c);
+      }
+    }
+  }
+  backend::TuningSnapshot off;
+  off.Set(backend::Knob::kFlashWgmma, 0);
+  EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, 90, off).wgmma);
+  EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, 100, {}).wgmma);
 }
 
 TEST(FlashAttentionTest, TheKnobsOtherTilesCompileToo) {
@@ -52,7 +98,7 @@ TEST(FlashAttentionTest, TheKnobsOtherTilesCompileToo) {
       t.Set(backend::Knob::kFlashBlockN, block_n).Set(backend::Knob::kFlashWarps, warps);
       t.Set(backend::Knob::kFlashWarpTiles, 1);
       for (int e : {64, 128}) {
-        const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, AttentionMask::kCausal, t);
+        const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, AttentionMask::kCausal, 80, t);
         EXPECT_EQ(c.block_n, block_n);
         EXPECT_EQ(c.warps, warps);
         // 128 keys a tile hold 64 scores a thread beside E 128's 64 + 32: spills there are the knob's cost.
@@ -67,14 +113,14 @@ TEST(FlashAttentionTest, OneTileAWarpCompilesWithoutSpillsAtHeadDim64) {
   backend::TuningSnapshot t;
   t.Set(backend::Knob::kFlashWarpTiles, 1).Set(backend::Knob::kFlashWarps, 8);
   for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal}) {
-    const FlashConfig c = cuda::ChooseFlashConfig(64, DType::kBFloat16, m, t);
+    const FlashConfig c = cuda::ChooseFlashConfig(64, DType::kBFloat16, m, 80, t);
     EXPECT_EQ(c.block_m(), 128);
     ExpectCompilesWithoutSpills(c);
   }
 }
 
 TEST(FlashAttentionTest, ConfigsFollowTheProblemAndRefuseBadKnobValues) {
-  const FlashConfig c = cuda::ChooseFlashConfig(128, DType::kFloat16, AttentionMask::kBool, {});
+  const FlashConfig c = cuda::ChooseFlashConfig(128, DType::kFloat16, AttentionMask::kBool, 80, {});
   EXPECT_EQ(c.head_dim, 128);
   EXPECT_EQ(c.block_m(), 128);
   EXPECT_EQ(c.block_n, 64);
@@ -82,7 +128,7 @@ TEST(FlashAttentionTest, ConfigsFollowTheProblemAndRefuseBadKnobValues) {
   EXPECT_EQ(c.KernelName(), "fb_flash_attention_e128_f16_bool_mask_n64_w8");
   backend::TuningSnapshot odd;
   odd.Set(backend::Knob::kFlashBlockN, 48).Set(backend::Knob::kFlashWarps, 6);
-  const FlashConfig d = cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, odd);
+  const FlashConfig d = cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, 80, odd);
   EXPECT_EQ(d.block_n, 64);
   EXPECT_EQ(d.warps, 4);  // head dim 64: two 16-row tiles a warp
   EXPECT_EQ(d.m_tiles, 2);

@@ -2,12 +2,19 @@
 // equal and hash alike whatever object holds them; a different constant,
 // operator or variable name is a different index; and it keys hash maps,
 // as lowering's memo and cache slots do.
+#include <functional>
+#include <random>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash_testing.h"
 #include "backend/index_expr.h"
 #include "gtest/gtest.h"
+#include "tests/test_util.h"
 
 namespace fusebox::backend {
+
+void PrintTo(const IndexExpr& e, std::ostream* os) { *os << e.ToString(); }
+
 namespace {
 
 IndexExpr RowMajor(int64_t rows, int64_t cols) {
@@ -35,6 +42,74 @@ TEST(IndexExprTest, KeysAHashMap) {
   slots.emplace(std::make_pair(1, RowMajor(4, 33)), 1);
   EXPECT_FALSE(slots.emplace(std::make_pair(0, RowMajor(4, 33)), 2).second) << "the same load finds its slot";
   EXPECT_EQ(slots.size(), 2u);
+}
+
+// Sums split around multiples of the divisor: GPT-2's embedding of token
+// ids [B, T] broadcast over the 768 columns of its layer norm's rows indexes
+// the ids by the row alone, and the position table by r % T, so no
+// column-dependent division is left.
+TEST(IndexExprTest, SumsSplitAroundMultiplesOfTheDivisor) {
+  const IndexExpr r = IndexExpr::Var("r", 8192), j = IndexExpr::Var("j", 768);
+  const IndexExpr flat = r / 1024 * 786432 + r % 1024 * 768 + j;  // [8, 1024, 768], row r, column j
+  EXPECT_EQ(flat / 786432 * 1024 + flat / 768 % 1024, r);           // ids [8, 1024] read at [b, t]
+  EXPECT_EQ(flat % 768, j);
+  EXPECT_EQ((r % 1024 * 768 + j) / 768, r % 1024);                  // the position of row r
+  EXPECT_EQ((r * 64 + j) % 32, j % 32);
+  EXPECT_EQ((r * 64) % 32, IndexExpr::Const(0));
+  EXPECT_EQ((r * 64) / 32, r * 2);
+  EXPECT_EQ(r % 1024 % 256, r % 256);
+  EXPECT_EQ(r / 7 * 7 + r % 7, r);
+  EXPECT_EQ(r % 7 + r / 7 * 7, r);
+  EXPECT_NE(r / 7 * 7 + r % 5, r);
+  EXPECT_NE((r * 6 + j) / 4, r + j / 4) << "6 r is no multiple of 4";
+}
+
+// Every fold is exact: random compositions of sums, products, quotients and
+// remainders agree with their unfolded arithmetic at every point of a grid.
+TEST(IndexExprTest, FoldsKeepTheValueEverywhere) {
+  const int64_t kR = 37, kJ = 29;
+  const IndexExpr r = IndexExpr::Var("r", kR), j = IndexExpr::Var("j", kJ);
+  std::mt19937_64 rng(test_util::Seed());
+  const int64_t constants[] = {1, 2, 3, 4, 6, 8, 12, 16, 29, 32, 37, 64};
+  auto pick = [&] { return constants[rng() % std::size(constants)]; };
+  for (int trial = 0; trial < 400; ++trial) {
+    // e and its value as a function of (r, j), built side by side.
+    const bool starts_at_r = rng() % 2;
+    IndexExpr e = starts_at_r ? r : j;
+    std::function<int64_t(int64_t, int64_t)> value = [starts_at_r](int64_t a, int64_t b) {
+      return starts_at_r ? a : b;
+    };
+    for (int step = 0; step < 4; ++step) {
+      const int64_t c = pick();
+      const int op = static_cast<int>(rng() % 4);
+      const bool add_r = rng() % 2;
+      auto prev = value;
+      switch (op) {
+        case 0:
+          e = e + (add_r ? r : j) * c;
+          value = [=](int64_t a, int64_t b) { return prev(a, b) + (add_r ? a : b) * c; };
+          break;
+        case 1:
+          e = e * c;
+          value = [=](int64_t a, int64_t b) { return prev(a, b) * c; };
+          break;
+        case 2:
+          e = e / c;
+          value = [=](int64_t a, int64_t b) { return prev(a, b) / c; };
+          break;
+        default:
+          e = e % c;
+          value = [=](int64_t a, int64_t b) { return prev(a, b) % c; };
+          break;
+      }
+    }
+    for (int64_t rv = 0; rv < kR; ++rv) {
+      for (int64_t jv = 0; jv < kJ; ++jv) {
+        const int64_t got = e.Eval([&](const char* v) { return v[0] == 'r' ? rv : jv; });
+        ASSERT_EQ(got, value(rv, jv)) << e.ToString() << " at r " << rv << ", j " << jv;
+      }
+    }
+  }
 }
 
 }  // namespace

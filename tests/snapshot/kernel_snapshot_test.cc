@@ -75,7 +75,7 @@ std::vector<Printed> PrintPlan(const Outputs& outputs) {
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
       const std::string source =
-          backend::DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name, DefaultTuning());
+          backend::DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name, 90, DefaultTuning());
       printed.push_back({group.name, "", source, "", true});
       continue;
     }
