@@ -38,6 +38,8 @@ struct Plan {
   std::vector<KernelGroup> kernels;
   // Why values were not fused into one kernel (explain() shows these).
   std::vector<std::string> notes;
+  // What the graph passes rewrote, or found and left as written (explain()).
+  std::vector<std::string> graph_notes;
   // Dynamic shapes: the graph's run-time sizes (empty when every size is
   // compiled in), and whether index math must be 64-bit for every size the
   // plan serves (fixed per plan-cache key, see dynamic_shapes.h).
