@@ -72,6 +72,16 @@ absl::StatusOr<ExternOperand> ResolveExternOperand(const graph::Graph& g, graph:
     base = Holder(g, n.inputs[0], inputs, stored);
     strides = n.strides;
     offset = n.offset;
+    // A view reads its input's row-major value; a strided input's elements
+    // lie at its own strides (fusion::AttentionOperandReady let it through).
+    if (base != nullptr && !stored.contains(n.inputs[0]) && !base->is_contiguous()) {
+      StridedRead read{.shape = n.shape, .strides = n.strides, .offset = n.offset};
+      if (!ComposeReads({.shape = base->shape(), .strides = base->strides()}, &read)) {
+        return absl::InternalError(absl::StrCat("extern operand %", id, " views a strided input it cannot compose with"));
+      }
+      strides = std::move(read.strides);
+      offset = read.offset;
+    }
   }
   if (base == nullptr) return absl::InternalError(absl::StrCat("extern operand %", id, " is not where the plan put it"));
   const void* ptr = static_cast<const char*>(UncheckedDataPtr(*base)) + offset * DTypeSize(base->dtype());

@@ -5,6 +5,8 @@
 // are read by their strides. Otherwise it is the decomposition PyTorch's math
 // path runs (q @ k^T * scale, the mask, softmax over the keys, @ v), whose
 // mask and softmax fuse into one kernel between the two GEMMs in compile().
+// Attention written out by hand becomes the same node in compile()
+// (fusion/recognize_attention.h).
 #pragma once
 
 #include <optional>

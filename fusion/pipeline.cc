@@ -7,6 +7,7 @@
 #include "fusion/fuse_kernels.h"
 #include "fusion/name_kernels.h"
 #include "fusion/order_kernels.h"
+#include "fusion/recognize_attention.h"
 #include "fusion/split_kernels.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
@@ -30,16 +31,30 @@ void DumpPlan(const char* after, const Plan& plan, const std::string* before = n
 
 }  // namespace
 
-Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic, PlanOptions options) {
+graph::Graph RunGraphPasses(const graph::Graph& captured, std::vector<std::string>* notes) {
   if (DebugDump("graph")) std::fprintf(stderr, "[fusebox graph] captured\n%s", captured.ToString().c_str());
 
   // 1. Drop values nothing returns: before fusion so they cost no kernel work.
   graph::Graph g = EliminateDeadNodes(captured);
   DumpGraph("eliminate_dead_nodes", captured, g);
 
-  // 2. Group into kernels (or one per op); 3. order them so each runs after
-  // what it loads; 4. name them (names depend on the final groups and order).
+  // 2. Hand-written attention becomes scaled_dot_product_attention's node:
+  // one extern kernel in place of two GEMMs and a softmax kernel (it leaves
+  // no dead node behind).
+  RecognizedAttention attention = RecognizeAttention(g);
+  DumpGraph("recognize_attention", g, attention.graph);
+  if (notes != nullptr) notes->insert(notes->end(), attention.notes.begin(), attention.notes.end());
+  return std::move(attention.graph);
+}
+
+Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic, PlanOptions options) {
+  std::vector<std::string> graph_notes;
+  const graph::Graph g = RunGraphPasses(captured, &graph_notes);
+
+  // 3. Group into kernels (or one per op); 4. order them so each runs after
+  // what it loads; 5. name them (names depend on the final groups and order).
   Plan plan = options.fuse ? FuseKernels(g) : SplitKernels(g);
+  plan.graph_notes = std::move(graph_notes);
   DumpPlan(options.fuse ? "fuse_kernels" : "split_kernels", plan);
   const std::string fused = DebugDump("plan") ? plan.ToString() : std::string();
   plan = OrderKernels(std::move(plan));
@@ -47,7 +62,7 @@ Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic,
   plan = NameKernels(std::move(plan));
   DumpPlan("name_kernels", plan);
 
-  // 5. Which sizes stay run-time values (on the final graph: node ids match).
+  // 6. Which sizes stay run-time values (on the final graph: node ids match).
   plan.symbols = FindDimSymbols(plan.graph, dynamic);
   plan.index64 = plan.dynamic() && NeedsIndex64(plan.graph);
   spdlog::debug("planned {} kernel(s) for a graph of {} node(s)", plan.kernels.size(), g.size());

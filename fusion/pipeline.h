@@ -3,6 +3,9 @@
 // dumped after it runs.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "fusion/plan.h"
 
 namespace fusebox::fusion {
@@ -12,6 +15,10 @@ struct PlanOptions {
   // check compares fused kernels with.
   bool fuse = true;
 };
+
+// The graph passes alone (dead nodes, attention recognition), as BuildPlan
+// runs them first; `notes` (may be null) gets what they rewrote or left.
+graph::Graph RunGraphPasses(const graph::Graph& captured, std::vector<std::string>* notes = nullptr);
 
 // `dynamic`: input dims to keep out of the kernels (dynamic_shapes.h).
 Plan BuildPlan(const graph::Graph& graph, absl::Span<const InputDim> dynamic = {}, PlanOptions options = {});

@@ -49,10 +49,14 @@ bool AttentionOperandReady(const graph::Graph& g, graph::NodeId consumer, graph:
   const graph::Node& n = g.node(id);
   const graph::Node& base = g.node(MatmulOperandBase(g, id));
   if (base.op == graph::Op::kView || base.op == graph::Op::kConstant) return false;
-  if (n.op != graph::Op::kInput && base.op == graph::Op::kInput && !IsContiguous(base.shape, base.strides)) return false;
+  StridedRead read{.shape = n.shape, .strides = n.strides, .offset = n.offset};
+  if (n.op != graph::Op::kInput && base.op == graph::Op::kInput && !IsContiguous(base.shape, base.strides) &&
+      !ComposeReads({.shape = base.shape, .strides = base.strides}, &read)) {
+    return false;
+  }
   const bool is_mask = g.node(consumer).inputs.size() == 4 && g.node(consumer).inputs[3] == id;
   if (is_mask || (n.op != graph::Op::kInput && n.op != graph::Op::kView)) return true;  // a stored value is contiguous
-  return n.shape.back() <= 1 || n.strides.back() == 1;
+  return n.shape.back() <= 1 || read.strides.back() == 1;
 }
 
 bool ExternOperandReady(const graph::Graph& g, graph::NodeId consumer, graph::NodeId id) {

@@ -38,6 +38,8 @@ struct Plan {
   std::vector<KernelGroup> kernels;
   // Why values were not fused into one kernel (explain() shows these).
   std::vector<std::string> notes;
+  // What the graph passes rewrote, or found and left as written (explain()).
+  std::vector<std::string> graph_notes;
   // Dynamic shapes: the graph's run-time sizes (empty when every size is
   // compiled in), and whether index math must be 64-bit for every size the
   // plan serves (fixed per plan-cache key, see dynamic_shapes.h).
@@ -67,7 +69,8 @@ bool MatmulOperandReady(const graph::Graph& g, graph::NodeId id);
 // Whether attention node `consumer` can read operand `id` where it lies: a
 // graph input, a stored value or a view of one (as a matmul's), q, k and v
 // unit-stride along E (every other stride, 0 too, is read as it is); the mask
-// with any strides.
+// with any strides. A view of a strided input is read through the input's
+// strides where the two compose (ComposeReads), as the extern run does.
 bool AttentionOperandReady(const graph::Graph& g, graph::NodeId consumer, graph::NodeId id);
 // MatmulOperandReady or AttentionOperandReady, by the consumer's op.
 bool ExternOperandReady(const graph::Graph& g, graph::NodeId consumer, graph::NodeId id);

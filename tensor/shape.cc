@@ -1,6 +1,7 @@
 #include "tensor/shape.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -35,6 +36,37 @@ Strides ContiguousStrides(const Shape& shape) {
     s *= std::max<int64_t>(shape[i], 1);
   }
   return strides;
+}
+
+bool ComposeReads(const StridedRead& inner, StridedRead* outer) {
+  const Shape& in = inner.shape;
+  const Strides rowmajor = ContiguousStrides(in);
+  // Outer's first position along each of inner's dims, then its last.
+  Shape first(in.size(), 0);
+  int64_t rest = outer->offset;
+  for (size_t j = 0; j < in.size(); ++j) {
+    if (in[j] == 0) return false;
+    first[j] = rest / rowmajor[j], rest %= rowmajor[j];
+  }
+  Shape last = first;
+  StridedRead out{.shape = outer->shape, .strides = Strides(outer->shape.size(), 0), .offset = inner.offset};
+  for (size_t j = 0; j < in.size(); ++j) out.offset += first[j] * inner.strides[j];
+  for (size_t d = 0; d < outer->shape.size(); ++d) {
+    if (outer->shape[d] == 1 || outer->strides[d] == 0) continue;
+    if (outer->strides[d] < 0) return false;
+    // The outermost dim whose row-major stride divides the step takes it.
+    size_t j = 0;
+    while (j < in.size() && (in[j] == 1 || outer->strides[d] % rowmajor[j] != 0)) ++j;
+    if (j == in.size()) return false;
+    const int64_t step = outer->strides[d] / rowmajor[j];
+    last[j] += (outer->shape[d] - 1) * step;
+    out.strides[d] = step * inner.strides[j];
+  }
+  for (size_t j = 0; j < in.size(); ++j) {
+    if (last[j] >= in[j]) return false;
+  }
+  *outer = std::move(out);
+  return true;
 }
 
 bool IsContiguous(const Shape& shape, const Strides& strides) {

@@ -26,6 +26,17 @@ int64_t CheckedNumel(absl::Span<const int64_t> shape, const char* op, int64_t el
 Strides ContiguousStrides(const Shape& shape);
 // True when `strides` address `shape` row-major densely (size-1 dims ignored).
 bool IsContiguous(const Shape& shape, const Strides& strides);
+// A strided read of a value: position p at offset + sum(p * strides).
+struct StridedRead {
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;
+};
+// `outer`, a read of `inner`'s row-major value, as one read of what `inner`
+// reads (a view of a view as one view). False, `outer` untouched, where a
+// step along one of outer's dims would carry across a dim of inner (so an
+// outer dim never spans two of inner's: dims split, they do not merge).
+bool ComposeReads(const StridedRead& inner, StridedRead* outer);
 // NumPy broadcasting; nullopt-like failure is reported by returning false.
 bool BroadcastShapes(const Shape& a, const Shape& b, Shape* out);
 std::string ShapeToString(absl::Span<const int64_t> dims);  // "[8192, 8192]" (shapes, strides, axes)

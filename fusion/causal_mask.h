@@ -1,0 +1,19 @@
+// Whether a mask computed in the graph from constants and positions alone
+// (tril(ones(T, T)) == 0, triu(ones, 1) != 0, arange compares, sliced
+// [:T, :T]) is the causal one, found by evaluating it on the host: attention
+// then runs the causal kernel and reads no mask, whatever spelling built it.
+#pragma once
+
+#include "graph/graph.h"
+
+namespace fusebox::fusion {
+
+// `mask` is a bool [batch..., L, S] value; `keeps` says whether true keeps a
+// key (where's condition) or drops it (masked_fill's). True when the mask
+// reads no graph input (only positions and the constants -1, 0 and 1), is
+// the same for every batch index, and keeps key j of query i exactly where
+// j <= i (PyTorch's is_causal: the top-left triangle). L * S above 2^22
+// elements is not evaluated (false).
+bool IsCausalMask(const graph::Graph& g, graph::NodeId mask, bool keeps);
+
+}  // namespace fusebox::fusion

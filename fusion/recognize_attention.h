@@ -1,0 +1,31 @@
+// Attention written by hand, as users write it (softmax(masked_fill(q @ k^T
+// * scale, mask, -inf)) @ v), becomes the attention node that
+// scaled_dot_product_attention records, so it runs as the same fused kernel
+// (flash attention on CUDA, its CPU twin on the host) instead of two GEMMs, a
+// softmax kernel and copies. Only where that node computes the same thing and
+// the fused kernel takes the problem; elsewhere the graph is left as it was
+// (and the note says why).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace fusebox::fusion {
+
+struct RecognizedAttention {
+  graph::Graph graph;
+  // One line per pattern found: rewritten, or why not (explain() shows these).
+  std::vector<std::string> notes;
+};
+
+// Rewrites each `matmul(softmax(scores, -1), v)` whose scores are `matmul(q,
+// k^T)` (k^T any view of k over its last two dims), times or divided by a
+// constant, then optionally masked (`where(m, -inf, s)` as masked_fill,
+// `where(m, s, -inf)`, or `s + float_mask`), when the scores and
+// probabilities feed nothing else. An input-free mask that is causal becomes
+// is_causal (no mask read). Returns the graph unchanged when nothing applies.
+RecognizedAttention RecognizeAttention(const graph::Graph& g);
+
+}  // namespace fusebox::fusion

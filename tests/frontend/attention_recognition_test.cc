@@ -1,0 +1,331 @@
+// Attention written by hand (softmax(masked_fill(q @ k^T * scale, mask,
+// -inf)) @ v and its other spellings) is recognized by the graph pass
+// fusion/recognize_attention.h and runs as scaled_dot_product_attention's
+// fused kernel: values against a float64 reference for each mask form and
+// scale spelling, the same kernels as the SDPA form, explain() saying so, and
+// the cases left as written (probabilities used elsewhere, head dims the
+// kernel does not take) still right. CUDA skips without a device.
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "frontend/fusebox.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/frontend/attention_ref.h"
+#include "tests/test_util.h"
+
+namespace fusebox {
+namespace {
+
+using test_util::AttentionRef;
+using test_util::CloseToAttention;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr DType kBF16 = DType::kBFloat16, kF16 = DType::kFloat16;
+
+auto kCausal = [](int64_t, int64_t i, int64_t j) { return j <= i; };
+auto kAll = [](int64_t, int64_t, int64_t) { return true; };
+auto kNoBias = [](int64_t, int64_t, int64_t) { return 0.0; };
+
+// The kernel kinds of a compiled function, in order ("attention" for the
+// fused node's, "gemm", "per", "poi", "red").
+std::vector<std::string> Kinds(const std::vector<KernelInfo>& kernels) {
+  std::vector<std::string> kinds;
+  for (const KernelInfo& k : kernels) {
+    const std::string& n = k.name;
+    kinds.push_back(n.find("attention") != std::string::npos ? "attention"
+                    : n.find("gemm") != std::string::npos    ? "gemm"
+                                                             : n.substr(0, 3));
+  }
+  return kinds;
+}
+
+class AttentionRecognitionTest : public test_util::OnEachDevice {
+ protected:
+  Tensor Random(const Shape& shape, DType dtype, double scale = 1.0) const {
+    return (test_util::RandomTensor(shape, DType::kFloat32, test_util::Domain::kAny, device()) * scale).to(dtype);
+  }
+};
+
+// One way users mask the scores, the mask it means, and how it scales.
+struct Form {
+  std::string name;
+  std::function<Tensor(const Tensor& scores, const Tensor& bool_mask, const Tensor& float_mask)> mask;
+  bool causal = false, uses_bool = false, uses_float = false;
+};
+
+std::vector<Form> Forms(Device d) {
+  return {
+      {"masked_fill tril(ones) == 0",
+       [d](const Tensor& s, const Tensor&, const Tensor&) {
+         const int64_t t = s.size(-1);
+         return masked_fill(s, eq(tril(ones({t, t}, d)), 0.0), -kInf);
+       },
+       true},
+      {"masked_fill triu(ones bool, 1)",
+       [d](const Tensor& s, const Tensor&, const Tensor&) {
+         const int64_t t = s.size(-1);
+         return masked_fill(s, triu(ones({t, t}, d, DType::kBool), 1), -kInf);
+       },
+       true},
+      {"where(tril(ones(64, 64))[:T, :T] != 0, s, -inf)",
+       [d](const Tensor& s, const Tensor&, const Tensor&) {
+         const int64_t t = s.size(-1);
+         const Tensor buffer = tril(ones({64, 64}, d));
+         return where(ne(buffer.narrow(0, 0, t).narrow(1, 0, t), 0.0), s, -kInf);
+       },
+       true},
+      {"masked_fill bool mask",
+       [](const Tensor& s, const Tensor& m, const Tensor&) { return masked_fill(s, m, -kInf); }, false, true},
+      {"additive float mask", [](const Tensor& s, const Tensor&, const Tensor& f) { return s + f; }, false, false,
+       true},
+      {"no mask", [](const Tensor& s, const Tensor&, const Tensor&) { return s; }},
+  };
+}
+
+TEST_P(AttentionRecognitionTest, HandWrittenFormsMatchFloat64AsTheFusedKernel) {
+  const int64_t batch = 2, heads = 3, t = 37;
+  for (DType dtype : {kBF16, kF16}) {
+    for (int64_t e : {64, 128}) {
+      const Tensor q = Random({batch, heads, t, e}, dtype, 0.3), k = Random({batch, heads, t, e}, dtype, 0.3),
+                   v = Random({batch, heads, t, e}, dtype);
+      // A random bool mask (true: masked_fill drops the key) keeping the diagonal, and a float one.
+      std::vector<double> drop_v(t * t);
+      for (int64_t i = 0; i < t; ++i) {
+        for (int64_t j = 0; j < t; ++j) drop_v[i * t + j] = i != j && (i * 7 + j * 13) % 3 == 0;
+      }
+      const Tensor drop = Tensor::from_vector(drop_v, {t, t}, DType::kBool, device());
+      const Tensor bias = Random({t, t}, dtype);
+      const std::vector<double> bias_v = bias.to_double_vector();
+      for (const Form& form : Forms(device())) {
+        for (bool divide : {false, true}) {
+          SCOPED_TRACE(testing::Message() << DTypeName(dtype) << " E " << e << " " << form.name
+                                          << (divide ? " / sqrt(E)" : " * 1/sqrt(E)"));
+          const double scale = 1 / std::sqrt(static_cast<double>(e));
+          auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& m, const Tensor& fm) {
+            const Tensor s = matmul(a, b.transpose(-2, -1));
+            const Tensor scaled = divide ? s / std::sqrt(static_cast<double>(e)) : s * scale;
+            return matmul(softmax(form.mask(scaled, m, fm), -1), c);
+          });
+          const Tensor got = f(q, k, v, drop, bias);
+          auto allowed = [&](int64_t, int64_t i, int64_t j) {
+            if (form.causal) return j <= i;
+            return !form.uses_bool || drop_v[i * t + j] == 0;
+          };
+          auto added = [&](int64_t, int64_t i, int64_t j) { return form.uses_float ? bias_v[i * t + j] : 0.0; };
+          EXPECT_TRUE(CloseToAttention(got, AttentionRef(q, k, v, scale, allowed, added), "compiled"));
+          // One kernel, as scaled_dot_product_attention's (k^T, a strided
+          // input, is read where it lies); a masked_fill mask is negated first.
+          const std::vector<std::string> want =
+              form.uses_bool ? std::vector<std::string>{"poi", "attention"} : std::vector<std::string>{"attention"};
+          EXPECT_EQ(Kinds(f.kernels()), want) << f.explain();
+          EXPECT_THAT(f.explain(), HasSubstr("hand-written attention"));
+          EXPECT_THAT(f.explain(), HasSubstr(form.causal ? "causal" : form.uses_bool || form.uses_float ? "a mask"
+                                                                                                         : "no mask"));
+        }
+      }
+    }
+  }
+}
+
+// nanoGPT's slow path (q, k, v as transposed head views of one projection)
+// compiles to the kernels of its flash path: no copies, no softmax kernel.
+TEST_P(AttentionRecognitionTest, NanoGptManualAttentionHasTheKernelsOfScaledDotProductAttention) {
+  const int64_t batch = 2, heads = 3, t = 70, hd = 64, c = heads * hd;
+  const Tensor x = Random({batch, t, c}, kBF16), w = Random({3 * c, c}, kBF16, 0.05);
+  auto attend = [&](bool manual) {
+    return [=, this](const Tensor& in, const Tensor& weight) {
+      const std::vector<Tensor> qkv = split(linear(in, weight), c, 2);
+      auto heads_of = [&](const Tensor& y) { return y.view({batch, t, heads, hd}).transpose(1, 2); };
+      const Tensor q = heads_of(qkv[0]), k = heads_of(qkv[1]), v = heads_of(qkv[2]);
+      Tensor y;
+      if (manual) {
+        Tensor att = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));
+        const Tensor causal = tril(ones({t, t}, device()));
+        y = matmul(softmax(masked_fill(att, eq(causal, 0.0), -kInf), -1), v);
+      } else {
+        y = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, /*is_causal=*/true);
+      }
+      return y.transpose(1, 2).contiguous().view({batch, t, c});
+    };
+  };
+  auto manual = compile(attend(true)), sdpa = compile(attend(false));
+  const Tensor got = manual(x, w), want = sdpa(x, w);
+  std::vector<std::string> manual_names, sdpa_names;
+  for (const KernelInfo& k : manual.kernels()) manual_names.push_back(k.name);
+  for (const KernelInfo& k : sdpa.kernels()) sdpa_names.push_back(k.name);
+  EXPECT_EQ(manual_names, sdpa_names) << manual.explain();
+  EXPECT_THAT(manual.explain(), HasSubstr("recognized: runs as scaled_dot_product_attention's fused kernel"));
+  EXPECT_EQ(got.to_double_vector(), want.to_double_vector());  // the same node on the same operands
+}
+
+// The softmax written out (exp(s - amax) / sum, in the scores' dtype) and
+// the scores widened with .to(f32) before the softmax are the same attention.
+TEST_P(AttentionRecognitionTest, SoftmaxWrittenOutAndFloat32ScoresAreRecognized) {
+  const int64_t t = 45, e = 64;
+  const Tensor q = Random({2, 2, t, e}, kBF16, 0.3), k = Random({2, 2, t, e}, kBF16, 0.3),
+               v = Random({2, 2, t, e}, kBF16);
+  auto written_out = [](const Tensor& x) {
+    const Tensor ex = exp(x - amax(x, {-1}, /*keepdim=*/true));
+    return ex / sum(ex, -1, /*keepdim=*/true);
+  };
+  for (bool widen : {false, true}) {
+    SCOPED_TRACE(widen ? "scores.to(f32), softmax(), .to(bf16)" : "softmax written out in bf16");
+    auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+      const Tensor s = matmul(a, b.transpose(-2, -1));
+      const Tensor causal = tril(ones({t, t}, device()));
+      const Tensor p = widen ? softmax(masked_fill(s.to(DType::kFloat32) * 0.125, eq(causal, 0.0), -kInf), -1).to(kBF16)
+                             : written_out(masked_fill(s * 0.125, eq(causal, 0.0), -kInf));
+      return matmul(p, c);
+    });
+    const Tensor got = f(q, k, v);
+    EXPECT_TRUE(CloseToAttention(got, AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "compiled"));
+    EXPECT_THAT(Kinds(f.kernels()), ::testing::Contains("attention")) << f.explain();
+    EXPECT_THAT(f.explain(), HasSubstr("causal) @ v over bfloat16"));
+  }
+}
+
+// Attentions in one graph, the first's result returned and read as the
+// others' queries (scaled, and as it is): each is recognized and right.
+TEST_P(AttentionRecognitionTest, StackedAttentionsAreEachRecognized) {
+  const int64_t t = 33, e = 64;
+  const Tensor q = Random({2, 2, t, e}, kF16, 0.3), k = Random({2, 2, t, e}, kF16, 0.3), v = Random({2, 2, t, e}, kF16);
+  auto attend = [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+    return matmul(softmax(masked_fill(matmul(a, b.transpose(-2, -1)) * 0.125,
+                                      eq(tril(ones({t, t}, device())), 0.0), -kInf),
+                          -1),
+                  c);
+  };
+  auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+    const Tensor y = attend(a, b, c);
+    return std::vector<Tensor>{y, attend(y * 2.0, b, c), attend(y, b, c)};
+  });
+  const std::vector<Tensor> got = f(q, k, v);
+  const test_util::Expected first = AttentionRef(q, k, v, 0.125, kCausal, kNoBias);
+  const Tensor y = Tensor::from_vector(first.values, first.shape, kF16, device());
+  EXPECT_TRUE(CloseToAttention(got[0], first, "first"));
+  EXPECT_TRUE(CloseToAttention(got[1], AttentionRef(y * 2.0, k, v, 0.125, kCausal, kNoBias), "second"));
+  EXPECT_TRUE(CloseToAttention(got[2], AttentionRef(y, k, v, 0.125, kCausal, kNoBias), "third"));
+  int attentions = 0;
+  for (const std::string& kind : Kinds(f.kernels())) attentions += kind == "attention";
+  EXPECT_EQ(attentions, 3) << f.explain();
+}
+
+// A sequence length that changes from call to call (automatic dynamic
+// sizes) keeps the recognized attention right at every length.
+TEST_P(AttentionRecognitionTest, ChangingSequenceLengthsStayRight) {
+  const int64_t e = 64;
+  auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+    const int64_t t = a.size(-2);
+    const Tensor s = matmul(a, b.transpose(-2, -1)) / 8.0;
+    return matmul(softmax(masked_fill(s, eq(tril(ones({t, t}, device())), 0.0), -kInf), -1), c);
+  });
+  for (int64_t t : {33, 50, 71, 20}) {
+    SCOPED_TRACE(t);
+    const Tensor q = Random({3, t, e}, kF16, 0.3), k = Random({3, t, e}, kF16, 0.3), v = Random({3, t, e}, kF16);
+    EXPECT_TRUE(CloseToAttention(f(q, k, v), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "compiled"));
+    EXPECT_THAT(Kinds(f.kernels()), ::testing::Contains("attention")) << f.explain();
+  }
+}
+
+// check_numerics compares the recognized node with its f32 run on the CPU,
+// as it does scaled_dot_product_attention's (a graph of other nodes would
+// not be compared at all).
+TEST_P(AttentionRecognitionTest, TheNumericsCheckComparesTheRecognizedNode) {
+  if (device().is_cuda()) GTEST_SKIP() << "the numerics check has no f32 attention kernel on CUDA";
+  const int64_t t = 24, e = 64;
+  const Tensor q = Random({2, t, e}, kBF16, 0.3), k = Random({2, t, e}, kBF16, 0.3), v = Random({2, t, e}, kBF16);
+  auto f = compile(
+      [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+        return matmul(softmax(matmul(a, b.transpose(-2, -1)) * 0.125, -1), c);
+      },
+      CompileOptions{.check_numerics = true});
+  f(q, k, v);
+  ASSERT_EQ(f.numerics().size(), f.kernels().size()) << f.explain();
+  for (const KernelNumerics& n : f.numerics()) EXPECT_FALSE(n.flagged) << n.kernel << ": " << n.worst;
+  EXPECT_THAT(Kinds(f.kernels()), ::testing::Contains("attention")) << f.explain();
+}
+
+// A mask made in the graph that is not the causal triangle (its diagonal
+// dropped too, a window) is read as a bool mask, not taken for causal.
+TEST_P(AttentionRecognitionTest, MasksThatAreNotCausalAreReadAsMasks) {
+  const int64_t t = 29, e = 64;
+  const Tensor q = Random({2, t, e}, kBF16, 0.3), k = Random({2, t, e}, kBF16, 0.3), v = Random({2, t, e}, kBF16);
+  struct Case {
+    const char* name;
+    int64_t below, above;  // key j of query i kept where i - below <= j <= i + above
+  };
+  for (Case c : {Case{"tril(ones, -1)", t, -1}, Case{"tril(ones) - tril(ones, -4)", 3, 0}, Case{"tril(ones, 1)", t, 1}}) {
+    SCOPED_TRACE(c.name);
+    auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& cv) {
+      const Tensor one = ones({t, t}, device());
+      const Tensor kept = tril(one, c.above) - tril(one, -c.below - 1);
+      return matmul(softmax(masked_fill(matmul(a, b.transpose(-2, -1)) * 0.125, eq(kept, 0.0), -kInf), -1), cv);
+    });
+    const Tensor got = f(q, k, v);
+    auto allowed = [&](int64_t, int64_t i, int64_t j) { return i - c.below <= j && j <= i + c.above; };
+    EXPECT_TRUE(CloseToAttention(got, AttentionRef(q, k, v, 0.125, allowed, kNoBias), "compiled"));
+    EXPECT_THAT(f.explain(), HasSubstr("a mask) @ v"));
+  }
+}
+
+// Dropout between the softmax and the second GEMM is not the fused kernel's
+// (it has none): the decomposition stays, as scaled_dot_product_attention's
+// with dropout_p > 0.
+TEST_P(AttentionRecognitionTest, DropoutOnTheProbabilitiesStaysAsWritten) {
+  const int64_t t = 16, e = 64;
+  const Tensor q = Random({2, t, e}, kBF16, 0.3), k = Random({2, t, e}, kBF16, 0.3), v = Random({2, t, e}, kBF16);
+  auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+    const Tensor p = softmax(matmul(a, b.transpose(-2, -1)) * 0.125, -1);
+    return matmul(dropout(p, 0.5, /*training=*/true), c);
+  });
+  f(q, k, v);
+  EXPECT_THAT(Kinds(f.kernels()), Not(::testing::Contains("attention"))) << f.explain();
+  EXPECT_THAT(f.explain(), Not(HasSubstr("hand-written attention")));
+}
+
+// Probabilities that are also returned keep the decomposition (the rewrite
+// would have to compute them anyway); the values stay right.
+TEST_P(AttentionRecognitionTest, ProbabilitiesUsedElsewhereAreNotRewritten) {
+  const int64_t t = 19, e = 64;
+  const Tensor q = Random({2, t, e}, kBF16, 0.3), k = Random({2, t, e}, kBF16, 0.3), v = Random({2, t, e}, kBF16);
+  const double scale = 0.125;
+  auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+    const Tensor p = softmax(matmul(a, b.transpose(-2, -1)) * scale, -1);
+    return std::vector<Tensor>{matmul(p, c), sum(p, -1)};
+  });
+  const std::vector<Tensor> got = f(q, k, v);
+  EXPECT_TRUE(CloseToAttention(got[0], AttentionRef(q, k, v, scale, kAll, kNoBias), "compiled"));
+  EXPECT_THAT(Kinds(f.kernels()), Not(::testing::Contains("attention"))) << f.explain();
+  EXPECT_THAT(f.explain(), HasSubstr("stays as written: its scores or probabilities are also used elsewhere"));
+}
+
+// A head dim the fused kernel does not take (and f32) stays the
+// decomposition, as scaled_dot_product_attention's does, and says why.
+TEST_P(AttentionRecognitionTest, HeadDimsTheKernelDoesNotTakeStayAsWritten) {
+  for (auto [dtype, e] : {std::pair{kBF16, int64_t{32}}, std::pair{DType::kFloat32, int64_t{64}}}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const int64_t t = 21;
+    const Tensor q = Random({3, t, e}, dtype, 0.3), k = Random({3, t, e}, dtype, 0.3), v = Random({3, t, e}, dtype);
+    auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+      return matmul(softmax(masked_fill(matmul(a, b.permute({0, 2, 1})) / 4.0, triu(ones({t, t}, device(), DType::kBool), 1),
+                                        -kInf),
+                            -1),
+                    c);
+    });
+    const Tensor got = f(q, k, v);
+    EXPECT_TRUE(CloseToAttention(got, AttentionRef(q, k, v, 0.25, kCausal, kNoBias), "compiled"));
+    EXPECT_THAT(Kinds(f.kernels()), Not(::testing::Contains("attention"))) << f.explain();
+    EXPECT_THAT(f.explain(), HasSubstr("stays as written: the fused kernel takes bf16 or f16 with head dim 64"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, AttentionRecognitionTest, ::testing::Bool(), test_util::OnEachDevice::Name);
+
+}  // namespace
+}  // namespace fusebox
