@@ -125,8 +125,12 @@ TEST_P(Gpt2Test, ForwardMatchesFloat64EagerAndCompiled) {
     }
     // The fused kernels compute what the ops did one by one, up to rounding.
     // In bf16 eager rounds every intermediate to bf16 and the fused kernels
-    // keep them in float32, so each may be off float64 in its own way.
-    const Tolerance same = dtype() == DType::kFloat32 ? Tolerance{1e-5, 1e-5} : Tolerance{2 * tol.atol, 2 * tol.rtol};
+    // keep them in float32, so each may be off float64 in its own way. In
+    // f32 on CUDA cuBLASLt picks each GEMM's algorithm by timing it (and a
+    // fused epilogue is another GEMM), so eager and compiled sum in orders
+    // of their own: 1.4e-5 apart on a logit of 0.017 on the H200, past the
+    // 1e-5 this once allowed; the float64 tolerance bounds them instead.
+    const Tolerance same = dtype() == DType::kFloat32 ? tol : Tolerance{2 * tol.atol, 2 * tol.rtol};
     EXPECT_TRUE(
         Close(logits.to_double_vector(), eager.logits.to_double_vector(), same.atol, same.rtol, "compiled vs eager"));
 
