@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "graph/op.h"
 
 namespace fusebox::fusion {
@@ -47,10 +50,9 @@ std::optional<double> Cast(double v, DType dtype) {
 std::optional<double> Evaluate(const Graph& g, NodeId id, const Shape& pos) {
   const Node& n = g.node(id);
   if (n.op == Op::kConstant) return n.scalar;
-  const Strides rowmajor = ContiguousStrides(n.shape);
   if (n.op == Op::kIota) {
     int64_t linear = 0;
-    for (size_t d = 0; d < pos.size(); ++d) linear += pos[d] * rowmajor[d];
+    for (size_t d = 0; d < pos.size(); ++d) linear = linear * n.shape[d] + pos[d];
     return static_cast<double>(linear);
   }
   if (n.op == Op::kView) {
@@ -75,16 +77,14 @@ std::optional<double> Evaluate(const Graph& g, NodeId id, const Shape& pos) {
   return Cast(graph::Info(n.op).reference(args[0], args[1], args[2]), n.dtype);
 }
 
-}  // namespace
-
-bool IsCausalMask(const Graph& g, NodeId mask, bool keeps) {
+// Whether the [.., L, S] bool `mask` keeps exactly the top-left triangle,
+// the same for every batch index (batch dims of size 1, or broadcast by a
+// view that steps 0 along them), evaluated element by element.
+bool IsTopLeftTriangle(const Graph& g, NodeId mask, bool keeps) {
   const Node& m = g.node(mask);
   const size_t r = m.shape.size();
-  if (m.dtype != DType::kBool || r < 2 || !FromConstantsAlone(g, mask)) return false;
   const int64_t l = m.shape[r - 2], s = m.shape[r - 1];
   if (l * s > kMaxEvaluated) return false;
-  // The same for every batch index: batch dims of size 1, or broadcast by a
-  // view that steps 0 along them.
   for (size_t d = 0; d + 2 < r; ++d) {
     if (m.shape[d] != 1 && !(m.op == Op::kView && m.strides[d] == 0)) return false;
   }
@@ -97,6 +97,33 @@ bool IsCausalMask(const Graph& g, NodeId mask, bool keeps) {
     }
   }
   return true;
+}
+
+// The subgraph `id` is computed by, spelled out: equal keys, equal values.
+void AppendKey(const Graph& g, NodeId id, std::string* key) {
+  const Node& n = g.node(id);
+  absl::StrAppend(key, "(", graph::Info(n.op).name, " ", DTypeName(n.dtype), ShapeToString(n.shape), " ", n.scalar,
+                  " ", n.dim);
+  if (n.op == Op::kView) absl::StrAppend(key, " +", n.offset, ShapeToString(n.strides));
+  for (NodeId in : n.inputs) AppendKey(g, in, key);
+  key->push_back(')');
+}
+
+}  // namespace
+
+bool IsCausalMask(const Graph& g, NodeId mask, bool keeps, CausalMaskMemo* memo) {
+  const Node& m = g.node(mask);
+  const size_t r = m.shape.size();
+  if (m.dtype != DType::kBool || r < 2 || !FromConstantsAlone(g, mask)) return false;
+  std::string key;
+  if (memo != nullptr) {
+    absl::StrAppend(&key, keeps ? "keeps " : "drops ");
+    AppendKey(g, mask, &key);
+    if (auto it = memo->find(key); it != memo->end()) return it->second;
+  }
+  const bool causal = IsTopLeftTriangle(g, mask, keeps);
+  if (memo != nullptr) memo->emplace(std::move(key), causal);
+  return causal;
 }
 
 }  // namespace fusebox::fusion

@@ -4,6 +4,9 @@
 // then runs the causal kernel and reads no mask, whatever spelling built it.
 #pragma once
 
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
 #include "graph/graph.h"
 
 namespace fusebox::fusion {
@@ -14,6 +17,11 @@ namespace fusebox::fusion {
 // the same for every batch index, and keeps key j of query i exactly where
 // j <= i (PyTorch's is_causal: the top-left triangle). L * S above 2^22
 // elements is not evaluated (false).
-bool IsCausalMask(const graph::Graph& g, graph::NodeId mask, bool keeps);
+// Each layer of a model builds the same mask again: with `memo`, a mask
+// whose subgraph (ops, shapes, views, constants) was judged before is not
+// evaluated again (GPT-2 small's f32 SDPA decomposition took 3.7 s of its
+// first call evaluating twelve [1024, 1024] masks element by element).
+using CausalMaskMemo = absl::flat_hash_map<std::string, bool>;
+bool IsCausalMask(const graph::Graph& g, graph::NodeId mask, bool keeps, CausalMaskMemo* memo = nullptr);
 
 }  // namespace fusebox::fusion

@@ -126,7 +126,7 @@ std::optional<Scores> ScaledScores(const Graph& g, NodeId x) {
 
 // The pattern ending at matmul `result`, or a reason it is not attention
 // (empty when it is not a softmax @ v at all).
-std::optional<Match> MatchAttention(const Graph& g, NodeId result, std::string* why) {
+std::optional<Match> MatchAttention(const Graph& g, NodeId result, CausalMaskMemo* memo, std::string* why) {
   Match m{.result = result};
   const Node& mm = g.node(result);
   const NodeId p = Unreshaped(g, mm.inputs[0]);
@@ -179,15 +179,7 @@ std::optional<Match> MatchAttention(const Graph& g, NodeId result, std::string* 
     *why = "its GEMMs' shapes are not [..., L, E] x [..., S, E] x [..., S, Ev]";
     return std::nullopt;
   }
-  if (m.mask >= 0) {
-    const Node& mask = g.node(m.mask);
-    const bool bool_mask = mask.dtype == DType::kBool && sc.op == Op::kWhere;
-    if (mask.shape != sc.shape || (!bool_mask && mask.dtype != m.dtype)) {
-      *why = "its mask is neither bool nor of q's dtype";
-      return std::nullopt;
-    }
-    m.causal = bool_mask && IsCausalMask(g, m.mask, !m.mask_drops);
-  }
+  // The cheap refusals first: the mask's evaluation below costs L * S steps.
   if (!cuda::FlashAttentionSupports(m.dtype, m.e) || m.ev != m.e) {
     *why = absl::StrCat("the fused kernel takes bf16 or f16 with head dim 64 or 128 (and Ev = E), not ",
                         DTypeName(m.dtype), " E ", m.e, " Ev ", m.ev, " (scaled_dot_product_attention "
@@ -197,6 +189,15 @@ std::optional<Match> MatchAttention(const Graph& g, NodeId result, std::string* 
   if (m.l == 0 || m.s == 0 || m.batch.size() > backend::kAttentionBatchDims) {
     *why = "it has no queries or keys, or more than 4 batch dims";
     return std::nullopt;
+  }
+  if (m.mask >= 0) {
+    const Node& mask = g.node(m.mask);
+    const bool bool_mask = mask.dtype == DType::kBool && sc.op == Op::kWhere;
+    if (mask.shape != sc.shape || (!bool_mask && mask.dtype != m.dtype)) {
+      *why = "its mask is neither bool nor of q's dtype";
+      return std::nullopt;
+    }
+    m.causal = bool_mask && IsCausalMask(g, m.mask, !m.mask_drops, memo);
   }
   return m;
 }
@@ -340,10 +341,11 @@ RecognizedAttention RecognizeAttention(const Graph& g) {
   }
   absl::flat_hash_map<NodeId, Match> matches;
   RecognizedAttention out;
+  CausalMaskMemo memo;  // each layer's mask is judged once
   for (NodeId id = 0; id < g.size(); ++id) {
     if (g.node(id).op != Op::kMatmul) continue;
     std::string why;
-    std::optional<Match> m = MatchAttention(g, id, &why);
+    std::optional<Match> m = MatchAttention(g, id, &memo, &why);
     if (m && !Exclusive(g, users, *m)) {
       why = "its scores or probabilities are also used elsewhere";
       m.reset();

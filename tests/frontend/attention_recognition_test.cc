@@ -201,9 +201,17 @@ TEST_P(AttentionRecognitionTest, StackedAttentionsAreEachRecognized) {
                           -1),
                   c);
   };
+  // A mask of the same shape and ops, one diagonal further: the judgement
+  // of the layers' equal masks (made once, CausalMaskMemo) is not its.
+  auto attend_next = [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+    return matmul(softmax(masked_fill(matmul(a, b.transpose(-2, -1)) * 0.125,
+                                      eq(tril(ones({t, t}, device()), 1), 0.0), -kInf),
+                          -1),
+                  c);
+  };
   auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
     const Tensor y = attend(a, b, c);
-    return std::vector<Tensor>{y, attend(y * 2.0, b, c), attend(y, b, c)};
+    return std::vector<Tensor>{y, attend(y * 2.0, b, c), attend(y, b, c), attend_next(y, b, c)};
   });
   const std::vector<Tensor> got = f(q, k, v);
   const test_util::Expected first = AttentionRef(q, k, v, 0.125, kCausal, kNoBias);
@@ -211,9 +219,11 @@ TEST_P(AttentionRecognitionTest, StackedAttentionsAreEachRecognized) {
   EXPECT_TRUE(CloseToAttention(got[0], first, "first"));
   EXPECT_TRUE(CloseToAttention(got[1], AttentionRef(y * 2.0, k, v, 0.125, kCausal, kNoBias), "second"));
   EXPECT_TRUE(CloseToAttention(got[2], AttentionRef(y, k, v, 0.125, kCausal, kNoBias), "third"));
+  auto next_diagonal = [](int64_t, int64_t i, int64_t j) { return j <= i + 1; };
+  EXPECT_TRUE(CloseToAttention(got[3], AttentionRef(y, k, v, 0.125, next_diagonal, kNoBias), "one diagonal further"));
   int attentions = 0;
   for (const std::string& kind : Kinds(f.kernels())) attentions += kind == "attention";
-  EXPECT_EQ(attentions, 3) << f.explain();
+  EXPECT_EQ(attentions, 4) << f.explain();
 }
 
 // A sequence length that changes from call to call (automatic dynamic
