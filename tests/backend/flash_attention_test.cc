@@ -33,6 +33,7 @@ void ExpectCompilesWithoutSpills(const FlashConfig& c) {
   const PtxSummary summary = backend::SummarizePtx(out->ptx, out->log);
   EXPECT_EQ(summary.spill_store_bytes + summary.spill_load_bytes, 0) << summary.ToString();
   EXPECT_EQ(summary.stack_frame_bytes, 0) << summary.ToString();
+  EXPECT_GT(summary.registers, 0) << "ptxas's -v report is missing from the log:\n" << out->log;
   EXPECT_LE(summary.registers, 65536 / (c.threads() * c.min_blocks)) << summary.ToString();
   const std::string type = c.dtype == DType::kBFloat16 ? "bf16" : "f16";
   if (c.wgmma) {
