@@ -112,8 +112,16 @@ TEST(CompileCacheTest, FailedCompileRunsTheCompilerOnce) {
 int RunChildWithCacheDir(const std::string& dir) {
   const std::string filter = "--gtest_filter=CompileCacheFolderChild.DISABLED_ComputesWhereTheCacheCan";
   std::vector<std::string> env_strings = {absl::StrCat("FUSEBOX_CACHE_DIR=", dir), "FUSEBOX_TEST_CHILD=1"};
+  // Not the parent's gtest sharding either: under GTEST_TOTAL_SHARDS the
+  // child's one test may belong to another shard, and it would run nothing
+  // (bench/device_run.sh shards every binary).
   for (char** e = environ; *e != nullptr; ++e) {
-    if (!std::string_view(*e).starts_with("FUSEBOX_CACHE_DIR=")) env_strings.push_back(*e);
+    const std::string_view var(*e);
+    if (var.starts_with("FUSEBOX_CACHE_DIR=") || var.starts_with("GTEST_TOTAL_SHARDS=") ||
+        var.starts_with("GTEST_SHARD_INDEX=") || var.starts_with("GTEST_SHARD_STATUS_FILE=")) {
+      continue;
+    }
+    env_strings.push_back(*e);
   }
   std::vector<char*> env;
   for (std::string& e : env_strings) env.push_back(e.data());
