@@ -138,11 +138,6 @@ constexpr KnobInfo kKnobs[] = {
     {Knob::kFlashWarpTiles, "FUSEBOX_TUNE_FLASH_WARP_TILES", kInt, 0, 0, 2,
      "CUDA flash attention: 16-row query tiles per warp, 1 (Q held in registers) or 2 (Q read from shared memory, "
      "each K/V fragment feeding two tiles); 0 chooses (2 at head dim 64, unmasked or causal; else 1)"},
-    {Knob::kFlashWgmma, "FUSEBOX_TUNE_FLASH_WGMMA", kBool, 1, 0, 1,
-     "CUDA flash attention on sm_90: 1: the warpgroup kernel (wgmma from shared memory, compiled for sm_90a); 0: the "
-     "mma.sync kernel every architecture runs"},
-    {Knob::kFlashWarpgroups, "FUSEBOX_TUNE_FLASH_WARPGROUPS", kInt, 0, 0, 3,
-     "CUDA flash attention, the wgmma kernel: warpgroups (64 query rows each) per block, 1 to 3; 0 chooses (2)"},
 };
 static_assert(std::size(kKnobs) == kNumKnobs, "one row per Knob");
 

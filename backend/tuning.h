@@ -57,8 +57,6 @@ enum class Knob : int {
   kFlashWarps,
   kFlashMinBlocks,
   kFlashWarpTiles,
-  kFlashWgmma,
-  kFlashWarpgroups,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(Knob::kCount);

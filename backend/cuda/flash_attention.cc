@@ -63,26 +63,26 @@ std::string FlashConfig::KernelName() const {
 FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
                               const backend::TuningSnapshot& tuning) {
   FlashConfig c{.head_dim = static_cast<int>(head_dim), .dtype = dtype, .mask = mask};
-  // wgmma exists on sm_90 alone (sm_100 has tcgen05 instead).
-  if (arch == 90 && tuning.On(backend::Knob::kFlashWgmma)) {
+  // wgmma exists on sm_90 alone (sm_100 has tcgen05 instead), and there it
+  // wins: on the H200 (bf16, B 8, T 2048 / 4096, TFLOP/s) the mma.sync
+  // kernel below ran 246-292 (causal 175-230), this one 309-352 (228-294).
+  if (arch == 90) {
     c.wgmma = true;
     // Two warpgroups (128 query rows). Keys a tile, measured on the H200
-    // (bf16, B 8, T 2048 / 4096, TFLOP/s, 128 keys against 64): head dim
-    // 64 247-267 against 308-331, causal 191-223 against 226-261; head dim
-    // 128 326-352 against 306-330, causal 244-292 against 234-278. Three
-    // warpgroups of 64 keys: 240-255, 184-211, 305-360, 237-289; one
-    // (no pipelining yet) 175-253. So 64 keys at head dim 64, 128 at 128
-    // (S, P and the output in registers: 64 + 32 + 64 floats a thread, 249
-    // registers; a float mask's loads spill there, so it takes 64 keys).
+    // (128 keys against 64): head dim 64 247-267 against 308-331, causal
+    // 191-223 against 226-261; head dim 128 326-352 against 306-330, causal
+    // 244-292 against 234-278. Three warpgroups of 64 keys: 240-255,
+    // 184-211, 305-360, 237-289; one (before the pipelining) 175-253. So two
+    // warpgroups, 64 keys at head dim 64, 128 at 128 (S, P and the output in
+    // registers: 64 + 32 + 64 floats a thread, 249 registers; a float mask's
+    // loads spill there, so it takes 64 keys). Every choice fits sm_90's
+    // 227 KB of shared memory a block (Q, three K/V stages).
     c.warps = 8;
     c.block_n = head_dim == 64 || mask == AttentionMask::kFloat ? 64 : 128;
-    if (const int groups = tuning.GetInt(backend::Knob::kFlashWarpgroups); groups > 0) c.warps = 4 * groups;
     if (const int block_n = tuning.GetInt(backend::Knob::kFlashBlockN); block_n == 64 || block_n == 128) {
       c.block_n = block_n;
     }
     if (const int blocks = tuning.GetInt(backend::Knob::kFlashMinBlocks); blocks > 0) c.min_blocks = blocks;
-    // sm_90 gives a block at most 227 KB of shared memory.
-    if (c.SharedBytes() > 227 * 1024) c.block_n = 64;
     return c;
   }
   // 128 query rows a block, 64 keys a tile. Measured on the H200 (bf16, B 8,
@@ -105,12 +105,12 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
   return c;
 }
 
-std::vector<FlashConfig> DefaultFlashConfigs(int arch, const backend::TuningSnapshot& tuning) {
+std::vector<FlashConfig> DefaultFlashConfigs(int arch) {
   std::vector<FlashConfig> configs;
   for (int e : {64, 128}) {
     for (DType d : {DType::kBFloat16, DType::kFloat16}) {
       for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal, AttentionMask::kBool, AttentionMask::kFloat}) {
-        configs.push_back(ChooseFlashConfig(e, d, m, arch, tuning));
+        configs.push_back(ChooseFlashConfig(e, d, m, arch, backend::TuningSnapshot()));
       }
     }
   }

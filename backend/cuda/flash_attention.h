@@ -49,8 +49,8 @@ struct FlashConfig {
 // The config for a problem on sm_<arch> under `tuning` (FUSEBOX_TUNE_FLASH_*).
 FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
                               const backend::TuningSnapshot& tuning);
-// Every config `tuning` chooses on sm_<arch> (the NVRTC test compiles each).
-std::vector<FlashConfig> DefaultFlashConfigs(int arch, const backend::TuningSnapshot& tuning = {});
+// Every config the default tuning chooses on sm_<arch> (the NVRTC test compiles each).
+std::vector<FlashConfig> DefaultFlashConfigs(int arch);
 
 // The kernel's CUDA source: pure, no compiler.
 std::string FlashAttentionSource(const FlashConfig& config);

@@ -220,9 +220,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
   extern __shared__ __align__(128) unsigned char fb_shared[];
   FbBlock blk;
   if (!fb_block(p, blk)) return;
-  const long long b = blk.b, mo = blk.mo;
-  const int m0 = blk.m0, tiles = blk.tiles;
-  const fb_u16 *q = blk.q, *k = blk.k, *v = blk.v;
+  const auto [b, mo, m0, tiles, q, k, v] = blk;
   const fb_u32 sq = fb_smem(fb_shared);
   fb_load_tile<kBM>(sq, q, p.q_row, m0, p.l, p.aligned);
   fb_load_tile<kBN>(sq + kQBytes, k, p.k_row, 0, p.s, p.aligned);
@@ -380,9 +378,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
   extern __shared__ __align__(1024) unsigned char fb_shared[];
   FbBlock blk;
   if (!fb_block(p, blk)) return;
-  const long long b = blk.b, mo = blk.mo;
-  const int m0 = blk.m0, tiles = blk.tiles;
-  const fb_u16 *q = blk.q, *k = blk.k, *v = blk.v;
+  const auto [b, mo, m0, tiles, q, k, v] = blk;
   const fb_u32 sq = (fb_smem(fb_shared) + 1023) & ~1023u;  // the host asks for 1024 bytes more
   // Stage t % 3 holds K, then V, of tile t.
 #define FB_STAGE(t) (sq + kQBytes + ((t) % 3) * 2 * kTileBytes)
