@@ -5,11 +5,13 @@
 #include <functional>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "backend/cpu/cpp_printer.h"
 #include "backend/cpu/host_compiler.h"
 #include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/cuda_printer.h"
 #include "backend/executable.h"
+#include "backend/kernel_entry.h"
 #include "backend/lower.h"
 #include "backend/source_hooks.h"
 
@@ -37,6 +39,9 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
   const bool cpu = plan.graph.device().is_cpu();
   std::vector<PreparedKernel> kernels;
   std::vector<std::function<void()>> jobs;
+  // One job per distinct source: kernels equal but for their names compile once
+  // (the cache does not join compiles of one source running at the same time).
+  absl::flat_hash_set<std::string> cpu_sources, cuda_sources;
   kernels.reserve(plan.kernels.size());  // the jobs keep pointers into it
   for (const fusion::KernelGroup& group : plan.kernels) {
     PreparedKernel& k = kernels.emplace_back();
@@ -51,13 +56,22 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
     const std::string& name = group.name;
     if (cpu) {
       k.source = RewriteSource(name, cpu::PrintCpp(k.ir));
-      jobs.push_back([&k, &name] { (void)cpu::CompileCpuKernel(k.source, name); });
+      k.entry_source = UnderEntryName(k.source, name);
+      if (cpu_sources.insert(k.entry_source).second) {
+        jobs.push_back([&k] { (void)cpu::CompileCpuKernel(k.entry_source, kKernelEntry); });
+      }
     }
     if (!cpu || cuda_twins) {
       std::string& source = cpu ? k.cuda_source : k.source;
+      std::string& entry_source = cpu ? k.cuda_entry_source : k.entry_source;
       k.schedule = ChooseCudaSchedule(k.ir, tuning);
       source = RewriteSource(name, PrintCuda(k.ir, *k.schedule, tuning));
-      jobs.push_back([&source, &name, cuda_arch, &tuning] { (void)CompileCudaSource(source, name, cuda_arch, tuning); });
+      entry_source = UnderEntryName(source, name);
+      if (cuda_sources.insert(entry_source).second) {
+        jobs.push_back([&entry_source, cuda_arch, &tuning] {
+          (void)CompileCudaSource(entry_source, kKernelEntry, cuda_arch, tuning);
+        });
+      }
     }
   }
   RunAll(jobs);

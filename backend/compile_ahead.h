@@ -24,6 +24,9 @@ struct PreparedKernel {
   std::optional<CudaSchedule> schedule;
   std::string source;       // for the plan's device, after RewriteSource
   std::string cuda_source;  // CPU plans with CUDA twins (SetAlsoCompileCudaForCpu): the sm_90 twin
+  // What is compiled: the two above under kKernelEntry (kernel_entry.h), so
+  // kernels that differ only in name share one compile.
+  std::string entry_source, cuda_entry_source;
 };
 
 // Lowers and prints every kernel of `plan` under `tuning`; then compiles each source through

@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -24,6 +25,7 @@
 #include "backend/extern_kernels.h"
 #include "backend/index_check.h"
 #include "backend/kernel_cost.h"
+#include "backend/kernel_entry.h"
 #include "backend/lower.h"
 #include "backend/parallel_for.h"
 #include "profiler/recorder.h"
@@ -37,6 +39,11 @@ namespace fusebox::backend {
 namespace {
 
 std::atomic<bool> also_compile_cuda{false};
+
+// A compile error of a kernel compiled under kKernelEntry, told under its own name.
+absl::Status NamedAfter(const absl::Status& status, const std::string& name) {
+  return absl::Status(status.code(), UnderKernelName(std::string(status.message()), name));
+}
 
 constexpr int kNoDeviceArch = 90;  // what CI and GPU-less machines compile for
 
@@ -169,6 +176,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
   const int64_t misses_ahead = CompileCache::Get().stats().compiles;
   std::vector<PreparedKernel> prepared = CompileAhead(exe->plan_, arch, device.is_cpu() && also_compile_cuda, tuning, sm_count);
   exe->compiled_kernels_ = static_cast<int>(CompileCache::Get().stats().compiles - misses_ahead);
+  absl::flat_hash_map<const CompiledBinary*, CUmodule> modules;
   for (size_t k = 0; k < prepared.size(); ++k) {
     const fusion::KernelGroup& group = exe->plan_.kernels[k];
     auto compiled = std::make_unique<CompiledKernel>();
@@ -207,14 +215,13 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       info.source = std::move(prepared[k].source);
       if (DebugDump("cpp")) std::fprintf(stderr, "[fusebox cpp]\n%s", info.source.c_str());
       DumpKernelSource(group.name, ".cc", info.source);
-      absl::StatusOr<cpu::LoadedCpuKernel> loaded = cpu::CompileCpuKernel(info.source, group.name);
-      if (!loaded.ok()) return loaded.status();
+      absl::StatusOr<cpu::LoadedCpuKernel> loaded = cpu::CompileCpuKernel(prepared[k].entry_source, kKernelEntry);
+      if (!loaded.ok()) return NamedAfter(loaded.status(), group.name);
       compiled->cpu_fn = loaded->fn;
       if (also_compile_cuda) {
-        const std::string& cuda_source = prepared[k].cuda_source;
-        DumpKernelSource(group.name, ".cu", cuda_source);
-        auto cuda_binary = CompileCudaSource(cuda_source, group.name, arch, tuning);
-        if (!cuda_binary.ok()) return cuda_binary.status();
+        DumpKernelSource(group.name, ".cu", prepared[k].cuda_source);
+        auto cuda_binary = CompileCudaSource(prepared[k].cuda_entry_source, kKernelEntry, arch, tuning);
+        if (!cuda_binary.ok()) return NamedAfter(cuda_binary.status(), group.name);
         // What the kernel would look like on a GPU (sm_90): CI checks it too.
         info.ptx_summary = SummarizePtx((*cuda_binary)->ptx, (*cuda_binary)->log);
       }
@@ -223,18 +230,23 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       info.source = std::move(prepared[k].source);
       if (DebugDump("cuda")) std::fprintf(stderr, "[fusebox cuda]\n%s", info.source.c_str());
       DumpKernelSource(group.name, ".cu", info.source);
-      auto binary = CompileCudaSource(info.source, group.name, arch, tuning);
-      if (!binary.ok()) return binary.status();
-      info.ptx = (*binary)->ptx;
-      info.compile_log = (*binary)->log;
+      auto binary = CompileCudaSource(prepared[k].entry_source, kKernelEntry, arch, tuning);
+      if (!binary.ok()) return NamedAfter(binary.status(), group.name);
+      info.ptx = UnderKernelName((*binary)->ptx, group.name);
+      info.compile_log = UnderKernelName((*binary)->log, group.name);
       info.ptx_summary = SummarizePtx(info.ptx, info.compile_log);
       if (DebugDump("ptx")) {
         std::fprintf(stderr, "[fusebox ptx] %s (%s)\n%s", group.name.c_str(), info.ptx_summary->ToString().c_str(),
                      info.ptx.c_str());
       }
-      absl::StatusOr<CUmodule> module = driver.LoadModule(device.index, (*binary)->cubin);
-      if (!module.ok()) return module.status();
-      absl::StatusOr<CUfunction> fn = driver.GetFunction(*module, group.name);
+      // Kernels equal but for their names share one binary: load it once.
+      CUmodule& module = modules[binary->get()];
+      if (module == nullptr) {
+        absl::StatusOr<CUmodule> loaded = driver.LoadModule(device.index, (*binary)->cubin);
+        if (!loaded.ok()) return loaded.status();
+        module = *loaded;
+      }
+      absl::StatusOr<CUfunction> fn = driver.GetFunction(module, kKernelEntry);
       if (!fn.ok()) return fn.status();
       compiled->cuda_fn = *fn;
       // The schedule the source was printed for: the launch reads the same value.
@@ -250,8 +262,8 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       }
       if (schedule.spread.split > 1) {
         for (int p = 0; p < schedule.partial_launches; ++p) {
-          const std::string name = p == 0 ? group.name + "_partial" : absl::StrCat(group.name, "_partial", p);
-          absl::StatusOr<CUfunction> partial = driver.GetFunction(*module, name);
+          const std::string name = p == 0 ? absl::StrCat(kKernelEntry, "_partial") : absl::StrCat(kKernelEntry, "_partial", p);
+          absl::StatusOr<CUfunction> partial = driver.GetFunction(module, name);
           if (!partial.ok()) return partial.status();
           compiled->cuda_partial_fns.push_back(*partial);
         }

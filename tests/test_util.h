@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -16,8 +17,12 @@
 #include <variant>
 #include <vector>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/ptx_summary.h"
 #include "frontend/fusebox.h"
 #include "graph/op.h"
 #include "gtest/gtest.h"
@@ -42,6 +47,25 @@ inline int64_t CountSubstr(const std::string& text, const std::string& part) {
 }
 
 // ---------------------------------------------------------------- randomness
+
+// NVRTC source -> PTX + cubin whose log holds ptxas's -v report (registers,
+// spills). NVRTC on the H200 machine leaves that report out when ptxas saw
+// the same PTX before, in this process or another (the test shards, the bench):
+// it caches by PTX, so a comment does not help. An empty kernel named after
+// this process and compile makes every module new; a log still without the
+// report is compiled again, up to three times.
+inline absl::StatusOr<cuda::NvrtcOutput> CompileWithPtxasReport(const std::string& source, const std::string& name,
+                                                                int arch, bool arch_specific = false) {
+  static std::atomic<int64_t> compiles{0};
+  absl::StatusOr<cuda::NvrtcOutput> out;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string unique = absl::StrCat(source, "extern \"C\" __global__ void fusebox_test_unique_",
+                                            static_cast<int64_t>(::getpid()), "_", compiles++, "() {}\n");
+    out = cuda::CompileWithNvrtc(unique, name, arch, {}, arch_specific);
+    if (!out.ok() || backend::SummarizePtx(out->ptx, out->log).registers > 0) break;
+  }
+  return out;
+}
 
 inline uint64_t Seed() {
   static const uint64_t seed = [] {

@@ -4,6 +4,8 @@
 // GPU's first compile of a plan of several kernels.
 #include <cmath>
 #include <random>
+#include <set>
+#include <string>
 
 #include "backend/compile_ahead.h"
 #include "backend/compile_cache.h"
@@ -11,6 +13,7 @@
 #include "backend/cuda/cuda_printer.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/executable.h"
+#include "backend/kernel_entry.h"
 #include "backend/lower.h"
 #include "frontend/capture.h"
 #include "frontend/fusebox.h"
@@ -61,13 +64,14 @@ TEST(CompileAheadTest, ParallelCompileThenWarmStartRunsNoCompiler) {
   const size_t kernels = plan.kernels.size();
   CompileCache& cache = CompileCache::Get();
 
-  // Cold: the kernels that multiply by the new scale (two), each with its
-  // CUDA twin (tests cross-compile), are compiled; the others may be cached.
+  // Cold: the kernels that multiply by the new scale (two, equal but for
+  // their names and inputs: one source under kKernelEntry), with its CUDA
+  // twin (tests cross-compile), are compiled; the others may be cached.
   const CompileCacheStats s0 = cache.stats();
   absl::StatusOr<std::shared_ptr<const Executable>> cold = Executable::Compile(plan);
   ASSERT_TRUE(cold.ok()) << cold.status();
   const CompileCacheStats s1 = cache.stats();
-  EXPECT_GE((*cold)->compiled_kernels(), 4);
+  EXPECT_GE((*cold)->compiled_kernels(), 2);
   EXPECT_EQ((*cold)->compiled_kernels(), s1.compiles - s0.compiles);
   EXPECT_GT(s1.busy_ms, s0.busy_ms);
   EXPECT_GE(s1.compile_ms - s0.compile_ms, s1.busy_ms - s0.busy_ms - 1e-6);  // summed over threads >= wall
@@ -79,7 +83,11 @@ TEST(CompileAheadTest, ParallelCompileThenWarmStartRunsNoCompiler) {
   ASSERT_TRUE(warm.ok()) << warm.status();
   EXPECT_EQ((*warm)->compiled_kernels(), 0);
   EXPECT_EQ(cache.stats().compiles, s1.compiles);
-  EXPECT_EQ(cache.stats().disk_hits - s1.disk_hits, static_cast<int64_t>(2 * kernels));
+  // One disk hit per distinct source (and its CUDA twin), fewer than kernels.
+  std::set<std::string> distinct;
+  for (const KernelInfo& k : (*cold)->kernels()) distinct.insert(UnderEntryName(k.source, k.name));
+  EXPECT_LT(distinct.size(), kernels);
+  EXPECT_EQ(cache.stats().disk_hits - s1.disk_hits, static_cast<int64_t>(2 * distinct.size()));
   EXPECT_EQ(cuda::GetNvrtcCounters().programs, nvrtc_before);
 
   ASSERT_EQ((*warm)->kernels().size(), kernels);

@@ -6,7 +6,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cache_hints.h"
@@ -42,20 +41,14 @@ struct Compiled {
   std::string log;  // NVRTC's, with ptxas -v
 };
 
-// Memoized by source: NVRTC on the H200 machine prints no ptxas -v lines for
-// a source it already compiled (the summary's registers and spills come from
-// them; seen within a process, and after fusebox_bench compiled suite
-// kernels earlier on the machine), so each distinct source is compiled once,
-// with a comment naming this process and compile so NVRTC never sees it twice.
+// Memoized by source; test_util::CompileWithPtxasReport makes each compile's
+// PTX new, so ptxas's report (registers, spills) is in the log.
 Compiled CompileCuda(const backend::Kernel& k) {
   static std::map<std::string, Compiled>* compiled = new std::map<std::string, Compiled>();
-  static int compiles = 0;
   const std::string source = backend::PrintCuda(k, backend::CurrentTuning());
   if (auto it = compiled->find(source); it != compiled->end()) return it->second;
   Compiled c{source, {}, {}, {}};
-  const std::string unique = absl::StrCat(source, "// row_codegen_test: process ", static_cast<int64_t>(getpid()), ", compile ",
-                                          compiles++, "\n");
-  auto out = cuda::CompileWithNvrtc(unique, k.name, 90);
+  auto out = test_util::CompileWithPtxasReport(source, k.name, 90);
   EXPECT_TRUE(out.ok()) << out.status() << "\n" << c.source;
   if (out.ok()) {
     c.summary = backend::SummarizePtx(out->ptx, out->log);
