@@ -41,11 +41,10 @@ absl::StatusOr<ExternPrepared> PrepareAttention(const graph::Graph& g, graph::No
   if (device.is_cpu() && !also_compile_cuda) return ExternPrepared{};
   const AttentionProblem p = AttentionProblemOf(g, id);
   if (!cuda::FlashAttentionSupports(p.dtype, p.e)) {
-    // Only a widened copy of a 16-bit graph (the numerics check) gets here.
+    // The frontend and the recognition pass make no other attention node.
     if (device.is_cpu()) return ExternPrepared{};
-    return absl::UnimplementedError(absl::StrCat("the fused attention kernel takes bf16 and f16 with head dim 64 "
-                                                 "or 128 on CUDA, not ", p.ToString(),
-                                                 " (check_numerics widens 16-bit graphs to f32)"));
+    return absl::UnimplementedError(absl::StrCat("the fused attention kernel takes bf16, f16 and f32 with head dim "
+                                                 "64 or 128 on CUDA, not ", p.ToString()));
   }
   const cuda::FlashConfig config = cuda::ChooseFlashConfig(p.e, p.dtype, p.mask, arch, tuning);
   absl::StatusOr<const cuda::FlashKernel*> kernel =
@@ -132,7 +131,7 @@ KernelCost AttentionKernelCost(const graph::Graph& g, graph::NodeId id) {
   // score matrix under a causal mask (as torch's SDPA benchmarks count).
   cost.bytes = heads * (2 * p.l * p.e + 2 * p.s * p.e) * static_cast<int64_t>(DTypeSize(p.dtype));
   cost.flops = heads * 4 * p.l * p.s * p.e / (p.mask == AttentionMask::kCausal ? 2 : 1);
-  cost.math = MathPeak::kTensor16;
+  cost.math = p.dtype == DType::kFloat32 ? MathPeak::kFloat32 : MathPeak::kTensor16;  // f32 runs on FMA
   return cost;
 }
 

@@ -304,7 +304,7 @@ std::vector<Case> SuiteCases(bool quick) {
     }
   }
   // Attention (issue 24), in TFLOP/s: bf16, B 8, 16 heads of 64 or 8 of 128,
-  // causal and not; T 2048 and 4096. Quick: one odd size.
+  // causal and not; T 2048 and 4096; then f32 at GPT-2's size. Quick: one odd size.
   for (const Workload* w : {&kAttention, &kAttentionCausal}) {
     const bool causal = w == &kAttentionCausal;
     for (Shape shape : {Shape{2048, 8, 16, 64}, Shape{4096, 8, 16, 64}, Shape{2048, 8, 8, 128}, Shape{4096, 8, 8, 128}}) {
@@ -312,6 +312,9 @@ std::vector<Case> SuiteCases(bool quick) {
       shape = q(shape, {67, 2, 3, shape[3]});
       cases.push_back({w->name, w, shape, kBFloat16, absl::StrCat(causal ? "causal, " : "", "head dim ", shape[3])});
     }
+    // f32 (FMA; TF32 off in PyTorch) at GPT-2 small's size: T 1024, B 8, 12 heads of 64.
+    cases.push_back({w->name, w, q(Shape{1024, 8, 12, 64}, {67, 2, 3, 64}), kFloat32,
+                     absl::StrCat(causal ? "causal, " : "", "head dim 64, GPT-2 small's")});
   }
   // GB/s against size: every power of two on a GPU, every second one quick.
   const int last = quick ? 18 : 28, step = quick ? 2 : 1;

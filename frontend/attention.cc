@@ -17,7 +17,7 @@ namespace {
 
 // The fused path, where the kernel takes the problem: one `attention` node,
 // the flash kernel on CUDA and its CPU twin on the host (an extern kernel
-// each). q, k, v of one 16-bit dtype, head dim 64 or 128 for all three, some
+// each). q, k, v of one dtype (bf16, f16, f32), head dim 64 or 128 for all three, some
 // queries and keys, batch dims (broadcast, read by strides) and a mask that
 // broadcasts to [batch..., L, S]. Else nullopt: the decomposition.
 std::optional<Tensor> FusedAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,

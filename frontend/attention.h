@@ -1,5 +1,5 @@
 // Attention, spelled as torch.nn.functional.scaled_dot_product_attention.
-// Where q, k and v are bf16 or f16 with head dim 64 or 128, it is one fused
+// Where q, k and v are bf16, f16 or f32 with head dim 64 or 128, it is one fused
 // kernel: flash attention on CUDA (backend/cuda/flash_attention.h), its CPU
 // twin on the host; q, k, v views such as x.view(B, T, H, D).transpose(1, 2)
 // are read by their strides. Otherwise it is the decomposition PyTorch's math

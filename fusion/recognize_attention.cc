@@ -181,7 +181,7 @@ std::optional<Match> MatchAttention(const Graph& g, NodeId result, CausalMaskMem
   }
   // The cheap refusals first: the mask's evaluation below costs L * S steps.
   if (!cuda::FlashAttentionSupports(m.dtype, m.e) || m.ev != m.e) {
-    *why = absl::StrCat("the fused kernel takes bf16 or f16 with head dim 64 or 128 (and Ev = E), not ",
+    *why = absl::StrCat("the fused kernel takes bf16, f16 or f32 with head dim 64 or 128 (and Ev = E), not ",
                         DTypeName(m.dtype), " E ", m.e, " Ev ", m.ev, " (scaled_dot_product_attention "
                         "decomposes it the same way)");
     return std::nullopt;

@@ -32,22 +32,32 @@ struct FlashParams {
 };
 static_assert(sizeof(FlashParams) == 264, "FlashParams must match the kernel's FbAttnParams");
 
-const char* DTypeTag(DType d) { return d == DType::kBFloat16 ? "bf16" : "f16"; }
+const char* DTypeTag(DType d) { return d == DType::kBFloat16 ? "bf16" : d == DType::kFloat16 ? "f16" : "f32"; }
 
 // Whether every row cp.async copies is 16-byte aligned: the base and every
 // stride (batch and row) in whole 16-byte steps.
-bool Aligned16(const void* ptr, const std::array<int64_t, backend::kAttentionBatchDims>& batch, int64_t row) {
-  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0 || row % 8 != 0) return false;
-  return std::all_of(batch.begin(), batch.end(), [](int64_t s) { return s % 8 == 0; });
+bool Aligned16(const void* ptr, const std::array<int64_t, backend::kAttentionBatchDims>& batch, int64_t row,
+               DType dtype) {
+  const int64_t step = 16 / static_cast<int64_t>(DTypeSize(dtype));
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0 || row % step != 0) return false;
+  return std::all_of(batch.begin(), batch.end(), [&](int64_t s) { return s % step == 0; });
 }
 
 }  // namespace
 
 bool FlashAttentionSupports(DType dtype, int64_t head_dim) {
-  return (dtype == DType::kBFloat16 || dtype == DType::kFloat16) && (head_dim == 64 || head_dim == 128);
+  return (dtype == DType::kBFloat16 || dtype == DType::kFloat16 || dtype == DType::kFloat32) &&
+         (head_dim == 64 || head_dim == 128);
+}
+
+int FlashConfig::block_m() const {
+  if (dtype == DType::kFloat32) return 64;
+  return wgmma ? 16 * warps : 16 * m_tiles * warps;
 }
 
 int64_t FlashConfig::SharedBytes() const {
+  // f32: Q, K and V in rows of E + 4 floats, P^T in rows of BM + 4.
+  if (dtype == DType::kFloat32) return int64_t{4} * ((block_m() + 2 * block_n) * (head_dim + 4) + block_n * (block_m() + 4));
   // wgmma: three K/V stages, and 1024 bytes to align them.
   return wgmma ? int64_t{2} * head_dim * (block_m() + 6 * block_n) + 1024
                : int64_t{2} * head_dim * (block_m() + 4 * block_n);
@@ -63,6 +73,15 @@ std::string FlashConfig::KernelName() const {
 FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
                               const backend::TuningSnapshot& tuning) {
   FlashConfig c{.head_dim = static_cast<int>(head_dim), .dtype = dtype, .mask = mask};
+  if (dtype == DType::kFloat32) {
+    // f32 (FMA, every architecture): 64 query rows, 256 threads; 64 keys a
+    // tile at head dim 64 (68 KB of shared memory: three blocks an SM), 32 at
+    // 128 (75 KB: two blocks; 64 keys would leave one).
+    c.warps = 8;
+    c.block_n = head_dim == 64 ? 64 : 32;
+    c.min_blocks = 2;
+    return c;
+  }
   // wgmma exists on sm_90 alone (sm_100 has tcgen05 instead), and there it
   // wins: on the H200 (bf16, B 8, T 2048 / 4096, TFLOP/s) the mma.sync
   // kernel below ran 246-292 (causal 175-230), this one 309-352 (228-294).
@@ -108,7 +127,7 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
 std::vector<FlashConfig> DefaultFlashConfigs(int arch) {
   std::vector<FlashConfig> configs;
   for (int e : {64, 128}) {
-    for (DType d : {DType::kBFloat16, DType::kFloat16}) {
+    for (DType d : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
       for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal, AttentionMask::kBool, AttentionMask::kFloat}) {
         configs.push_back(ChooseFlashConfig(e, d, m, arch, backend::TuningSnapshot()));
       }
@@ -166,7 +185,8 @@ absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const A
   f.batch = p.BatchCount();
   f.l = static_cast<int>(p.l), f.s = static_cast<int>(p.s);
   f.scale_log2 = static_cast<float>(p.scale * 1.4426950408889634);
-  f.aligned = Aligned16(q, p.q_batch, p.q_row) && Aligned16(k, p.k_batch, p.k_row) && Aligned16(v, p.v_batch, p.v_row);
+  f.aligned = Aligned16(q, p.q_batch, p.q_row, p.dtype) && Aligned16(k, p.k_batch, p.k_row, p.dtype) &&
+              Aligned16(v, p.v_batch, p.v_row, p.dtype);
   LaunchDims dims;
   dims.grid_x = static_cast<unsigned>((p.l + c.block_m() - 1) / c.block_m());
   dims.grid_y = static_cast<unsigned>(std::min<int64_t>(f.batch, 65535));

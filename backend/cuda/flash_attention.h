@@ -3,7 +3,7 @@
 // warp), streams K and V tiles of BN keys through shared memory (cp.async,
 // two stages), keeps the softmax online in f32 registers (exp2, the scale
 // folded into log2 e) and multiplies on the tensor cores (mma.sync m16n8k16
-// fed by ldmatrix). One CUDA source per FlashConfig, compiled by NVRTC through
+// fed by ldmatrix; wgmma on sm_90; f32 by FMA). One CUDA source per FlashConfig, compiled by NVRTC through
 // the compile cache and launched on the legacy default stream, in order with
 // fusebox's other launches.
 #pragma once
@@ -21,7 +21,8 @@
 
 namespace fusebox::cuda {
 
-// Head dims and dtypes the fused kernel takes; others keep the decomposition.
+// Head dims and dtypes the fused kernel takes (64 and 128; bf16, f16 and
+// f32, the last by FMA); others keep the decomposition.
 bool FlashAttentionSupports(DType dtype, int64_t head_dim);
 
 using backend::AttentionMask;
@@ -39,7 +40,8 @@ struct FlashConfig {
   // sm_90: warpgroups of 4 warps and 64 query rows multiply by wgmma
   // (compiled for sm_90a); m_tiles is then unused.
   bool wgmma = false;
-  int block_m() const { return wgmma ? 16 * warps : 16 * m_tiles * warps; }
+  int block_m() const;  // query rows a block
+
   int threads() const { return 32 * warps; }
   int64_t SharedBytes() const;  // Q, then two stages of K and V (wgmma: three, and 1024 bytes to align)
   std::string KernelName() const;  // "fb_flash_attention_e64_bf16_causal_n64_w8"

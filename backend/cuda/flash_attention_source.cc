@@ -1,5 +1,5 @@
-// The CUDA text of the flash-attention kernel (flash_attention.h): one
-// template body, specialized by the constants at its top. Kept apart from the
+// The CUDA text of the flash-attention kernel (flash_attention.h): a body
+// per kind (mma.sync, wgmma, f32 FMA), specialized by the constants at its top. Kept apart from the
 // host side so the kernel reads as one piece.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -8,21 +8,15 @@
 namespace fusebox::cuda {
 namespace {
 
-// The body. Shared memory holds Q [BM][E], then per stage K [BN][E] and
-// V [BN][E], rows of E 16-bit values split into 16-byte chunks stored at
-// chunk ^ (row % 8), so the 8 rows an ldmatrix reads hit 8 different banks.
-// Fragments follow the PTX ISA's m16n8k16 layouts: a thread holds rows
-// lane/4 and lane/4 + 8 of its warp's 16, columns 2 * (lane % 4) + {0, 1} of
-// each 8-column block.
-constexpr const char* kCommon = R"(
+// What every body shares: the parameters, the block's batch and rows, exp2.
+// fb_elem is the operands' element (16 bits, or float for the f32 kernel).
+constexpr const char* kBlockCommon = R"(
 typedef unsigned int fb_u32;
 typedef unsigned short fb_u16;
-constexpr int kChunks = kE / 8;
-constexpr int kQBytes = kBM * kE * 2, kTileBytes = kBN * kE * 2;
 
 // Mirrors the host's FlashParams (flash_attention.cc), field by field.
 struct FbAttnParams {
-  const fb_u16* q; const fb_u16* k; const fb_u16* v; const void* mask; fb_u16* o;
+  const fb_elem* q; const fb_elem* k; const fb_elem* v; const void* mask; fb_elem* o;
   long long q_batch[4], k_batch[4], v_batch[4], m_batch[4];
   long long q_row, k_row, v_row, m_row, m_col;
   long long batch_sizes[4];
@@ -37,6 +31,64 @@ __device__ __forceinline__ fb_u32 fb_smem(const void* p) {
   asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
   return (fb_u32)a;
 }
+__device__ __forceinline__ float fb_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float fb_to_f32(fb_u16 h) {
+  float f;
+  if (kBF16) asm("mov.b32 %0, %1;" : "=f"(f) : "r"(((fb_u32)h) << 16));
+  else asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ float fb_to_f32(float f) { return f; }
+// Score x (in log2 units) of query `row` and key `col` under the mask: -inf
+// past the last key, above the causal diagonal or where a bool mask is false;
+// a float mask's value (the operands' dtype) added.
+__device__ __forceinline__ float fb_masked(float x, const FbAttnParams& p, long long mo, int row, int col) {
+  const long long at = mo + (long long)row * p.m_row + (long long)col * p.m_col;
+  if (col >= p.s || (kMask == 1 && col > row)) return __int_as_float(0xff800000);
+  if (kMask == 2 && row < p.l && !((const unsigned char*)p.mask)[at]) return __int_as_float(0xff800000);
+  if (kMask == 3 && row < p.l) return x + fb_to_f32(((const fb_elem*)p.mask)[at]) * 1.4426950408889634f;
+  return x;
+}
+// What a block works on: batch b (its q, k, v and mask offset), query rows
+// from m0, and the K/V tiles that count (causal: none past the block's last
+// row). Causal blocks of the last rows (the most keys) start first.
+struct FbBlock {
+  long long b, mo;
+  int m0, tiles;
+  const fb_elem *q, *k, *v;
+};
+__device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
+  blk.b = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+  if (blk.b >= p.batch) return false;
+  blk.m0 = (kMask == 1 ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
+  long long rest = blk.b, qo = 0, ko = 0, vo = 0, mo = 0;
+#pragma unroll
+  for (int d = 3; d >= 0; --d) {
+    const long long i = rest % p.batch_sizes[d];
+    rest /= p.batch_sizes[d];
+    qo += i * p.q_batch[d], ko += i * p.k_batch[d], vo += i * p.v_batch[d], mo += i * p.m_batch[d];
+  }
+  blk.mo = mo, blk.q = p.q + qo, blk.k = p.k + ko, blk.v = p.v + vo;
+  const int n_end = kMask == 1 ? min(p.s, blk.m0 + kBM) : p.s;
+  blk.tiles = (n_end + kBN - 1) / kBN;
+  return true;
+}
+)";
+
+// The 16-bit bodies' shared part. Shared memory holds Q [BM][E], then per
+// stage K [BN][E] and V [BN][E], rows of E 16-bit values split into 16-byte
+// chunks stored at chunk ^ (row % 8), so the 8 rows an ldmatrix reads hit 8
+// different banks. Fragments follow the PTX ISA's m16n8k16 layouts: a thread
+// holds rows lane/4 and lane/4 + 8 of its warp's 16, columns 2 * (lane % 4) +
+// {0, 1} of each 8-column block.
+constexpr const char* kTensorCoreCommon = R"(
+constexpr int kChunks = kE / 8;
+constexpr int kQBytes = kBM * kE * 2, kTileBytes = kBN * kE * 2;
+
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile of ROWS rows:
 // the tile is stored as kE / 64 column blocks of [ROWS][64 values] (128-byte
 // rows), a chunk at chunk ^ (row % 8) within its row. That is the 128-byte
@@ -46,22 +98,11 @@ template <int ROWS>
 __device__ __forceinline__ fb_u32 fb_swz(int row, int chunk) {
   return (chunk >> 3) * (ROWS * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
 }
-__device__ __forceinline__ float fb_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 // Two floats as one register of 16-bit values, `lo` in the low half.
 __device__ __forceinline__ fb_u32 fb_pack(float lo, float hi) {
   fb_u32 r;
   asm("cvt.rn." FB_T "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
-}
-__device__ __forceinline__ float fb_to_f32(fb_u16 h) {
-  float f;
-  if (kBF16) asm("mov.b32 %0, %1;" : "=f"(f) : "r"(((fb_u32)h) << 16));
-  else asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
 }
 
 // Rows [row0, row0 + ROWS) of a [rows, E] operand (row stride `stride`) into
@@ -89,31 +130,6 @@ __device__ __forceinline__ void fb_load_tile(fb_u32 dst, const fb_u16* src, long
   }
 }
 
-// What a block works on: batch b (its q, k, v and mask offset), query rows
-// from m0, and the K/V tiles that count (causal: none past the block's last
-// row). Causal blocks of the last rows (the most keys) start first.
-struct FbBlock {
-  long long b, mo;
-  int m0, tiles;
-  const fb_u16 *q, *k, *v;
-};
-__device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
-  blk.b = (long long)blockIdx.z * gridDim.y + blockIdx.y;
-  if (blk.b >= p.batch) return false;
-  blk.m0 = (kMask == 1 ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
-  long long rest = blk.b, qo = 0, ko = 0, vo = 0, mo = 0;
-#pragma unroll
-  for (int d = 3; d >= 0; --d) {
-    const long long i = rest % p.batch_sizes[d];
-    rest /= p.batch_sizes[d];
-    qo += i * p.q_batch[d], ko += i * p.k_batch[d], vo += i * p.v_batch[d], mo += i * p.m_batch[d];
-  }
-  blk.mo = mo, blk.q = p.q + qo, blk.k = p.k + ko, blk.v = p.v + vo;
-  const int n_end = kMask == 1 ? min(p.s, blk.m0 + kBM) : p.s;
-  blk.tiles = (n_end + kBN - 1) / kBN;
-  return true;
-}
-
 // One 16-row tile's scores s (the m16n8 accumulator layout: a thread holds
 // rows lane/4 and lane/4 + 8, columns 2 * (lane % 4) + {0, 1} of each of NB
 // 8-key blocks, keys from n0, rows from trow) scaled into log2 units, masked,
@@ -131,15 +147,7 @@ __device__ __forceinline__ void fb_softmax_tile(float (&s)[NB][4], float (&m)[2]
     for (int c = 0; c < 4; ++c) {
       float x = s[n][c] * p.scale_log2;
       if (kMask >= 2 || edge || diagonal) {
-        const int col = n0 + n * 8 + (lane & 3) * 2 + (c & 1), row = trow + (lane >> 2) + (c >> 1) * 8;
-        const long long at = mo + (long long)row * p.m_row + (long long)col * p.m_col;
-        if (col >= p.s || (kMask == 1 && col > row)) {
-          x = kNegInf;
-        } else if (kMask == 2 && row < p.l) {
-          if (!((const unsigned char*)p.mask)[at]) x = kNegInf;
-        } else if (kMask == 3 && row < p.l) {
-          x += fb_to_f32(((const fb_u16*)p.mask)[at]) * 1.4426950408889634f;
-        }
+        x = fb_masked(x, p, mo, trow + (lane >> 2) + (c >> 1) * 8, n0 + n * 8 + (lane & 3) * 2 + (c & 1));
       }
       s[n][c] = x;
     }
@@ -466,6 +474,159 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
 }
 )";
 
+// The f32 kernel (no tensor core multiplies f32 exactly: TF32 rounds the
+// inputs, and PyTorch's f32 SDPA does not use it). 256 threads as 16 x 16
+// over 64 query rows: thread (ty, tx) holds rows 4 ty .. 4 ty + 3 of the
+// scores at keys tx + 16 c (so the 16 threads of a half warp share a row),
+// and of the output at columns 4 tx + 64 h. Shared memory holds Q [BM][E],
+// K [BN][E] and V [BN][E] in rows of E + 4 floats (16-byte rows 4 banks
+// apart: the half warp's K rows and V columns hit every bank once), and P
+// transposed [BN][BM + 4], so every inner step reads float4s. K of the next
+// tile loads while this tile's P V runs, V while the next scores do.
+constexpr const char* kSimtF32Body = R"(
+constexpr int kRowF = kE + 4, kPRowF = kBM + 4;  // floats a row of Q, K, V / of P^T
+constexpr int kCols = kBN / 16, kOut = kE / 64;  // keys, float4 output columns a thread holds
+
+// Rows [row0, row0 + ROWS) of a [rows, E] operand (row stride `stride`) into
+// `dst` (rows of kRowF floats); rows from `rows` on are zeros.
+template <int ROWS>
+__device__ __forceinline__ void fb_load_rows(float* dst, const float* src, long long stride, int row0, int rows,
+                                             int aligned) {
+#pragma unroll
+  for (int it = 0; it < ROWS * (kE / 4) / kThreads; ++it) {
+    const int c = it * kThreads + threadIdx.x, r = c / (kE / 4), ch = c % (kE / 4);
+    const bool in = row0 + r < rows;
+    const float* g = src + (in ? (long long)(row0 + r) * stride + ch * 4 : 0);
+    float* d = dst + r * kRowF + ch * 4;
+    if (aligned) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(fb_smem(d)), "l"(g), "r"(in ? 16 : 0)
+                   : "memory");
+    } else {
+      *(float4*)d = in ? make_float4(g[0], g[1], g[2], g[3]) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const FbAttnParams p) {
+  extern __shared__ __align__(16) float fb_shared_f[];
+  FbBlock blk;
+  if (!fb_block(p, blk)) return;
+  const auto [b, mo, m0, tiles, q, k, v] = blk;
+  float* const qs = fb_shared_f;
+  float* const ks = qs + kBM * kRowF;
+  float* const vs = ks + kBN * kRowF;
+  float* const ps = vs + kBN * kRowF;
+  fb_load_rows<kBM>(qs, q, p.q_row, m0, p.l, p.aligned);
+  fb_load_rows<kBN>(ks, k, p.k_row, 0, p.s, p.aligned);
+  fb_load_rows<kBN>(vs, v, p.v_row, 0, p.s, p.aligned);
+
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4, r0 = 4 * ty;
+  const float kNegInf = __int_as_float(0xff800000);
+  float4 acc[4][kOut];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int h = 0; h < kOut; ++h) acc[i][h] = make_float4(0.f, 0.f, 0.f, 0.f);
+  float mrow[4], lrow[4];  // the rows' running max (log2 units) and the thread's share of their sums
+#pragma unroll
+  for (int i = 0; i < 4; ++i) mrow[i] = kNegInf, lrow[i] = 0.f;
+
+  for (int j = 0; j < tiles; ++j) {
+    asm volatile("cp.async.wait_group 1;" ::: "memory");  // Q and K of tile j are in; V may still load
+    __syncthreads();
+    const int n0 = j * kBN;
+    float s[4][kCols];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) s[i][c] = 0.f;
+#pragma unroll 1
+    for (int kk = 0; kk < kE; kk += 4) {
+      float4 qv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) qv[i] = *(const float4*)(qs + (r0 + i) * kRowF + kk);
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const float4 kv = *(const float4*)(ks + (tx + 16 * c) * kRowF + kk);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          s[i][c] = fmaf(qv[i].x, kv.x, s[i][c]);
+          s[i][c] = fmaf(qv[i].y, kv.y, s[i][c]);
+          s[i][c] = fmaf(qv[i].z, kv.z, s[i][c]);
+          s[i][c] = fmaf(qv[i].w, kv.w, s[i][c]);
+        }
+      }
+    }
+    // The online softmax of the thread's four rows; the half warp shares each.
+    const bool edge = n0 + kBN > p.s, diagonal = kMask == 1 && n0 + kBN - 1 > m0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = m0 + r0 + i;
+      float top = mrow[i];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        float x = s[i][c] * p.scale_log2;
+        if (kMask >= 2 || edge || diagonal) x = fb_masked(x, p, mo, row, n0 + tx + 16 * c);
+        s[i][c] = x;
+        top = fmaxf(top, x);
+      }
+#pragma unroll
+      for (int w = 1; w < 16; w *= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, w));
+      const float base = top == kNegInf ? 0.f : top;  // no key yet: keep exp2(-inf) = 0, not NaN
+      const float corr = fb_exp2(mrow[i] - base);
+      mrow[i] = top;
+      float sum = 0.f;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) s[i][c] = fb_exp2(s[i][c] - base), sum += s[i][c];
+      lrow[i] = lrow[i] * corr + sum;
+#pragma unroll
+      for (int h = 0; h < kOut; ++h) acc[i][h].x *= corr, acc[i][h].y *= corr, acc[i][h].z *= corr, acc[i][h].w *= corr;
+    }
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) *(float4*)(ps + (tx + 16 * c) * kPRowF + r0) = make_float4(s[0][c], s[1][c], s[2][c], s[3][c]);
+    asm volatile("cp.async.wait_group 0;" ::: "memory");  // V of tile j is in
+    __syncthreads();  // P is written; every thread is done with K of tile j
+    if (j + 1 < tiles) fb_load_rows<kBN>(ks, k, p.k_row, n0 + kBN, p.s, p.aligned);
+#pragma unroll 1
+    for (int c = 0; c < kBN; ++c) {
+      const float4 pv = *(const float4*)(ps + c * kPRowF + r0);
+      const float pr[4] = {pv.x, pv.y, pv.z, pv.w};
+#pragma unroll
+      for (int h = 0; h < kOut; ++h) {
+        const float4 vv = *(const float4*)(vs + c * kRowF + 4 * tx + 64 * h);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          acc[i][h].x = fmaf(pr[i], vv.x, acc[i][h].x);
+          acc[i][h].y = fmaf(pr[i], vv.y, acc[i][h].y);
+          acc[i][h].z = fmaf(pr[i], vv.z, acc[i][h].z);
+          acc[i][h].w = fmaf(pr[i], vv.w, acc[i][h].w);
+        }
+      }
+    }
+    __syncthreads();  // every thread is done with V and P of tile j
+    if (j + 1 < tiles) fb_load_rows<kBN>(vs, v, p.v_row, n0 + kBN, p.s, p.aligned);
+  }
+  // out = acc / l, l summed over the half warp. A row with no key taking part
+  // has l = 0: 0 * inf is NaN, as PyTorch's math path.
+  float* const o = p.o + b * p.l * kE;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float sum = lrow[i];
+#pragma unroll
+    for (int w = 1; w < 16; w *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, w);
+    const float inv = 1.f / sum;
+    const int row = m0 + r0 + i;
+    if (row >= p.l) continue;
+#pragma unroll
+    for (int h = 0; h < kOut; ++h) {
+      *(float4*)(o + (long long)row * kE + 4 * tx + 64 * h) =
+          make_float4(acc[i][h].x * inv, acc[i][h].y * inv, acc[i][h].z * inv, acc[i][h].w * inv);
+    }
+  }
+}
+)";
+
 // The two wgmma shapes as functions, their operand lists spelled out:
 // S (64 x kBN) += Q K^T from shared memory; acc's 64 columns from 64 h (an
 // E half) += P V with P in registers and V transposed.
@@ -494,15 +655,19 @@ std::string WgmmaFunctions(const FlashConfig& c) {
 }  // namespace
 
 std::string FlashAttentionSource(const FlashConfig& c) {
-  const bool bf16 = c.dtype == DType::kBFloat16;
+  const bool bf16 = c.dtype == DType::kBFloat16, f32 = c.dtype == DType::kFloat32;
   std::string out = absl::StrCat(
       "// fusebox flash attention (backend/cuda/flash_attention.h): ", DTypeName(c.dtype), ", E ", c.head_dim, ", ",
       backend::AttentionMaskName(c.mask), ", ", c.block_m(), " x ", c.block_n, " tiles, ",
-      c.wgmma ? absl::StrCat(c.warps / 4, " warpgroups (wgmma)") : absl::StrCat(c.warps, " warps of ", 16 * c.m_tiles, " rows"),
-      "\n#define FB_T \"", bf16 ? "bf16" : "f16", "\"\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ",
-      c.head_dim, ", kBN = ", c.block_n, ", kBM = ", c.block_m(), ", kThreads = ", c.threads(), ", kMask = ",
-      static_cast<int>(c.mask), ", kMinBlocks = ", c.min_blocks, ";\nconstexpr bool kBF16 = ", bf16 ? "true" : "false",
-      ";\n", kCommon);
+      f32       ? absl::StrCat(c.warps, " warps (f32 FMA)")
+      : c.wgmma ? absl::StrCat(c.warps / 4, " warpgroups (wgmma)")
+                : absl::StrCat(c.warps, " warps of ", 16 * c.m_tiles, " rows"),
+      "\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n,
+      ", kBM = ", c.block_m(), ", kThreads = ", c.threads(), ", kMask = ", static_cast<int>(c.mask),
+      ", kMinBlocks = ", c.min_blocks, ";\ntypedef ", f32 ? "float" : "unsigned short",
+      " fb_elem;\nconstexpr bool kBF16 = ", bf16 ? "true" : "false", ";\n", kBlockCommon);
+  if (f32) return absl::StrCat(out, kSimtF32Body);
+  absl::StrAppend(&out, "#define FB_T \"", bf16 ? "bf16" : "f16", "\"\n", kTensorCoreCommon);
   if (!c.wgmma) return absl::StrCat(out, "constexpr int kMT = ", c.m_tiles, ";\n", kMmaSyncBody);
   return absl::StrCat(out, absl::StrReplaceAll(kWgmmaBody, {{"FB_WGMMA_FUNCTIONS", WgmmaFunctions(c)}}));
 }

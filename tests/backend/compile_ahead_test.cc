@@ -103,9 +103,9 @@ TEST(CompileAheadTest, GpuPlanOfSeveralKernels) {
   const int64_t nvrtc_before = cuda::GetNvrtcCounters().programs;
   absl::StatusOr<std::shared_ptr<const Executable>> exe = Executable::Compile(plan);
   ASSERT_TRUE(exe.ok()) << exe.status();
-  // The two kernels with the new scale at least; the others may be cached.
+  // The kernels with the new scale (one source: kernel_entry.h) at least; the others may be cached.
   const int64_t programs = cuda::GetNvrtcCounters().programs - nvrtc_before;
-  EXPECT_GE(programs, 2);
+  EXPECT_GE(programs, 1);
   EXPECT_LE(programs, static_cast<int64_t>(plan.kernels.size()));
   const std::vector<float> got = RunOnce(**exe, x);
   std::vector<float> want;

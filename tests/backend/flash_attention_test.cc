@@ -3,7 +3,6 @@
 // the tuning knobs' others) with no spills, on the tensor cores: on sm_90
 // (for sm_90a) wgmma from shared memory, elsewhere (sm_80 on) mma.sync fed
 // by ldmatrix; cp.async copies; and the configs follow the knobs.
-#include <unistd.h>
 
 #include <string>
 
@@ -28,14 +27,8 @@ using ::testing::Not;
 // share of the register file, and the instructions the design relies on.
 void ExpectCompilesWithoutSpills(const FlashConfig& c) {
   SCOPED_TRACE(c.KernelName());
-  // Unique to this process and compile: NVRTC on the H200 machine leaves
-  // ptxas's -v lines (registers, spills) out of the log of a source it
-  // compiled before (row_codegen_test.cc says more), and the other test
-  // binaries compile these kernels too.
-  static int compiles = 0;
-  const std::string source = absl::StrCat(cuda::FlashAttentionSource(c), "// flash_attention_test: process ",
-                                          static_cast<int64_t>(getpid()), ", compile ", compiles++, "\n");
-  auto out = cuda::CompileWithNvrtc(source, c.KernelName(), 90, {}, c.wgmma);
+  const std::string source = cuda::FlashAttentionSource(c);
+  auto out = test_util::CompileWithPtxasReport(source, c.KernelName(), 90, c.wgmma);
   ASSERT_TRUE(out.ok()) << out.status() << "\n" << source;
   const PtxSummary summary = backend::SummarizePtx(out->ptx, out->log);
   EXPECT_EQ(summary.spill_store_bytes + summary.spill_load_bytes, 0) << summary.ToString();
@@ -43,7 +36,11 @@ void ExpectCompilesWithoutSpills(const FlashConfig& c) {
   EXPECT_GT(summary.registers, 0) << "ptxas's -v report is missing from the log:\n" << out->log;
   EXPECT_LE(summary.registers, 65536 / (c.threads() * c.min_blocks)) << summary.ToString();
   const std::string type = c.dtype == DType::kBFloat16 ? "bf16" : "f16";
-  if (c.wgmma) {
+  if (c.dtype == DType::kFloat32) {  // FMA on float4s read from shared memory
+    EXPECT_THAT(out->ptx, HasSubstr("fma.rn.f32"));
+    EXPECT_THAT(out->ptx, HasSubstr("ld.shared.v4.f32"));
+    EXPECT_THAT(out->ptx, Not(HasSubstr("mma")));
+  } else if (c.wgmma) {
     EXPECT_THAT(out->ptx, HasSubstr(absl::StrCat("wgmma.mma_async.sync.aligned.m64n", c.block_n, "k16.f32.", type)));
     EXPECT_THAT(out->ptx, HasSubstr(absl::StrCat("wgmma.mma_async.sync.aligned.m64n64k16.f32.", type)));
     EXPECT_THAT(out->ptx, HasSubstr("fence.proxy.async.shared::cta"));
@@ -64,9 +61,9 @@ void ExpectCompilesWithoutSpills(const FlashConfig& c) {
 TEST(FlashAttentionTest, EveryDefaultConfigCompilesWithoutSpills) {
   for (int arch : {90, 80}) {
     const auto configs = cuda::DefaultFlashConfigs(arch);
-    EXPECT_EQ(configs.size(), 16u);  // E 64/128 x bf16/f16 x none/causal/bool/float
+    EXPECT_EQ(configs.size(), 24u);  // E 64/128 x bf16/f16/f32 x none/causal/bool/float
     for (const FlashConfig& c : configs) {
-      EXPECT_EQ(c.wgmma, arch == 90);
+      EXPECT_EQ(c.wgmma, arch == 90 && c.dtype != DType::kFloat32);
       EXPECT_LE(c.SharedBytes(), 227 * 1024) << "sm_90's shared memory a block";
       ExpectCompilesWithoutSpills(c);
     }
@@ -136,8 +133,21 @@ TEST(FlashAttentionTest, ConfigsFollowTheProblemAndRefuseBadKnobValues) {
   EXPECT_EQ(d.m_tiles, 2);
   EXPECT_EQ(d.block_m(), 128);
   EXPECT_TRUE(cuda::FlashAttentionSupports(DType::kBFloat16, 64));
-  EXPECT_FALSE(cuda::FlashAttentionSupports(DType::kFloat32, 64));
+  EXPECT_TRUE(cuda::FlashAttentionSupports(DType::kFloat32, 64));
+  EXPECT_FALSE(cuda::FlashAttentionSupports(DType::kFloat32, 96));
   EXPECT_FALSE(cuda::FlashAttentionSupports(DType::kFloat16, 96));
+  EXPECT_FALSE(cuda::FlashAttentionSupports(DType::kInt32, 64));
+  // f32: 64 rows of 256 threads on every architecture, its shared memory
+  // (Q, K, V in rows of E + 4 floats, P^T) fitting two blocks an SM.
+  for (int e : {64, 128}) {
+    const FlashConfig f = cuda::ChooseFlashConfig(e, DType::kFloat32, AttentionMask::kCausal, 90, {});
+    EXPECT_FALSE(f.wgmma);
+    EXPECT_EQ(f.block_m(), 64);
+    EXPECT_EQ(f.threads(), 256);
+    EXPECT_EQ(f.SharedBytes(), 4 * ((64 + 2 * f.block_n) * (e + 4) + f.block_n * 68));
+    EXPECT_LE(2 * f.SharedBytes(), 227 * 1024);
+    EXPECT_EQ(f.KernelName(), absl::StrCat("fb_flash_attention_e", e, "_f32_causal_n", f.block_n, "_w8_b2"));
+  }
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // The fused scaled_dot_product_attention (one `attention` node: the flash
 // kernel on CUDA, its CPU twin on the host) against a float64 reference:
-// bf16 and f16, head dims 64 and 128, causal or not, L != S and sizes off the
-// tiles (1, 17, 130, 1000), batch dims that broadcast, nanoGPT's transposed
-// head views read by their strides, unaligned rows, masks (an all-masked row
-// is NaN, as the decomposition's), and that a compiled SDPA is one kernel
-// while other head dims and f32 keep the decomposition. CUDA skips without a device.
+// bf16, f16 and f32, head dims 64 and 128, causal or not, L != S and sizes
+// off the tiles (1, 17, 130, 1000), batch dims that broadcast, nanoGPT's
+// transposed head views read by their strides, unaligned rows, masks (an
+// all-masked row is NaN, as the decomposition's), and that a compiled SDPA is
+// one kernel while other head dims keep the decomposition. CUDA skips without
+// a device.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -24,7 +25,7 @@ using test_util::CloseToAttention;
 using test_util::Expected;
 using ::testing::HasSubstr;
 
-constexpr DType kBF16 = DType::kBFloat16, kF16 = DType::kFloat16, kBool = DType::kBool;
+constexpr DType kBF16 = DType::kBFloat16, kF16 = DType::kFloat16, kF32 = DType::kFloat32, kBool = DType::kBool;
 
 auto kAll = [](int64_t, int64_t, int64_t) { return true; };
 auto kCausal = [](int64_t, int64_t i, int64_t j) { return j <= i; };
@@ -45,7 +46,7 @@ TEST_P(FlashAttentionTest, MatchesFloat64OverDtypesHeadDimsSizesAndCausal) {
   struct Size {
     int64_t l, s;
   };
-  for (DType dtype : {kBF16, kF16}) {
+  for (DType dtype : {kBF16, kF16, kF32}) {
     for (int64_t e : {64, 128}) {
       for (Size size : {Size{1, 1}, Size{17, 130}, Size{130, 17}, Size{1, 1000}, Size{1000, 1000}, Size{1000, 130}}) {
         for (bool causal : {false, true}) {
@@ -100,11 +101,13 @@ TEST_P(FlashAttentionTest, BroadcastBatchUnalignedRowsAndStridedHeadDims) {
                                      0.1, kAll, kNoBias);
   EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, 0.1), want, "broadcast"));
   // Rows 65 elements apart: not 16-byte aligned, so the kernel copies them without cp.async.
-  const Tensor x = Random({2, 50, 65}, kBF16, 0.3);
-  const Tensor xq = split(x, 64, 2)[0];
-  EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(xq, xq, xq, Tensor(), 0.0, true),
-                               AttentionRef(xq.contiguous(), xq.contiguous(), xq.contiguous(), 0.125, kCausal, kNoBias),
-                               "unaligned rows"));
+  for (DType dtype : {kBF16, kF32}) {
+    const Tensor x = Random({2, 50, 65}, dtype, 0.3);
+    const Tensor xq = split(x, 64, 2)[0];
+    EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(xq, xq, xq, Tensor(), 0.0, true),
+                                 AttentionRef(xq.contiguous(), xq.contiguous(), xq.contiguous(), 0.125, kCausal, kNoBias),
+                                 absl::StrCat("unaligned rows ", DTypeName(dtype))));
+  }
   // q strided along E (a transpose): copied first (eager), stored first (compiled).
   const Tensor qt = Random({2, 64, 40}, kBF16, 0.3), kk = Random({2, 40, 64}, kBF16, 0.3), vv = Random({2, 40, 64}, kBF16);
   const Expected want_t = AttentionRef(qt.transpose(1, 2).contiguous(), kk, vv, 0.125, kAll, kNoBias);
@@ -117,10 +120,11 @@ TEST_P(FlashAttentionTest, BroadcastBatchUnalignedRowsAndStridedHeadDims) {
 }
 
 TEST_P(FlashAttentionTest, BoolAndFloatMasksAndAnAllMaskedRow) {
-  for (int64_t e : {64, 128}) {
-    SCOPED_TRACE(testing::Message() << "E " << e);
-    const Tensor q = Random({2, 3, 70, e}, kBF16, 0.3), k = Random({2, 3, 90, e}, kBF16, 0.3),
-                 v = Random({2, 3, 90, e}, kBF16);
+  for (auto [dtype, e] : {std::pair{kBF16, int64_t{64}}, std::pair{kBF16, int64_t{128}}, std::pair{kF32, int64_t{64}},
+                          std::pair{kF32, int64_t{128}}}) {
+    SCOPED_TRACE(testing::Message() << DTypeName(dtype) << " E " << e);
+    const Tensor q = Random({2, 3, 70, e}, dtype, 0.3), k = Random({2, 3, 90, e}, dtype, 0.3),
+                 v = Random({2, 3, 90, e}, dtype);
     // A bool mask [70, 90] over every batch; row 5 has no key (NaN, as the decomposition).
     Tensor mask = test_util::RandomTensor({70, 90}, kBool, test_util::Domain::kAny, device());
     mask = masked_fill(mask, eq(arange(70, device()).view({70, 1}), 5.0), 0.0);
@@ -135,18 +139,18 @@ TEST_P(FlashAttentionTest, BoolAndFloatMasksAndAnAllMaskedRow) {
     EXPECT_TRUE(CloseToAttention(got, AttentionRef(q, k, v, scale, allowed, kNoBias), "bool mask"));
     const std::vector<double> out = got.to_double_vector();
     EXPECT_TRUE(std::isnan(out[5 * e])) << "the all-masked row";
-    // A float mask [2, 1, 1, 90] (f32: added in bf16, as the decomposition adds it), -inf included.
+    // A float mask [2, 1, 1, 90] (f32: added in q's dtype, as the decomposition adds it), -inf included.
     Tensor bias = test_util::RandomTensor({2, 1, 1, 90}, DType::kFloat32, test_util::Domain::kAny, device());
     bias = masked_fill(bias, eq(arange(90, device()), 7.0), -INFINITY);
-    const std::vector<double> bv = bias.to(kBF16).to_double_vector();
+    const std::vector<double> bv = bias.to(dtype).to_double_vector();
     auto add = [&](int64_t b, int64_t, int64_t j) { return bv[b / 3 * 90 + j]; };
     EXPECT_TRUE(CloseToAttention(f(q, k, v, bias), AttentionRef(q, k, v, scale, kAll, add), "float mask"));
   }
 }
 
-TEST_P(FlashAttentionTest, OtherHeadDimsAndFloat32KeepTheDecomposition) {
+TEST_P(FlashAttentionTest, OtherHeadDimsKeepTheDecomposition) {
   auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& c) { return scaled_dot_product_attention(a, b, c); });
-  for (auto [dtype, e] : {std::pair{kBF16, int64_t{32}}, std::pair{DType::kFloat32, int64_t{64}}}) {
+  for (auto [dtype, e] : {std::pair{kBF16, int64_t{32}}, std::pair{kF32, int64_t{96}}}) {
     const Tensor q = Random({2, 9, e}, dtype, 0.3), k = Random({2, 11, e}, dtype, 0.3), v = Random({2, 11, e}, dtype);
     EXPECT_TRUE(CloseToAttention(f(q, k, v), AttentionRef(q, k, v, 1 / std::sqrt(static_cast<double>(e)), kAll, kNoBias),
                                  DTypeName(dtype)));
