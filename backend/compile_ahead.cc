@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <thread>
 
@@ -10,7 +11,9 @@
 #include "backend/cpu/host_compiler.h"
 #include "backend/cuda/cuda_cluster.h"
 #include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/flash_attention.h"
 #include "backend/executable.h"
+#include "backend/extern_kernels.h"
 #include "backend/kernel_entry.h"
 #include "backend/lower.h"
 #include "backend/source_hooks.h"
@@ -35,19 +38,32 @@ void RunAll(const std::vector<std::function<void()>>& jobs) {
 }  // namespace
 
 std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch, bool cuda_twins,
-                                         const TuningSnapshot& tuning, int cuda_sm_count) {
+                                         const TuningSnapshot& tuning, int cuda_sm_count, CompileAheadTimes* times) {
+  const auto start = std::chrono::steady_clock::now();
   const bool cpu = plan.graph.device().is_cpu();
   std::vector<PreparedKernel> kernels;
   std::vector<std::function<void()>> jobs;
   // One job per distinct source: kernels equal but for their names compile once
   // (the cache does not join compiles of one source running at the same time).
-  absl::flat_hash_set<std::string> cpu_sources, cuda_sources;
+  absl::flat_hash_set<std::string> cpu_sources, cuda_sources, flash_kernels;
   kernels.reserve(plan.kernels.size());  // the jobs keep pointers into it
   for (const fusion::KernelGroup& group : plan.kernels) {
     PreparedKernel& k = kernels.emplace_back();
-    if (group.kind == fusion::KernelKind::kExtern) {  // a library call: nothing to print or compile
+    if (group.kind == fusion::KernelKind::kExtern) {  // a library call: nothing to print
       k.ir.name = group.name;
       k.ir.kind = group.kind;
+      // Attention's flash kernel (the slowest compile of a plan) joins the
+      // other compiles; PrepareExtern then finds it in the compile cache.
+      const graph::NodeId end = fusion::ChainOf(plan.graph, group).end;
+      if (plan.graph.node(end).op == graph::Op::kAttention && (!cpu || cuda_twins)) {
+        const AttentionProblem p = AttentionProblemOf(plan.graph, end);
+        if (cuda::FlashAttentionSupports(p.dtype, p.e)) {
+          const cuda::FlashConfig config = cuda::ChooseFlashConfig(p.e, p.dtype, p.mask, cuda_arch, tuning);
+          if (flash_kernels.insert(config.KernelName()).second) {
+            jobs.push_back([config, cuda_arch] { (void)cuda::GetFlashKernel(config, /*device=*/-1, cuda_arch); });
+          }
+        }
+      }
       continue;
     }
     k.ir = LowerKernel(plan, group, tuning);
@@ -74,7 +90,12 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
       }
     }
   }
+  const auto printed = std::chrono::steady_clock::now();
   RunAll(jobs);
+  if (times != nullptr) {
+    times->codegen_ms = std::chrono::duration<double, std::milli>(printed - start).count();
+    times->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - printed).count();
+  }
   return kernels;
 }
 

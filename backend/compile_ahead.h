@@ -36,7 +36,13 @@ struct PreparedKernel {
 // reports it.
 // `cuda_sm_count`: the device's SM count (0 without one: the reference
 // device's, as in Kernel::cuda_sm_count).
+// `times` (optional): where its time went.
+struct CompileAheadTimes {
+  double codegen_ms = 0;  // lowering and printing, on the calling thread
+  double compile_ms = 0;  // the compiles, wall (in parallel)
+};
 std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch, bool cuda_twins,
-                                         const TuningSnapshot& tuning, int cuda_sm_count = 0);
+                                         const TuningSnapshot& tuning, int cuda_sm_count = 0,
+                                         CompileAheadTimes* times = nullptr);
 
 }  // namespace fusebox::backend

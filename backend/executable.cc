@@ -174,7 +174,10 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
   // Lowered, printed and compiled up front, the compiles in parallel: the loop
   // below loads them (compile-cache hits) and reports a failed compile.
   const int64_t misses_ahead = CompileCache::Get().stats().compiles;
-  std::vector<PreparedKernel> prepared = CompileAhead(exe->plan_, arch, device.is_cpu() && also_compile_cuda, tuning, sm_count);
+  CompileAheadTimes ahead;
+  std::vector<PreparedKernel> prepared =
+      CompileAhead(exe->plan_, arch, device.is_cpu() && also_compile_cuda, tuning, sm_count, &ahead);
+  const auto compiled_ahead = std::chrono::steady_clock::now();
   exe->compiled_kernels_ = static_cast<int>(CompileCache::Get().stats().compiles - misses_ahead);
   absl::flat_hash_map<const CompiledBinary*, CUmodule> modules;
   for (size_t k = 0; k < prepared.size(); ++k) {
@@ -282,6 +285,10 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
   if (device.is_cuda() && chainable && !exe->kernels_.empty() && cuda::GraphLaunchesEnabled(tuning)) {
     exe->launch_graph_ = std::make_unique<cuda::LaunchGraph>(device.index);
   }
+  exe->compile_times_ = {
+      .codegen_ms = ahead.codegen_ms,
+      .compile_ms = ahead.compile_ms,
+      .load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compiled_ahead).count()};
   return exe;
 }
 

@@ -42,6 +42,7 @@ class Executable {
   const fusion::Plan& plan() const { return plan_; }
   const std::vector<KernelInfo>& kernels() const { return infos_; }
   int compiled_kernels() const { return compiled_kernels_; }  // cache misses while building
+  const CompileTimes& compile_times() const { return compile_times_; }  // building it (plan_ms: 0, the caller's)
   const TuningSnapshot& tuning() const { return tuning_; }    // what it was compiled under
   bool checks_indices() const { return checks_indices_; }      // some kernel has index checks
 
@@ -55,6 +56,7 @@ class Executable {
   std::vector<KernelInfo> infos_;
   std::vector<std::unique_ptr<CompiledKernel>> kernels_;
   int compiled_kernels_ = 0;
+  CompileTimes compile_times_;
   bool checks_indices_ = false;
   // CUDA plans of small kernels that a graph can chain (no extern kernel,
   // no programmatic launch; launch_graph.h): Run() issues their launches as

@@ -10,6 +10,21 @@
 
 namespace fusebox {
 
+// Where a compile's time went, in milliseconds (CompileStats::times sums a
+// compiled function's; torch._dynamo.utils.compile_times() is the like).
+// Tracing is not in it: it runs with the ops, on every traced call.
+struct CompileTimes {
+  double plan_ms = 0;     // the graph passes and fusion (fusion::BuildPlan)
+  double codegen_ms = 0;  // lowering and printing the kernels
+  double compile_ms = 0;  // the compilers (NVRTC, the host compiler), wall: they run in parallel
+  double load_ms = 0;     // loading the binaries, preparing library calls (cuBLASLt, flash attention)
+  double total_ms() const { return plan_ms + codegen_ms + compile_ms + load_ms; }
+  CompileTimes& operator+=(const CompileTimes& o) {
+    plan_ms += o.plan_ms, codegen_ms += o.codegen_ms, compile_ms += o.compile_ms, load_ms += o.load_ms;
+    return *this;
+  }
+};
+
 struct KernelInfo {
   std::string name;         // "poi_fused_add_mul_pow_tanh_0"
   std::string source;       // CUDA C++ (cuda devices) or C++ (cpu)

@@ -22,11 +22,14 @@ void PrintDetails(const Result& r) {
               r.label.empty() ? "" : absl::StrCat(" (", r.label, ")").c_str());
   std::vector<std::string> inputs;
   for (const Shape& s : r.input_shapes) inputs.push_back(ShapeToString(s));
+  const CompileTimes& t = r.cold_times;
   std::printf("  %s(%s): %.3g MB minimal, %d input set%s; first call: eager %.1f ms, compiled %.1f ms"
-              " (%lld compiles, %lld disk-cache hits), warm start %.2f ms\n",
+              " (%lld compiles, %lld disk-cache hits; plan %.1f, codegen %.1f, compilers %.1f, load %.1f ms),"
+              " warm start %.2f ms\n",
               r.workload.c_str(), absl::StrJoin(inputs, ", ").c_str(), r.bytes / 1e6, r.input_sets,
               r.input_sets == 1 ? "" : "s", r.eager.timing.cold_ms, r.compiled.timing.cold_ms,
-              static_cast<long long>(r.cold_compiles), static_cast<long long>(r.cold_disk_hits), r.warm_start_ms);
+              static_cast<long long>(r.cold_compiles), static_cast<long long>(r.cold_disk_hits), t.plan_ms,
+              t.codegen_ms, t.compile_ms, t.load_ms, r.warm_start_ms);
   std::printf("  kernels per call: eager %lld (%s), compiled %lld (%s)\n",
               static_cast<long long>(r.eager.kernels_per_call), absl::StrJoin(r.eager.kernels, " ").c_str(),
               static_cast<long long>(r.compiled.kernels_per_call), absl::StrJoin(r.compiled.kernels, " ").c_str());

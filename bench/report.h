@@ -57,6 +57,7 @@ struct Result {
   double warm_start_ms = 0;      // first call of a second compile() of it: plan from the process's cache
   int64_t cold_compiles = 0;     // compiler runs during the compiled cold call
   int64_t cold_disk_hits = 0;    // disk-cache hits during it
+  CompileTimes cold_times;       // where its compile time went (the rest: tracing, the run)
   // Checks: max |eager - compiled| over the whole output, against a tolerance
   // scaled by max(1, max |eager|); relative L2 errors against float64 on the
   // sampled slices (`checked` elements).

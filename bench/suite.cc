@@ -182,6 +182,7 @@ void Run(const Case& c, Device device, const TimingPlan& plan, double cache_byte
   const backend::CompileCacheStats after = backend::CompileCache::Get().stats();
   r.cold_compiles = after.compiles - before.compiles;
   r.cold_disk_hits = after.disk_hits - before.disk_hits;
+  r.cold_times = compiled.stats().times;
   CompiledWorkload second(w.fn);  // a new compiled function: its plan is in the process's cache
   r.warm_start_ms = TimeOnceMs(device, [&] { (void)second(sets[0]); });
   for (const KernelInfo& k : compiled.kernels()) r.compiled.kernels.push_back(k.name);

@@ -225,6 +225,7 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
     throw;
   }
   kernel_compiles_ += run.kernel_compiles;
+  compile_times_ += run.compile_times;
   if (!eager_) {
     GraphRecord record{.executable = run.executable, .end_reason = reason, .location = loc,
                        .from_cache = run.plan_cache_hit, .numerics = std::move(run.numerics),

@@ -99,6 +99,7 @@ class CaptureSession {
   // Graph breaks with nothing captured before them (no graph to record).
   const std::vector<EmptyBreakRecord>& empty_breaks() const { return empty_breaks_; }
   int64_t kernel_compiles() const { return kernel_compiles_; }
+  const CompileTimes& compile_times() const { return compile_times_; }
 
  private:
   void Reset();
@@ -129,6 +130,7 @@ class CaptureSession {
   std::vector<GraphRecord> records_;
   std::vector<EmptyBreakRecord> empty_breaks_;
   int64_t kernel_compiles_ = 0;
+  CompileTimes compile_times_;
 };
 
 // Runs ops eagerly on this thread while it lives, even inside compile(): an op

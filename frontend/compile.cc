@@ -155,6 +155,7 @@ TracedCall CompiledState::EndCall(CaptureSession* session) {
     if (r.repeated) ++stats_.repeated_graphs;
   }
   stats_.kernel_compiles += session->kernel_compiles();
+  stats_.times += session->compile_times();
   return call;
 }
 

@@ -75,6 +75,7 @@ struct CompileStats {
   int64_t repeated_graphs = 0;  // of those, graphs equal to the last call's: its plan ran with no lookup
   int64_t eager_calls = 0;      // calls run eagerly because the recompile limit was reached
   int64_t replays = 0;          // calls that ran a recorded plan without tracing (CompileOptions::replay)
+  CompileTimes times;           // where the plan compiles' time went, summed
 };
 
 namespace frontend {

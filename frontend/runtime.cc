@@ -1,5 +1,6 @@
 #include "frontend/runtime.h"
 
+#include <chrono>
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
@@ -56,6 +57,10 @@ struct PlanCache {
   RuntimeStats stats ABSL_GUARDED_BY(mu);
 };
 
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 PlanCache& Cache() {
   static PlanCache* cache = new PlanCache();
   return *cache;
@@ -69,6 +74,7 @@ std::shared_ptr<const backend::Executable> CompilePlan(fusion::Plan plan, const 
   }
   std::shared_ptr<const backend::Executable> exe = ValueOrThrow(backend::Executable::Compile(std::move(plan), tuning));
   result->kernel_compiles = exe->compiled_kernels();
+  result->compile_times += exe->compile_times();
   return exe;
 }
 
@@ -140,7 +146,10 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
           break;
         }
       }
-      exe = CompilePlan(fusion::BuildPlan(graph), tuning, &result);
+      const auto start = std::chrono::steady_clock::now();
+      fusion::Plan plan = fusion::BuildPlan(graph);
+      result.compile_times.plan_ms += MsSince(start);
+      exe = CompilePlan(std::move(plan), tuning, &result);
       fusebox::MutexLock lock(&cache.mu);
       cache.by_tuning[tuning].plans.emplace(graph, exe);
       ++cache.stats.plan_compiles;
@@ -154,8 +163,10 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
       if (auto it = symbolic.find(key); it != symbolic.end()) entry = it->second;
     }
     if (!entry.exe && entry.keep_static.empty()) {
+      const auto start = std::chrono::steady_clock::now();
       fusion::Plan plan = fusion::BuildPlan(graph, dynamic);
-      entry.keep_static = SizesCompiledIn(graph, symbols, dynamic, plan, tuning);
+      entry.keep_static = SizesCompiledIn(graph, symbols, dynamic, plan, tuning);  // plans again: part of planning
+      result.compile_times.plan_ms += MsSince(start);
       if (entry.keep_static.empty()) {
         entry.exe = CompilePlan(std::move(plan), tuning, &result);
       } else {

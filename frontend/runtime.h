@@ -23,6 +23,7 @@ struct RunResult {
   std::shared_ptr<const backend::Executable> executable;
   bool plan_cache_hit = false;
   int kernel_compiles = 0;                // compiler runs this call caused
+  CompileTimes compile_times;             // of the plan this call compiled, if any
   // check_numerics: each kernel's stored values against an unfused run.
   std::vector<KernelNumerics> numerics;
 };

@@ -73,10 +73,11 @@ int Run(const Options& o) {
   auto forward = fusebox::compile([&](const Tensor& x, const Tensor& y) { return model(x, y).loss; });
   Tensor loss;
   const double first_ms = TimeMs(o.device, [&] { loss = forward(idx, targets); });
-  std::printf("  compiled forward + loss: %zu kernels; first call %.1f ms (%lld kernel compiles), loss %.4f"
-              " (ln(vocab) = %.4f at init)\n",
-              forward.kernels().size(), first_ms, static_cast<long long>(forward.stats().kernel_compiles),
-              loss.item(), std::log(static_cast<double>(config.vocab_size)));
+  const fusebox::CompileTimes& t = forward.stats().times;
+  std::printf("  compiled forward + loss: %zu kernels; first call %.1f ms (%lld kernel compiles; plan %.0f,"
+              " codegen %.0f, compilers %.0f, load %.0f ms), loss %.4f (ln(vocab) = %.4f at init)\n",
+              forward.kernels().size(), first_ms, static_cast<long long>(forward.stats().kernel_compiles), t.plan_ms,
+              t.codegen_ms, t.compile_ms, t.load_ms, loss.item(), std::log(static_cast<double>(config.vocab_size)));
   auto again = fusebox::compile([&](const Tensor& x, const Tensor& y) { return model(x, y).loss; });
   const double warm_start_ms = TimeMs(o.device, [&] { (void)again(idx, targets); });
   std::vector<double> warm;

@@ -11,6 +11,7 @@
 #include "backend/compile_cache.h"
 #include "backend/cpu/cpp_printer.h"
 #include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/flash_attention.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/executable.h"
 #include "backend/kernel_entry.h"
@@ -93,6 +94,27 @@ TEST(CompileAheadTest, ParallelCompileThenWarmStartRunsNoCompiler) {
   ASSERT_EQ((*warm)->kernels().size(), kernels);
   for (size_t k = 0; k < kernels; ++k) EXPECT_EQ((*warm)->kernels()[k].source, (*cold)->kernels()[k].source);
   EXPECT_EQ(RunOnce(**warm, x), RunOnce(**cold, x));
+}
+
+// Attention's flash kernel (a CPU plan's CUDA twin here) is compiled with
+// the plan's other kernels, so loading the plan finds it in memory.
+TEST(CompileAheadTest, TheFlashKernelCompilesAheadToo) {
+  frontend::CaptureSession session(/*eager=*/false);
+  const Tensor q = randn({2, 9, 128}, Device::cpu(), testing_workloads::FreshSeed());
+  const Tensor bias = randn({9, 9}, Device::cpu(), testing_workloads::FreshSeed());
+  const Tensor y = scaled_dot_product_attention(q, q * 0.5, q, bias);
+  const fusion::Plan plan = fusion::BuildPlan(session.Snapshot({y}), {}, {});
+  CompileCache& cache = CompileCache::Get();
+  cache.ClearMemory();
+  (void)CompileAhead(plan, 90, /*cuda_twins=*/true, backend::CurrentTuning());
+  const CompileCacheStats before = cache.stats();
+  const cuda::FlashConfig config =
+      cuda::ChooseFlashConfig(128, DType::kFloat32, AttentionMask::kFloat, 90, backend::CurrentTuning());
+  ASSERT_TRUE(CompileCudaSource(cuda::FlashAttentionSource(config), config.KernelName(), 90, TuningSnapshot(),
+                                config.wgmma).ok());
+  EXPECT_EQ(cache.stats().memory_hits, before.memory_hits + 1);
+  EXPECT_EQ(cache.stats().compiles, before.compiles);
+  EXPECT_EQ(cache.stats().disk_hits, before.disk_hits);
 }
 
 TEST(CompileAheadTest, GpuPlanOfSeveralKernels) {

@@ -137,6 +137,27 @@ TEST(CompileTest, ShapeChangeRecompilesOnceAndSaysWhy) {
   EXPECT_THAT(compiled.explain(), HasSubstr("-> bfloat16[16, 32]"));
 }
 
+// stats().times says where compile time went: each part of a plan compile is
+// timed, and a call served from the plan cache adds nothing.
+TEST(CompileTest, CompileTimesAddUpPerPlanCompile) {
+  // A scale no other test compiles, so the kernel is new to this process.
+  const double scale = 1.0 + static_cast<double>(FreshSeed() % 100000) / 1e6;
+  auto compiled = compile([scale](const Tensor& x) { return softmax(x * scale, -1) + 1.0; });
+  const Tensor x = randn({8, 40}, Device::cpu(), FreshSeed());
+  compiled(x);
+  const CompileTimes first = compiled.stats().times;
+  EXPECT_GT(first.plan_ms, 0);
+  EXPECT_GT(first.codegen_ms, 0);
+  EXPECT_GE(first.compile_ms, 0);
+  EXPECT_GT(first.load_ms, 0);
+  EXPECT_NEAR(first.total_ms(), first.plan_ms + first.codegen_ms + first.compile_ms + first.load_ms, 1e-9);
+  compiled(x);  // the plan cache: nothing compiled
+  EXPECT_EQ(compiled.stats().times.total_ms(), first.total_ms());
+  compiled(randn({8, 48}, Device::cpu(), FreshSeed()));  // a new size: a second plan compile
+  EXPECT_GT(compiled.stats().times.plan_ms, first.plan_ms);
+  EXPECT_GT(compiled.stats().times.load_ms, first.load_ms);
+}
+
 TEST(CompileTest, StrideChangeRecompilesAndResultsFollowTheLayout) {
   auto compiled = compile([](const Tensor& x) { return x * 2.0 + 1.0; }, CompileOptions{.dynamic = false});
   Tensor a = randn({12, 20}, Device::cpu(), FreshSeed());
