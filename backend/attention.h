@@ -33,7 +33,11 @@ struct AttentionProblem {
   // and v are unit-stride along E, the mask has a stride along S. 0 broadcasts.
   std::array<int64_t, kAttentionBatchDims> q_batch{}, k_batch{}, v_batch{}, m_batch{};
   int64_t q_row = 0, k_row = 0, v_row = 0, m_row = 0, m_col = 0;
-  // The output is contiguous [batch..., l, e].
+  // The output's strides (unit-stride along E): contiguous [batch..., l, e],
+  // or a permutation of it where the node stores its result in its consumer's
+  // layout (graph::Node::axes).
+  std::array<int64_t, kAttentionBatchDims> o_batch{};
+  int64_t o_row = 0;
 
   int64_t BatchCount() const;
   std::string ToString() const;  // "bf16 [2, 16] L 1024 S 1024 E 64 causal"

@@ -28,10 +28,19 @@ std::array<int64_t, kAttentionBatchDims> BatchStrides(const Strides& strides, si
 AttentionProblem AttentionProblemOf(const graph::Graph& g, graph::NodeId id) {
   const graph::Node& n = g.node(id);
   const size_t r = n.shape.size();
-  FUSEBOX_CHECK(n.op == graph::Op::kAttention && r >= 2 && r - 2 <= kAttentionBatchDims, "bad attention node %", id);
-  AttentionProblem p{.dtype = n.dtype, .l = n.shape[r - 2], .s = g.node(n.inputs[1]).shape[r - 2],
-                     .e = n.shape[r - 1], .scale = n.scalar, .mask = MaskOf(g, n)};
-  for (size_t d = 0; d + 2 < r; ++d) p.batch[kAttentionBatchDims - (r - 2) + d] = n.shape[d];
+  FUSEBOX_CHECK(n.op == graph::Op::kAttention && r >= 2 && r - 2 <= kAttentionBatchDims &&
+                    (n.axes.empty() || (n.axes.size() == r && n.axes.back() == static_cast<int64_t>(r) - 1)),
+                "bad attention node %", id);
+  // The problem's [batch..., L, E] dims and the output's strides along them:
+  // the node's own (contiguous) dims, reordered where it stores permuted.
+  const Strides stored = ContiguousStrides(n.shape);
+  Shape shape = n.shape;
+  Strides out = stored;
+  for (size_t i = 0; i < n.axes.size(); ++i) shape[n.axes[i]] = n.shape[i], out[n.axes[i]] = stored[i];
+  AttentionProblem p{.dtype = n.dtype, .l = shape[r - 2], .s = g.node(n.inputs[1]).shape[r - 2],
+                     .e = shape[r - 1], .scale = n.scalar, .mask = MaskOf(g, n)};
+  for (size_t d = 0; d + 2 < r; ++d) p.batch[kAttentionBatchDims - (r - 2) + d] = shape[d];
+  p.o_batch = BatchStrides(out, r - 2), p.o_row = out[r - 2];
   return p;
 }
 
@@ -89,7 +98,7 @@ absl::StatusOr<Tensor> RunAttention(const graph::Graph& g, graph::NodeId id, abs
     mask = ops[3].ptr;
   }
   const Device device = g.device();
-  Tensor out = Tensor::empty(n.shape, n.dtype, device);
+  Tensor out = Tensor::empty(n.shape, n.dtype, device);  // the node's shape: p's dims in the stored order
   if (out.numel() == 0) return out;
   void* o = UncheckedDataPtr(out);
   if (device.is_cuda() && prepared.flash == nullptr) {

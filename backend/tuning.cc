@@ -129,12 +129,12 @@ constexpr KnobInfo kKnobs[] = {
      "fastest; 1 takes the first untimed (`backend::cuda::SetCublasLtCandidates` sets it in code)"},
     {Knob::kFlashBlockN, "FUSEBOX_TUNE_FLASH_BLOCK_N", kInt, 0, 0, 128,
      "CUDA flash attention (`backend/cuda/flash_attention.h`): keys per K/V tile, 16, 32, 64 or 128 (wgmma: 64 or 128; "
-     "others: the choice); 0 chooses (mma.sync 64; wgmma 64 at head dim 64, else 128 but 64 with a float mask)"},
+     "f32: 32 or 64; others: the choice); 0 chooses (mma.sync 64; wgmma 64 at head dim 64, else 128 but 64 with a float mask)"},
     {Knob::kFlashWarps, "FUSEBOX_TUNE_FLASH_WARPS", kInt, 0, 0, 16,
      "CUDA flash attention: warps per block, 4 or 8 (others: the choice); 0 chooses (4 with two tiles a warp, else 8)"},
     {Knob::kFlashMinBlocks, "FUSEBOX_TUNE_FLASH_MIN_BLOCKS", kInt, 0, 0, 4,
      "CUDA flash attention: blocks per SM the kernel's registers must allow (`__launch_bounds__`), 1 to 4; 0 "
-     "chooses (1)"},
+     "chooses (1; f32: 2)"},
     {Knob::kFlashWarpTiles, "FUSEBOX_TUNE_FLASH_WARP_TILES", kInt, 0, 0, 2,
      "CUDA flash attention: 16-row query tiles per warp, 1 (Q held in registers) or 2 (Q read from shared memory, "
      "each K/V fragment feeding two tiles); 0 chooses (2 at head dim 64, unmasked or causal; else 1)"},

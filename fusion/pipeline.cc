@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "fusion/attention_layout.h"
 #include "fusion/eliminate_dead_nodes.h"
 #include "fusion/fuse_kernels.h"
 #include "fusion/name_kernels.h"
@@ -44,15 +45,20 @@ graph::Graph RunGraphPasses(const graph::Graph& captured, std::vector<std::strin
   RecognizedAttention attention = RecognizeAttention(g);
   DumpGraph("recognize_attention", g, attention.graph);
   if (notes != nullptr) notes->insert(notes->end(), attention.notes.begin(), attention.notes.end());
-  return std::move(attention.graph);
+
+  // 3. An attention result only transposed and copied is stored by the
+  // attention kernel in the copy's layout: no copy kernel.
+  graph::Graph stored = StoreAttentionInConsumerLayout(attention.graph);
+  DumpGraph("store_attention_in_consumer_layout", attention.graph, stored);
+  return stored;
 }
 
 Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic, PlanOptions options) {
   std::vector<std::string> graph_notes;
   const graph::Graph g = RunGraphPasses(captured, &graph_notes);
 
-  // 3. Group into kernels (or one per op); 4. order them so each runs after
-  // what it loads; 5. name them (names depend on the final groups and order).
+  // 4. Group into kernels (or one per op); 5. order them so each runs after
+  // what it loads; 6. name them (names depend on the final groups and order).
   Plan plan = options.fuse ? FuseKernels(g) : SplitKernels(g);
   plan.graph_notes = std::move(graph_notes);
   DumpPlan(options.fuse ? "fuse_kernels" : "split_kernels", plan);
@@ -62,7 +68,7 @@ Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic,
   plan = NameKernels(std::move(plan));
   DumpPlan("name_kernels", plan);
 
-  // 6. Which sizes stay run-time values (on the final graph: node ids match).
+  // 7. Which sizes stay run-time values (on the final graph: node ids match).
   plan.symbols = FindDimSymbols(plan.graph, dynamic);
   plan.index64 = plan.dynamic() && NeedsIndex64(plan.graph);
   spdlog::debug("planned {} kernel(s) for a graph of {} node(s)", plan.kernels.size(), g.size());

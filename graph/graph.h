@@ -37,7 +37,10 @@ struct Node {
   double scalar = 0;         // kConstant: the value; kMatmul: 1 when its epilogue may take ops after it;
                              // kAttention: the scale
   std::vector<int64_t> axes; // reductions: the reduced dims (sorted); the
-                             // result keeps them with size 1
+                             // result keeps them with size 1;
+                             // kAttention: empty, or the order its result is
+                             // stored in: dim i is [..., L, E]'s dim axes[i]
+                             // (as permute(axes)), E last
   int64_t dim = 0;           // data movement (index_select, gather, cat): the
                              // dim the op indexes or joins along (>= 0); cat's
                              // operands are `inputs`, as many as it joins;

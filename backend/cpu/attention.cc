@@ -51,7 +51,7 @@ absl::Status CpuAttention(const AttentionProblem& p, const void* q, const void* 
   std::vector<float> kf(s * e), vf(s * e);
   for (int64_t b = 0; b < p.BatchCount(); ++b) {
     const int64_t qo = BatchOffset(p, b, p.q_batch), mo = BatchOffset(p, b, p.m_batch);
-    const int64_t ko = BatchOffset(p, b, p.k_batch), vo = BatchOffset(p, b, p.v_batch);
+    const int64_t ko = BatchOffset(p, b, p.k_batch), vo = BatchOffset(p, b, p.v_batch), oo = BatchOffset(p, b, p.o_batch);
     for (int64_t j = 0; j < s; ++j) {  // this batch's keys and values, once, in f32
       for (int64_t c = 0; c < e; ++c) {
         kf[j * e + c] = Load(k, in[1], ko + j * p.k_row + c);
@@ -84,7 +84,7 @@ absl::Status CpuAttention(const AttentionProblem& p, const void* q, const void* 
         for (int64_t j = 0; j < s; ++j) {
           for (int64_t c = 0; c < e; ++c) acc[c] += scores[j] * vf[j * e + c];
         }
-        for (int64_t c = 0; c < e; ++c) Store(out, p.dtype, (b * l + i) * e + c, acc[c] / total);
+        for (int64_t c = 0; c < e; ++c) Store(out, p.dtype, oo + i * p.o_row + c, acc[c] / total);
       }
     });
   }

@@ -40,6 +40,7 @@ struct FlashConfig {
   // sm_90: warpgroups of 4 warps and 64 query rows multiply by wgmma
   // (compiled for sm_90a); m_tiles is then unused.
   bool wgmma = false;
+  int thread_rows = 4;  // f32: query rows a thread holds (a block of 16 x 16 threads takes 16 x this)
   int block_m() const;  // query rows a block
 
   int threads() const { return 32 * warps; }
@@ -71,7 +72,7 @@ absl::StatusOr<const FlashKernel*> GetFlashKernel(const FlashConfig& config, int
 
 // Enqueues `p` on `device` (its context current): q, k, v, mask (kBool: one
 // byte per element; kFloat: p.dtype) are device pointers as `p`'s strides
-// describe them; `out` is contiguous [batch..., l, e]. l, s > 0.
+// describe them, and `out` as p.o_batch and p.o_row do. l, s > 0.
 absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const AttentionProblem& p, const void* q,
                                   const void* k, const void* v, const void* mask, void* out);
 

@@ -17,8 +17,8 @@ typedef unsigned short fb_u16;
 // Mirrors the host's FlashParams (flash_attention.cc), field by field.
 struct FbAttnParams {
   const fb_elem* q; const fb_elem* k; const fb_elem* v; const void* mask; fb_elem* o;
-  long long q_batch[4], k_batch[4], v_batch[4], m_batch[4];
-  long long q_row, k_row, v_row, m_row, m_col;
+  long long q_batch[4], k_batch[4], v_batch[4], m_batch[4], o_batch[4];
+  long long q_row, k_row, v_row, m_row, m_col, o_row;
   long long batch_sizes[4];
   long long batch;
   int l, s;
@@ -57,15 +57,15 @@ __device__ __forceinline__ float fb_masked(float x, const FbAttnParams& p, long 
 // from m0, and the K/V tiles that count (causal: none past the block's last
 // row). Causal blocks of the last rows (the most keys) start first.
 struct FbBlock {
-  long long b, mo;
+  long long mo;
   int m0, tiles;
   const fb_elem *q, *k, *v;
 };
 __device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
-  blk.b = (long long)blockIdx.z * gridDim.y + blockIdx.y;
-  if (blk.b >= p.batch) return false;
+  const long long b = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+  if (b >= p.batch) return false;
   blk.m0 = (kMask == 1 ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
-  long long rest = blk.b, qo = 0, ko = 0, vo = 0, mo = 0;
+  long long rest = b, qo = 0, ko = 0, vo = 0, mo = 0;
 #pragma unroll
   for (int d = 3; d >= 0; --d) {
     const long long i = rest % p.batch_sizes[d];
@@ -76,6 +76,14 @@ __device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
   const int n_end = kMask == 1 ? min(p.s, blk.m0 + kBM) : p.s;
   blk.tiles = (n_end + kBN - 1) / kBN;
   return true;
+}
+// The block's output rows, found again when it stores them (a register held
+// through the loop would spill the 16-bit kernels).
+__device__ __forceinline__ fb_elem* fb_out(const FbAttnParams& p) {
+  long long rest = (long long)blockIdx.z * gridDim.y + blockIdx.y, oo = 0;
+#pragma unroll
+  for (int d = 3; d >= 0; --d) oo += rest % p.batch_sizes[d] * p.o_batch[d], rest /= p.batch_sizes[d];
+  return p.o + oo;
 }
 )";
 
@@ -189,7 +197,7 @@ __device__ __forceinline__ void fb_p_fragment(fb_u32 (&a)[4], const float (&s)[N
 // out rows trow + lane/4 (+ 8) = acc / l. A row with no key taking part has
 // l = 0: 0 * inf is NaN, as PyTorch's math path.
 __device__ __forceinline__ void fb_store_tile(const float (&acc)[kE / 8][4], const float (&l)[2], fb_u16* o,
-                                              int trow, int rows, int lane) {
+                                              long long o_row, int trow, int rows, int lane) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sum = l[h];
@@ -200,7 +208,7 @@ __device__ __forceinline__ void fb_store_tile(const float (&acc)[kE / 8][4], con
     if (row >= rows) continue;
 #pragma unroll
     for (int e = 0; e < kE / 8; ++e) {
-      *(fb_u32*)(o + (long long)row * kE + e * 8 + (lane & 3) * 2) = fb_pack(acc[e][2 * h] * inv, acc[e][2 * h + 1] * inv);
+      *(fb_u32*)(o + row * o_row + e * 8 + (lane & 3) * 2) = fb_pack(acc[e][2 * h] * inv, acc[e][2 * h + 1] * inv);
     }
   }
 }
@@ -228,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
   extern __shared__ __align__(128) unsigned char fb_shared[];
   FbBlock blk;
   if (!fb_block(p, blk)) return;
-  const auto [b, mo, m0, tiles, q, k, v] = blk;
+  const auto [mo, m0, tiles, q, k, v] = blk;
   const fb_u32 sq = fb_smem(fb_shared);
   fb_load_tile<kBM>(sq, q, p.q_row, m0, p.l, p.aligned);
   fb_load_tile<kBN>(sq + kQBytes, k, p.k_row, 0, p.s, p.aligned);
@@ -326,7 +334,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
     }
   }
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) fb_store_tile(acc[mt], lrow[mt], p.o + b * p.l * kE, wrow + mt * 16, p.l, lane);
+  for (int mt = 0; mt < kMT; ++mt) fb_store_tile(acc[mt], lrow[mt], fb_out(p), p.o_row, wrow + mt * 16, p.l, lane);
 }
 )";
 
@@ -386,7 +394,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
   extern __shared__ __align__(1024) unsigned char fb_shared[];
   FbBlock blk;
   if (!fb_block(p, blk)) return;
-  const auto [b, mo, m0, tiles, q, k, v] = blk;
+  const auto [mo, m0, tiles, q, k, v] = blk;
   const fb_u32 sq = (fb_smem(fb_shared) + 1023) & ~1023u;  // the host asks for 1024 bytes more
   // Stage t % 3 holds K, then V, of tile t.
 #define FB_STAGE(t) (sq + kQBytes + ((t) % 3) * 2 * kTileBytes)
@@ -470,14 +478,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
     __syncthreads();
   }
 #undef FB_STAGE
-  fb_store_tile(acc, lrow, p.o + b * p.l * kE, wrow, p.l, lane);
+  fb_store_tile(acc, lrow, fb_out(p), p.o_row, wrow, p.l, lane);
 }
 )";
 
 // The f32 kernel (no tensor core multiplies f32 exactly: TF32 rounds the
 // inputs, and PyTorch's f32 SDPA does not use it). 256 threads as 16 x 16
-// over 64 query rows: thread (ty, tx) holds rows 4 ty .. 4 ty + 3 of the
-// scores at keys tx + 16 c (so the 16 threads of a half warp share a row),
+// over 16 R query rows (R = kRows, FlashConfig::thread_rows): thread (ty, tx)
+// holds rows R ty .. R ty + R - 1 of the scores at keys tx + 16 c (so the 16 threads of a half warp share a row),
 // and of the output at columns 4 tx + 64 h. Shared memory holds Q [BM][E],
 // K [BN][E] and V [BN][E] in rows of E + 4 floats (16-byte rows 4 banks
 // apart: the half warp's K rows and V columns hit every bank once), and P
@@ -485,7 +493,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
 // tile loads while this tile's P V runs, V while the next scores do.
 constexpr const char* kSimtF32Body = R"(
 constexpr int kRowF = kE + 4, kPRowF = kBM + 4;  // floats a row of Q, K, V / of P^T
-constexpr int kCols = kBN / 16, kOut = kE / 64;  // keys, float4 output columns a thread holds
+constexpr int kRows = kBM / 16, kCols = kBN / 16, kOut = kE / 64;  // rows, keys, float4 columns a thread holds
 
 // Rows [row0, row0 + ROWS) of a [rows, E] operand (row stride `stride`) into
 // `dst` (rows of kRowF floats); rows from `rows` on are zeros.
@@ -512,7 +520,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
   extern __shared__ __align__(16) float fb_shared_f[];
   FbBlock blk;
   if (!fb_block(p, blk)) return;
-  const auto [b, mo, m0, tiles, q, k, v] = blk;
+  const auto [mo, m0, tiles, q, k, v] = blk;
   float* const qs = fb_shared_f;
   float* const ks = qs + kBM * kRowF;
   float* const vs = ks + kBN * kRowF;
@@ -521,36 +529,36 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
   fb_load_rows<kBN>(ks, k, p.k_row, 0, p.s, p.aligned);
   fb_load_rows<kBN>(vs, v, p.v_row, 0, p.s, p.aligned);
 
-  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4, r0 = 4 * ty;
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4, r0 = kRows * ty;
   const float kNegInf = __int_as_float(0xff800000);
-  float4 acc[4][kOut];
+  float4 acc[kRows][kOut];
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kRows; ++i)
 #pragma unroll
     for (int h = 0; h < kOut; ++h) acc[i][h] = make_float4(0.f, 0.f, 0.f, 0.f);
-  float mrow[4], lrow[4];  // the rows' running max (log2 units) and the thread's share of their sums
+  float mrow[kRows], lrow[kRows];  // the rows' running max (log2 units) and the thread's share of their sums
 #pragma unroll
-  for (int i = 0; i < 4; ++i) mrow[i] = kNegInf, lrow[i] = 0.f;
+  for (int i = 0; i < kRows; ++i) mrow[i] = kNegInf, lrow[i] = 0.f;
 
   for (int j = 0; j < tiles; ++j) {
     asm volatile("cp.async.wait_group 1;" ::: "memory");  // Q and K of tile j are in; V may still load
     __syncthreads();
     const int n0 = j * kBN;
-    float s[4][kCols];
+    float s[kRows][kCols];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < kRows; ++i)
 #pragma unroll
       for (int c = 0; c < kCols; ++c) s[i][c] = 0.f;
 #pragma unroll 1
     for (int kk = 0; kk < kE; kk += 4) {
-      float4 qv[4];
+      float4 qv[kRows];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) qv[i] = *(const float4*)(qs + (r0 + i) * kRowF + kk);
+      for (int i = 0; i < kRows; ++i) qv[i] = *(const float4*)(qs + (r0 + i) * kRowF + kk);
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
         const float4 kv = *(const float4*)(ks + (tx + 16 * c) * kRowF + kk);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < kRows; ++i) {
           s[i][c] = fmaf(qv[i].x, kv.x, s[i][c]);
           s[i][c] = fmaf(qv[i].y, kv.y, s[i][c]);
           s[i][c] = fmaf(qv[i].z, kv.z, s[i][c]);
@@ -558,10 +566,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
         }
       }
     }
-    // The online softmax of the thread's four rows; the half warp shares each.
+    // The online softmax of the thread's rows; the half warp shares each.
     const bool edge = n0 + kBN > p.s, diagonal = kMask == 1 && n0 + kBN - 1 > m0;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kRows; ++i) {
       const int row = m0 + r0 + i;
       float top = mrow[i];
 #pragma unroll
@@ -584,19 +592,26 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
       for (int h = 0; h < kOut; ++h) acc[i][h].x *= corr, acc[i][h].y *= corr, acc[i][h].z *= corr, acc[i][h].w *= corr;
     }
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) *(float4*)(ps + (tx + 16 * c) * kPRowF + r0) = make_float4(s[0][c], s[1][c], s[2][c], s[3][c]);
+    for (int c = 0; c < kCols; ++c)
+#pragma unroll
+      for (int g = 0; g < kRows; g += 4)
+        *(float4*)(ps + (tx + 16 * c) * kPRowF + r0 + g) = make_float4(s[g][c], s[g + 1][c], s[g + 2][c], s[g + 3][c]);
     asm volatile("cp.async.wait_group 0;" ::: "memory");  // V of tile j is in
     __syncthreads();  // P is written; every thread is done with K of tile j
     if (j + 1 < tiles) fb_load_rows<kBN>(ks, k, p.k_row, n0 + kBN, p.s, p.aligned);
 #pragma unroll 1
     for (int c = 0; c < kBN; ++c) {
-      const float4 pv = *(const float4*)(ps + c * kPRowF + r0);
-      const float pr[4] = {pv.x, pv.y, pv.z, pv.w};
+      float pr[kRows];
+#pragma unroll
+      for (int g = 0; g < kRows; g += 4) {
+        const float4 pv = *(const float4*)(ps + c * kPRowF + r0 + g);
+        pr[g] = pv.x, pr[g + 1] = pv.y, pr[g + 2] = pv.z, pr[g + 3] = pv.w;
+      }
 #pragma unroll
       for (int h = 0; h < kOut; ++h) {
         const float4 vv = *(const float4*)(vs + c * kRowF + 4 * tx + 64 * h);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < kRows; ++i) {
           acc[i][h].x = fmaf(pr[i], vv.x, acc[i][h].x);
           acc[i][h].y = fmaf(pr[i], vv.y, acc[i][h].y);
           acc[i][h].z = fmaf(pr[i], vv.z, acc[i][h].z);
@@ -609,9 +624,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
   }
   // out = acc / l, l summed over the half warp. A row with no key taking part
   // has l = 0: 0 * inf is NaN, as PyTorch's math path.
-  float* const o = p.o + b * p.l * kE;
+  float* const o = fb_out(p);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kRows; ++i) {
     float sum = lrow[i];
 #pragma unroll
     for (int w = 1; w < 16; w *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, w);
@@ -620,7 +635,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
     if (row >= p.l) continue;
 #pragma unroll
     for (int h = 0; h < kOut; ++h) {
-      *(float4*)(o + (long long)row * kE + 4 * tx + 64 * h) =
+      *(float4*)(o + row * p.o_row + 4 * tx + 64 * h) =
           make_float4(acc[i][h].x * inv, acc[i][h].y * inv, acc[i][h].z * inv, acc[i][h].w * inv);
     }
   }

@@ -137,16 +137,22 @@ TEST(FlashAttentionTest, ConfigsFollowTheProblemAndRefuseBadKnobValues) {
   EXPECT_FALSE(cuda::FlashAttentionSupports(DType::kFloat32, 96));
   EXPECT_FALSE(cuda::FlashAttentionSupports(DType::kFloat16, 96));
   EXPECT_FALSE(cuda::FlashAttentionSupports(DType::kInt32, 64));
-  // f32: 64 rows of 256 threads on every architecture, its shared memory
-  // (Q, K, V in rows of E + 4 floats, P^T) fitting two blocks an SM.
+  // f32: 256 threads on every architecture, 8 query rows a thread at head
+  // dim 64 unmasked or causal, else 4; the shared memory (Q, K, V in rows of
+  // E + 4 floats, P^T) fitting two blocks an SM.
   for (int e : {64, 128}) {
-    const FlashConfig f = cuda::ChooseFlashConfig(e, DType::kFloat32, AttentionMask::kCausal, 90, {});
-    EXPECT_FALSE(f.wgmma);
-    EXPECT_EQ(f.block_m(), 64);
-    EXPECT_EQ(f.threads(), 256);
-    EXPECT_EQ(f.SharedBytes(), 4 * ((64 + 2 * f.block_n) * (e + 4) + f.block_n * 68));
-    EXPECT_LE(2 * f.SharedBytes(), 227 * 1024);
-    EXPECT_EQ(f.KernelName(), absl::StrCat("fb_flash_attention_e", e, "_f32_causal_n", f.block_n, "_w8_b2"));
+    for (AttentionMask m : {AttentionMask::kCausal, AttentionMask::kBool}) {
+      const FlashConfig f = cuda::ChooseFlashConfig(e, DType::kFloat32, m, 90, {});
+      const int rows = e == 64 && m == AttentionMask::kCausal ? 8 : 4;
+      EXPECT_FALSE(f.wgmma);
+      EXPECT_EQ(f.thread_rows, rows);
+      EXPECT_EQ(f.block_m(), 16 * rows);
+      EXPECT_EQ(f.threads(), 256);
+      EXPECT_EQ(f.SharedBytes(), 4 * ((16 * rows + 2 * f.block_n) * (e + 4) + f.block_n * (16 * rows + 4)));
+      EXPECT_LE(2 * f.SharedBytes(), 227 * 1024);
+      EXPECT_EQ(f.KernelName(), absl::StrCat("fb_flash_attention_e", e, "_f32_", backend::AttentionMaskName(m), "_n",
+                                             f.block_n, "_w8", rows == 8 ? "_r8" : "", "_b2"));
+    }
   }
 }
 

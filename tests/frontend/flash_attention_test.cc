@@ -93,6 +93,48 @@ TEST_P(FlashAttentionTest, NanoGptHeadViewsAreReadByTheirStridesInOneKernel) {
   EXPECT_EQ(g.kernels().size(), 2u) << g.explain();
 }
 
+// nanoGPT's `y.transpose(1, 2).contiguous()` after the attention: the kernel
+// stores in that layout (no copy kernel), and a reader of y itself reads
+// the same values through the permutation; a permutation moving E is copied.
+TEST_P(FlashAttentionTest, TheOutputIsStoredInItsConsumersLayout) {
+  for (DType dtype : {kBF16, kF32}) {
+    for (int64_t hd : {64, 128}) {
+      SCOPED_TRACE(testing::Message() << DTypeName(dtype) << " E " << hd);
+      const int64_t batch = 2, heads = 3, t = 70;
+      const Tensor q = Random({batch, heads, t, hd}, dtype, 0.3), k = Random({batch, heads, t, hd}, dtype, 0.3),
+                   v = Random({batch, heads, t, hd}, dtype);
+      const Expected want = AttentionRef(q, k, v, 1 / std::sqrt(static_cast<double>(hd)), kCausal, kNoBias);
+      auto attend = [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+        return scaled_dot_product_attention(a, b, c, Tensor(), 0.0, true);
+      };
+      auto merged = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+        return attend(a, b, c).transpose(1, 2).contiguous().view({batch, t, heads * hd});
+      });
+      const Tensor got = merged(q, k, v);
+      ASSERT_EQ(merged.kernels().size(), 1u) << merged.explain();  // the attention alone
+      EXPECT_EQ(merged.kernels()[0].name, KernelName());
+      EXPECT_TRUE(CloseToAttention(got.view({batch, t, heads, hd}).transpose(1, 2), want, "stored transposed"));
+
+      // y read both ways, and again after the copy.
+      auto both = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+        const Tensor y = attend(a, b, c);
+        return std::vector<Tensor>{y * 2.0, y.transpose(1, 2).contiguous() + 1.0};
+      });
+      const std::vector<Tensor> two = both(q, k, v);
+      EXPECT_TRUE(CloseToAttention(two[0] * 0.5, want, "y"));
+      EXPECT_TRUE(CloseToAttention((two[1] - 1.0).transpose(1, 2), want, "y transposed"));
+
+      // E moved: the copy stays (a kernel after the attention).
+      auto moved = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+        return attend(a, b, c).transpose(2, 3).contiguous();
+      });
+      const Tensor m = moved(q, k, v);
+      EXPECT_EQ(moved.kernels().size(), 2u) << moved.explain();
+      EXPECT_TRUE(CloseToAttention(m.transpose(2, 3), want, "E moved"));
+    }
+  }
+}
+
 TEST_P(FlashAttentionTest, BroadcastBatchUnalignedRowsAndStridedHeadDims) {
   // k and v shared by every head ([2, 1, S, E] against q's [2, 4, L, E]).
   const Tensor q = Random({2, 4, 33, 128}, kF16, 0.3), k = Random({2, 1, 45, 128}, kF16, 0.3),
