@@ -224,7 +224,8 @@ absl::StatusOr<std::shared_ptr<const CompiledBinary>> CompileCache::GetOrCompile
     }
   }
   if (DebugDump("cache")) {
-    std::fprintf(stderr, "[fusebox cache] %s %s\n", from_disk ? "disk hit" : "compiled", entry_path.c_str());
+    std::fprintf(stderr, "[fusebox cache] %s %s%s\n", from_disk ? "disk hit" : "compiled", entry_path.c_str(),
+                 from_disk ? "" : absl::StrCat(" in ", static_cast<int64_t>(compile_ms), " ms").c_str());
   }
   fusebox::MutexLock lock(&impl_->mu);
   ++(from_disk ? impl_->stats.disk_hits : impl_->stats.compiles);

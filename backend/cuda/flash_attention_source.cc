@@ -53,9 +53,56 @@ __device__ __forceinline__ float fb_masked(float x, const FbAttnParams& p, long 
   if (kMask == 3 && row < p.l) return x + fb_to_f32(((const fb_elem*)p.mask)[at]) * 1.4426950408889634f;
   return x;
 }
+// How many K/V tiles a bool mask leaves the block's rows (rows [m0, m0 +
+// kBM) below p.l, the first `tiles`): one past the last tile where a key
+// takes part, so trailing tiles the mask drops (a causal mask given as a
+// tensor, padded keys) are not computed; at least one (a row with no key is
+// NaN). Every thread calls it. It scans back from the last tile, kGroup tiles
+// a round (one barrier where none takes part), 16 bytes a load where the
+// mask's rows are whole 16-byte chunks.
+__device__ __forceinline__ int fb_mask_tiles(const FbAttnParams& p, long long mo, int m0, int tiles) {
+  constexpr int kGroup = 4;
+  __shared__ int last_found;
+  const unsigned char* m = (const unsigned char*)p.mask + mo;
+  const int rows = min(kBM, p.l - m0);
+  const bool wide = p.m_col == 1 && p.m_row % 16 == 0 && p.s % 16 == 0 && ((unsigned long long)m) % 16 == 0;
+  if (threadIdx.x == 0) last_found = -1;
+  __syncthreads();
+  for (int hi = tiles; hi > 0; hi -= kGroup) {
+    const int c0 = max(0, hi - kGroup) * kBN, c1 = min(hi * kBN, p.s), width = c1 - c0;
+    int last = -1;  // the last column in [c0, c1) where this thread's share keeps a key
+    if (wide) {
+      const int chunks = width / 16;
+      for (int i = threadIdx.x; i < rows * chunks; i += kThreads) {
+        const int c = c0 + 16 * (i % chunks);
+        const uint4 w = *(const uint4*)(m + (long long)(m0 + i / chunks) * p.m_row + c);
+        const fb_u32 words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int k = 3; k >= 0; --k) {
+          if (words[k] != 0u) {
+            last = max(last, c + 4 * k + (31 - __clz(words[k])) / 8);
+            break;
+          }
+        }
+      }
+    } else {
+      for (int i = threadIdx.x; i < rows * width; i += kThreads) {
+        const int c = c0 + i % width;
+        if (m[(long long)(m0 + i / width) * p.m_row + (long long)c * p.m_col]) last = max(last, c);
+      }
+    }
+    if (!__syncthreads_or(last >= 0)) continue;
+    if (last >= 0) atomicMax(&last_found, last);
+    __syncthreads();
+    return last_found / kBN + 1;
+  }
+  return 1;
+}
+
 // What a block works on: batch b (its q, k, v and mask offset), query rows
 // from m0, and the K/V tiles that count (causal: none past the block's last
-// row). Causal blocks of the last rows (the most keys) start first.
+// row; a bool mask: fb_mask_tiles). Causal blocks of the last rows (the most
+// keys) start first.
 struct FbBlock {
   long long mo;
   int m0, tiles;
@@ -75,6 +122,7 @@ __device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
   blk.mo = mo, blk.q = p.q + qo, blk.k = p.k + ko, blk.v = p.v + vo;
   const int n_end = kMask == 1 ? min(p.s, blk.m0 + kBM) : p.s;
   blk.tiles = (n_end + kBN - 1) / kBN;
+  if (kMask == 2) blk.tiles = fb_mask_tiles(p, mo, blk.m0, blk.tiles);
   return true;
 }
 // The block's output rows, found again when it stores them (a register held

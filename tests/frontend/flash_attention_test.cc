@@ -190,6 +190,43 @@ TEST_P(FlashAttentionTest, BoolAndFloatMasksAndAnAllMaskedRow) {
   }
 }
 
+// Bool masks whose trailing keys drop out for a block's rows (a causal mask
+// given as a tensor, padded keys, one far key kept): the CUDA kernel skips
+// those tiles and must agree with float64; 1024 keys take the mask's rows in
+// 16-byte loads, 1000 byte by byte.
+TEST_P(FlashAttentionTest, BoolMasksDroppingTrailingKeysMatchFloat64) {
+  for (auto [dtype, e] : {std::pair{kBF16, int64_t{64}}, std::pair{kF32, int64_t{64}}, std::pair{kBF16, int64_t{128}}}) {
+    for (int64_t t : {1024, 1000}) {
+      const Tensor q = Random({1, 2, t, e}, dtype, 0.3), k = Random({1, 2, t, e}, dtype, 0.3),
+                   v = Random({1, 2, t, e}, dtype);
+      auto mask_of = [&](auto keeps) {
+        std::vector<double> m(t * t);
+        for (int64_t i = 0; i < t; ++i) {
+          for (int64_t j = 0; j < t; ++j) m[i * t + j] = keeps(i, j) ? 1 : 0;
+        }
+        return Tensor::from_vector(m, {t, t}, kBool, device());
+      };
+      const std::vector<std::pair<std::string, Tensor>> masks = {
+          {"causal", mask_of([](int64_t i, int64_t j) { return j <= i; })},
+          {"padded", mask_of([](int64_t, int64_t j) { return j < 130; })},
+          // causal, and row 5 also sees the last key.
+          {"far key", mask_of([&](int64_t i, int64_t j) { return j <= i || (i == 5 && j == t - 1); })},
+      };
+      auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+        return scaled_dot_product_attention(a, b, c, d);
+      });
+      for (const auto& [name, mask] : masks) {
+        SCOPED_TRACE(testing::Message() << DTypeName(dtype) << " E " << e << " T " << t << " " << name);
+        const std::vector<double> m = mask.to_double_vector();
+        auto allowed = [&](int64_t, int64_t i, int64_t j) { return m[i * t + j] != 0; };
+        EXPECT_TRUE(CloseToAttention(f(q, k, v, mask),
+                                     AttentionRef(q, k, v, 1 / std::sqrt(static_cast<double>(e)), allowed, kNoBias),
+                                     name));
+      }
+    }
+  }
+}
+
 TEST_P(FlashAttentionTest, OtherHeadDimsKeepTheDecomposition) {
   auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& c) { return scaled_dot_product_attention(a, b, c); });
   for (auto [dtype, e] : {std::pair{kBF16, int64_t{32}}, std::pair{kF32, int64_t{96}}}) {
