@@ -592,13 +592,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
     asm volatile("cp.async.wait_group 1;" ::: "memory");  // Q and K of tile j are in; V may still load
     __syncthreads();
     const int n0 = j * kBN;
+    // Causal: a warp whose rows all come before the tile's first key (its
+    // 2 kRows rows, warp-uniform for the shuffles) has nothing to add there.
+    const bool idle = kMask == 1 && m0 + kRows * (ty | 1) + kRows - 1 < n0;
     float s[kRows][kCols];
 #pragma unroll
     for (int i = 0; i < kRows; ++i)
 #pragma unroll
       for (int c = 0; c < kCols; ++c) s[i][c] = 0.f;
 #pragma unroll 1
-    for (int kk = 0; kk < kE; kk += 4) {
+    for (int kk = 0; kk < (idle ? 0 : kE); kk += 4) {
       float4 qv[kRows];
 #pragma unroll
       for (int i = 0; i < kRows; ++i) qv[i] = *(const float4*)(qs + (r0 + i) * kRowF + kk);
@@ -616,39 +619,41 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
     }
     // The online softmax of the thread's rows; the half warp shares each.
     const bool edge = n0 + kBN > p.s, diagonal = kMask == 1 && n0 + kBN - 1 > m0;
+    if (!idle) {
 #pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const int row = m0 + r0 + i;
-      float top = mrow[i];
+      for (int i = 0; i < kRows; ++i) {
+        const int row = m0 + r0 + i;
+        float top = mrow[i];
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        float x = s[i][c] * p.scale_log2;
-        if (kMask >= 2 || edge || diagonal) x = fb_masked(x, p, mo, row, n0 + tx + 16 * c);
-        s[i][c] = x;
-        top = fmaxf(top, x);
+        for (int c = 0; c < kCols; ++c) {
+          float x = s[i][c] * p.scale_log2;
+          if (kMask >= 2 || edge || diagonal) x = fb_masked(x, p, mo, row, n0 + tx + 16 * c);
+          s[i][c] = x;
+          top = fmaxf(top, x);
+        }
+#pragma unroll
+        for (int w = 1; w < 16; w *= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, w));
+        const float base = top == kNegInf ? 0.f : top;  // no key yet: keep exp2(-inf) = 0, not NaN
+        const float corr = fb_exp2(mrow[i] - base);
+        mrow[i] = top;
+        float sum = 0.f;
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) s[i][c] = fb_exp2(s[i][c] - base), sum += s[i][c];
+        lrow[i] = lrow[i] * corr + sum;
+#pragma unroll
+        for (int h = 0; h < kOut; ++h) acc[i][h].x *= corr, acc[i][h].y *= corr, acc[i][h].z *= corr, acc[i][h].w *= corr;
       }
 #pragma unroll
-      for (int w = 1; w < 16; w *= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, w));
-      const float base = top == kNegInf ? 0.f : top;  // no key yet: keep exp2(-inf) = 0, not NaN
-      const float corr = fb_exp2(mrow[i] - base);
-      mrow[i] = top;
-      float sum = 0.f;
+      for (int c = 0; c < kCols; ++c)
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) s[i][c] = fb_exp2(s[i][c] - base), sum += s[i][c];
-      lrow[i] = lrow[i] * corr + sum;
-#pragma unroll
-      for (int h = 0; h < kOut; ++h) acc[i][h].x *= corr, acc[i][h].y *= corr, acc[i][h].z *= corr, acc[i][h].w *= corr;
+        for (int g = 0; g < kRows; g += 4)
+          *(float4*)(ps + (tx + 16 * c) * kPRowF + r0 + g) = make_float4(s[g][c], s[g + 1][c], s[g + 2][c], s[g + 3][c]);
     }
-#pragma unroll
-    for (int c = 0; c < kCols; ++c)
-#pragma unroll
-      for (int g = 0; g < kRows; g += 4)
-        *(float4*)(ps + (tx + 16 * c) * kPRowF + r0 + g) = make_float4(s[g][c], s[g + 1][c], s[g + 2][c], s[g + 3][c]);
     asm volatile("cp.async.wait_group 0;" ::: "memory");  // V of tile j is in
     __syncthreads();  // P is written; every thread is done with K of tile j
     if (j + 1 < tiles) fb_load_rows<kBN>(ks, k, p.k_row, n0 + kBN, p.s, p.aligned);
 #pragma unroll 1
-    for (int c = 0; c < kBN; ++c) {
+    for (int c = 0; c < (idle ? 0 : kBN); ++c) {
       float pr[kRows];
 #pragma unroll
       for (int g = 0; g < kRows; g += 4) {
