@@ -135,6 +135,40 @@ TEST_P(FlashAttentionTest, TheOutputIsStoredInItsConsumersLayout) {
   }
 }
 
+// The consumer's layout over other permutations and shapes: size-1 dims
+// (whose strides say nothing), the sequence outermost, 3-D heads, and a copy
+// into an input in place (left as a copy: a library kernel does not store
+// into an input).
+TEST_P(FlashAttentionTest, ConsumerLayoutsOverPermutationsAndSizeOneDims) {
+  struct Case {
+    Shape shape;                // q, k, v
+    std::vector<int64_t> dims;  // the permutation the copy takes
+  };
+  for (const Case& c : {Case{{1, 3, 40, 64}, {0, 2, 1, 3}}, Case{{2, 1, 40, 64}, {0, 2, 1, 3}},
+                        Case{{2, 3, 40, 64}, {2, 0, 1, 3}}, Case{{6, 40, 64}, {1, 0, 2}}}) {
+    SCOPED_TRACE(testing::Message() << ShapeToString(c.shape));
+    const Tensor q = Random(c.shape, kF32, 0.3), k = Random(c.shape, kF32, 0.3), v = Random(c.shape, kF32);
+    const Expected want = AttentionRef(q, k, v, 0.125, kCausal, kNoBias);
+    std::vector<int64_t> inverse(c.dims.size());
+    for (size_t i = 0; i < c.dims.size(); ++i) inverse[c.dims[i]] = static_cast<int64_t>(i);
+    auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& d) {
+      return scaled_dot_product_attention(a, b, d, Tensor(), 0.0, true).permute(c.dims).contiguous();
+    });
+    const Tensor got = f(q, k, v);
+    EXPECT_EQ(f.kernels().size(), 1u) << f.explain();
+    EXPECT_EQ(got.shape(), q.permute(c.dims).shape());
+    EXPECT_TRUE(CloseToAttention(got.permute(inverse), want, "permuted"));
+    // In place into an input: the copy stays, the values are the same.
+    Tensor out = Tensor::empty(q.permute(c.dims).shape(), kF32, device());
+    auto g = compile([&](const Tensor& a, const Tensor& b, const Tensor& d, const Tensor& o) {
+      o.copy_(scaled_dot_product_attention(a, b, d, Tensor(), 0.0, true).permute(c.dims));
+      return o;
+    });
+    (void)g(q, k, v, out);
+    EXPECT_TRUE(CloseToAttention(out.permute(inverse), want, "copied in place"));
+  }
+}
+
 TEST_P(FlashAttentionTest, BroadcastBatchUnalignedRowsAndStridedHeadDims) {
   // k and v shared by every head ([2, 1, S, E] against q's [2, 4, L, E]).
   const Tensor q = Random({2, 4, 33, 128}, kF16, 0.3), k = Random({2, 1, 45, 128}, kF16, 0.3),
