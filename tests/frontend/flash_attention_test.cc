@@ -123,6 +123,14 @@ TEST_P(FlashAttentionTest, TheOutputIsStoredInItsConsumersLayout) {
       const std::vector<Tensor> two = both(q, k, v);
       EXPECT_TRUE(CloseToAttention(two[0] * 0.5, want, "y"));
       EXPECT_TRUE(CloseToAttention((two[1] - 1.0).transpose(1, 2), want, "y transposed"));
+      // y itself returned beside its stored layout (the result a view of it).
+      auto returned = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+        const Tensor y = attend(a, b, c);
+        return std::vector<Tensor>{y, y.transpose(1, 2).contiguous()};
+      });
+      const std::vector<Tensor> pair = returned(q, k, v);
+      EXPECT_TRUE(CloseToAttention(pair[0], want, "y returned"));
+      EXPECT_TRUE(CloseToAttention(pair[1].transpose(1, 2), want, "y returned transposed"));
 
       // E moved: the copy stays (a kernel after the attention).
       auto moved = compile([&](const Tensor& a, const Tensor& b, const Tensor& c) {
