@@ -288,3 +288,36 @@ TEST(Gpt2Errors, SayWhatIsWrong) {
 
 }  // namespace
 }  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+// CompileOptions::replay on the model as nanoGPT writes it: its parameters
+// are read as globals (through linear's transposes, broadcasts), so after
+// two traced calls the third replays; it still follows an in-place change
+// to a parameter (the replayed plan reads the parameter's memory).
+TEST(Gpt2Replay, TheModelReplaysAndSeesInPlaceParameterChanges) {
+  for (Attention attention : {Attention::kSdpa, Attention::kManual}) {
+    SCOPED_TRACE(attention == Attention::kSdpa ? "SDPA" : "manual");
+    const GPTConfig config = Tiny(attention);
+    GPT model(config, Device::cpu(), DType::kFloat32, /*seed=*/test_util::Seed());
+    const int64_t seq = 9;
+    const Tensor idx = Tensor::from_vector(RandomTokens(kBatch * seq, config.vocab_size), {kBatch, seq});
+    const Tensor tgt = Tensor::from_vector(RandomTokens(kBatch * seq, config.vocab_size), {kBatch, seq});
+    auto forward = compile([&](const Tensor& x, const Tensor& y) { return model(x, y).loss; },
+                           CompileOptions{.replay = true});
+    const double eager = model(idx, tgt).loss.item();
+    for (int call = 0; call < 3; ++call) {
+      EXPECT_NEAR(forward(idx, tgt).item(), eager, 1e-5 * std::max(1.0, std::fabs(eager))) << "call " << call;
+    }
+    EXPECT_EQ(forward.stats().replays, 1) << forward.explain();
+    model.ln_f.weight.mul_(2.0);  // in place: the replayed plan must see it
+    const double changed = model(idx, tgt).loss.item();
+    EXPECT_NE(changed, eager);
+    EXPECT_NEAR(forward(idx, tgt).item(), changed, 1e-5 * std::max(1.0, std::fabs(changed)));
+    EXPECT_EQ(forward.stats().replays, 2) << forward.explain();
+  }
+}
+
+}  // namespace
+}  // namespace fusebox
