@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/substitute.h"
 #include "backend/index_check.h"
+#include "backend/row_invariants.h"
 #include "tensor/error.h"
 
 namespace fusebox::backend {
@@ -261,8 +262,13 @@ void CPrinter::CloseRow(CodeWriter& w) const {
 void CPrinter::PrintPass(CodeWriter& w, const Kernel& kernel, const Pass& pass) const {
   auto op_template = [this](graph::Op op) { return OpTemplate(op); };
   for (const Accumulator& a : pass.accumulators) AccumulatorDecl(w, a);
+  std::vector<Stmt> body = pass.body, once;  // row-invariant statements once, before the loop
+  if (HoistsRowInvariants()) {
+    HoistRowInvariant(&body, &once, AccumulatorTemps(pass.accumulators));
+    Statements(w, kernel, once, op_template);
+  }
   RowLoop(w, kernel, [&] {
-    Statements(w, kernel, pass.body, op_template, ReadsCachedLoads(kernel));
+    Statements(w, kernel, body, op_template, ReadsCachedLoads(kernel));
     for (const Accumulator& a : pass.accumulators) AccumulateStep(w, a, OpTemplate(a.op), Temp(a.value), "(long long)j");
   });
   for (const Accumulator& a : pass.accumulators) AfterPass(w, kernel, a, CombineLambda(a, OpTemplate(a.op)));
@@ -292,7 +298,12 @@ std::string CPrinter::Print(const Kernel& kernel) const {
   const bool cached = ReadsCachedLoads(kernel);
   for (const Pass& pass : kernel.passes) PrintPass(w, kernel, pass);
   if (!kernel.elementwise.empty()) {
-    RowLoop(w, kernel, [&] { Statements(w, kernel, kernel.elementwise, op_template, cached); });
+    std::vector<Stmt> body = kernel.elementwise, once;
+    if (HoistsRowInvariants()) {
+      HoistRowInvariant(&body, &once, {});
+      Statements(w, kernel, once, op_template);
+    }
+    RowLoop(w, kernel, [&] { Statements(w, kernel, body, op_template, cached); });
   }
   if (!kernel.row_body.empty()) {
     OpenRowStores(w, kernel);

@@ -54,6 +54,12 @@ class CPrinter {
   // the body's values into them, and AfterPass. The CPU printer overrides it
   // for long float sums (cpu/cascade_pass.h).
   virtual void PrintPass(CodeWriter& w, const Kernel& kernel, const Pass& pass) const;
+  // Whether every thread in the row scope has a row to compute (`r` in
+  // range), so a row loop's row-invariant statements (row_invariants.h) may
+  // be printed once before it. The CPU's rows: yes; the CUDA layouts whose
+  // threads past the last row reach the loop (column reductions test
+  // fb_live inside it) keep them in the loop.
+  virtual bool HoistsRowInvariants() const { return false; }
   // Rows held in registers (the CUDA cluster printer): loads each cached
   // value of the row before the passes; nothing where loads stay loads (the
   // CPU's rows sit in its caches).

@@ -46,6 +46,7 @@ FB_INLINE float fb_cosf(float x) { return __builtin_cosf(x); }
     PrintCascadePass(w, k, pass, [this](graph::Op op) { return OpTemplate(op); });
   }
 
+  bool HoistsRowInvariants() const override { return true; }  // a row is one thread's loop
   const char* OpTemplate(graph::Op op) const override { return graph::Info(op).cpp_expr; }
   std::string IndexCheckPrelude() const override {
     return CPrinter::IndexCheckHelpers("__atomic_exchange_n(&err[0], 1LL, __ATOMIC_RELAXED) == 0");

@@ -11,6 +11,7 @@
 #include "backend/code_writer.h"
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/held_row_values.h"
+#include "backend/row_invariants.h"
 
 namespace fusebox::backend {
 namespace {
@@ -71,32 +72,10 @@ struct Access {
 // staged stores writing s<array>[e], and what to stage.
 struct LoopPlan {
   Kernel lanes;  // the kernel's buffers, then the store staging arrays
-  std::vector<Stmt> once;  // computed once before the loop (RowInvariant)
+  std::vector<Stmt> once;  // computed once before the loop (backend/row_invariants.h)
   std::vector<Stmt> body;
   std::vector<Access> loads, stores;
 };
-
-// Moves the statements of `body` that read nothing varying along the row
-// (a gathered row's index and its check, a row-broadcast load, an earlier
-// pass's result over n) to `once`: computed per element they are the same
-// value each time, and their checks' atomics keep the compiler from merging
-// them (GPT-2's first layer norm, which gathers the token's row: 144 index
-// checks a row, 1.4 s of NVRTC; 9 once hoisted, 0.19 s). `varying`: temps
-// that change along the row though defined outside the body (the pass's own
-// accumulators).
-void HoistRowInvariant(std::vector<Stmt>* body, std::vector<Stmt>* once, std::set<int> varying) {
-  auto invariant_temp = [&](int t) { return t < 0 || !varying.contains(t); };
-  std::vector<Stmt> rest;
-  for (Stmt& s : *body) {
-    bool invariant = s.kind != StmtKind::kStore && s.cache_slot < 0 && invariant_temp(s.mask);
-    for (const char* var : {"j", "e", "k", "i"}) invariant = invariant && !s.index.DependsOn(var);
-    for (int t : s.index.Temps()) invariant = invariant && invariant_temp(t);
-    for (int t : s.args) invariant = invariant && invariant_temp(t);
-    if (!invariant && s.result >= 0) varying.insert(s.result);
-    (invariant ? once : &rest)->push_back(std::move(s));
-  }
-  *body = std::move(rest);
-}
 
 class RowPrinter {
  public:
@@ -357,11 +336,8 @@ class RowPrinter {
         s.index = IndexExpr::Var("e", v_);
       }
     }
-    std::set<int> varying;
-    if (loop < k_.passes.size()) {
-      for (const Accumulator& a : k_.passes[loop].accumulators) varying.insert({a.temp, a.index_temp});
-    }
-    HoistRowInvariant(&plan.body, &plan.once, std::move(varying));
+    HoistRowInvariant(&plan.body, &plan.once,
+                      loop < k_.passes.size() ? AccumulatorTemps(k_.passes[loop].accumulators) : std::set<int>{});
     return plan;
   }
 
