@@ -110,14 +110,21 @@ run_bench() {
   # A/B runs of tuning switches, appended to bench.log (docs/debugging.md):
   # FUSEBOX_AB="NAME=value ...[@word,...];..." runs fusebox_bench once per
   # `;`-separated setting, on the cases the words after `@` name (else those
-  # of FUSEBOX_AB_FILTER, else all), with the flags of FUSEBOX_AB_ARGS
-  # (--sweep: the words name sweep rows, "softmax/dim0,262147]").
+  # of FUSEBOX_AB_FILTER, else those of FUSEBOX_BENCH_ARGS's --filter, else
+  # all), with the flags of FUSEBOX_AB_ARGS (--sweep: the words name sweep
+  # rows, "softmax/dim0,262147]").
   if [[ -n ${FUSEBOX_AB:-} ]]; then
-    local setting vars filter
+    local setting vars filter main_filter=""
+    # shellcheck disable=SC2086  # word splitting of the flags is wanted
+    set -- ${FUSEBOX_BENCH_ARGS:-}
+    while (($#)); do
+      if [[ $1 == --filter && $# -ge 2 ]]; then main_filter=$2; fi
+      shift
+    done
     IFS=';' read -ra settings <<<"$FUSEBOX_AB"
     for setting in "${settings[@]}"; do
       vars="${setting%%@*}"
-      filter="${FUSEBOX_AB_FILTER:-}"
+      filter="${FUSEBOX_AB_FILTER:-$main_filter}"
       [[ $setting == *@* ]] && filter="${setting#*@}"
       echo "== A/B: $vars (--filter ${filter:-all})" | tee -a "$OUT/bench.log"
       # shellcheck disable=SC2086  # word splitting of the flags is wanted
