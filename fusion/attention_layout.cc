@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "fusion/compose_views.h"
 #include "fusion/eliminate_dead_nodes.h"
 
@@ -49,7 +50,7 @@ std::optional<std::vector<int64_t>> PermutationOf(const Node& attention, const V
 
 }  // namespace
 
-Graph StoreAttentionInConsumerLayout(const Graph& g) {
+StoredAttention StoreAttentionInConsumerLayout(const Graph& g) {
   // Per attention node (stored in its own order): the copy that takes its
   // place, and the order it stores in.
   struct Rewrite {
@@ -70,7 +71,8 @@ Graph StoreAttentionInConsumerLayout(const Graph& g) {
     rewrites.emplace(read.base, Rewrite{.copy = id, .axes = *std::move(axes)});
     copy_of.emplace(id, read.base);
   }
-  if (rewrites.empty()) return g;
+  if (rewrites.empty()) return {.graph = g};
+  StoredAttention out;
 
   graph::GraphBuilder builder(g.device());
   std::vector<NodeId> remap(g.size(), -1);
@@ -92,6 +94,9 @@ Graph StoreAttentionInConsumerLayout(const Graph& g) {
     const Shape logical = node.shape;
     node.shape = g.node(it->second.copy).shape;
     node.axes = it->second.axes;
+    out.notes.push_back(absl::StrCat("attention %", id, " ", ShapeToString(logical), " stores its result as the copy %",
+                                     it->second.copy, " reads it (", ShapeToString(node.shape),
+                                     "): no copy kernel"));
     const NodeId permuted = builder.Add(std::move(node));
     stored.emplace(id, permuted);
     const Strides own = ContiguousStrides(g.node(it->second.copy).shape);
@@ -104,7 +109,8 @@ Graph StoreAttentionInConsumerLayout(const Graph& g) {
   for (NodeId out : g.outputs()) outputs.push_back(remap[out]);
   for (NodeId target : g.store_targets()) targets.push_back(target < 0 ? -1 : remap[target]);
   // The views and copies between the old node and the copy are left unread.
-  return EliminateDeadNodes(std::move(builder).Build(std::move(outputs), std::move(targets)));
+  out.graph = EliminateDeadNodes(std::move(builder).Build(std::move(outputs), std::move(targets)));
+  return out;
 }
 
 }  // namespace fusebox::fusion

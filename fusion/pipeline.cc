@@ -48,9 +48,10 @@ graph::Graph RunGraphPasses(const graph::Graph& captured, std::vector<std::strin
 
   // 3. An attention result only transposed and copied is stored by the
   // attention kernel in the copy's layout: no copy kernel.
-  graph::Graph stored = StoreAttentionInConsumerLayout(attention.graph);
-  DumpGraph("store_attention_in_consumer_layout", attention.graph, stored);
-  return stored;
+  StoredAttention stored = StoreAttentionInConsumerLayout(attention.graph);
+  DumpGraph("store_attention_in_consumer_layout", attention.graph, stored.graph);
+  if (notes != nullptr) notes->insert(notes->end(), stored.notes.begin(), stored.notes.end());
+  return std::move(stored.graph);
 }
 
 Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic, PlanOptions options) {

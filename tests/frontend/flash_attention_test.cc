@@ -112,6 +112,7 @@ TEST_P(FlashAttentionTest, TheOutputIsStoredInItsConsumersLayout) {
       });
       const Tensor got = merged(q, k, v);
       ASSERT_EQ(merged.kernels().size(), 1u) << merged.explain();  // the attention alone
+      EXPECT_THAT(merged.explain(), HasSubstr("stores its result as the copy"));
       EXPECT_EQ(merged.kernels()[0].name, KernelName());
       EXPECT_TRUE(CloseToAttention(got.view({batch, t, heads, hd}).transpose(1, 2), want, "stored transposed"));
 
