@@ -31,6 +31,7 @@
 #include "profiler/recorder.h"
 #include "backend/ptx_summary.h"
 #include "backend/source_hooks.h"
+#include "fusion/dynamic_shapes.h"
 #include "spdlog/spdlog.h"
 #include "tensor/debug.h"
 #include "tensor/pending_error.h"
@@ -193,6 +194,10 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       info.flops = compiled->cost.flops;
       info.numel = Numel(exe->plan_.graph.node(compiled->extern_node).shape);
       info.source = DescribeExternKernel(exe->plan_.graph, compiled->chain, group.name, arch, tuning);
+      if (exe->plan_.dynamic()) {  // it reads its sizes from each call
+        absl::StrAppend(&info.source, "// run-time sizes (", absl::StrJoin(fusion::DescribeSymbols(exe->plan_.symbols), "; "),
+                        "): the shapes above are those it was compiled at\n");
+      }
       // Attention compiles its flash kernel here (a CPU plan: its CUDA twin).
       const int64_t misses_before = CompileCache::Get().stats().compiles;
       absl::StatusOr<ExternPrepared> extern_prepared = PrepareExtern(
@@ -278,6 +283,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
     exe->kernels_.push_back(std::move(compiled));
   }
   exe->checks_indices_ = std::any_of(exe->kernels_.begin(), exe->kernels_.end(), [](const auto& k) { return k->ir.checks_indices; });
+  exe->has_externs_ = std::any_of(exe->kernels_.begin(), exe->kernels_.end(), [](const auto& k) { return k->extern_node >= 0; });
   const int64_t max_elements = cuda::GraphLaunchMaxElements(tuning);
   const bool chainable = std::all_of(exe->kernels_.begin(), exe->kernels_.end(), [&](const auto& k) {
     return k->extern_node < 0 && !k->programmatic_combine && k->ir.numel <= max_elements;
@@ -296,8 +302,7 @@ std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan, const Tuning
   std::vector<std::string> sources;
   for (const fusion::KernelGroup& group : plan.kernels) {
     if (group.kind == fusion::KernelKind::kExtern) {
-      sources.push_back(
-          DescribeExternKernel(plan.graph, fusion::ChainOf(plan.graph, group), group.name, kNoDeviceArch, tuning));
+      sources.push_back(DescribeExternStructure(plan.graph, fusion::ChainOf(plan.graph, group), group.name));
       continue;
     }
     const Kernel ir = LowerKernel(plan, group, tuning);
@@ -319,6 +324,12 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
     }
     return shape;
   };
+  // Library calls read their sizes from the graph: a dynamic plan's, resized
+  // to this call's sizes (FindDimSymbols lets their rows and sequences be
+  // run-time sizes).
+  std::optional<graph::Graph> resized;
+  if (!sizes.empty() && has_externs_) resized = fusion::Resize(g, plan_.symbols, sizes);
+  const graph::Graph& extern_graph = resized ? *resized : g;
   absl::flat_hash_map<graph::NodeId, Tensor> stored;
   absl::InlinedVector<void*, 16> args;  // a kernel's buffers: no allocation per call
   // CUDA: with a launch graph and no profiler timing each kernel, the
@@ -352,8 +363,8 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       }
       profiler::KernelRecord record(device);
       std::vector<Shape> operand_shapes;
-      absl::StatusOr<Tensor> value =
-          RunExtern(g, k->chain, inputs, stored, k->extern_prepared, record.active() ? &operand_shapes : nullptr);
+      absl::StatusOr<Tensor> value = RunExtern(extern_graph, k->chain, inputs, stored, k->extern_prepared,
+                                               record.active() ? &operand_shapes : nullptr);
       if (!value.ok()) return value.status();
       stored.emplace(k->extern_node, *std::move(value));
       if (record.active()) {

@@ -58,6 +58,7 @@ class Executable {
   int compiled_kernels_ = 0;
   CompileTimes compile_times_;
   bool checks_indices_ = false;
+  bool has_externs_ = false;  // some kernel is a library call (a dynamic plan resizes their graph per call)
   // CUDA plans of small kernels that a graph can chain (no extern kernel,
   // no programmatic launch; launch_graph.h): Run() issues their launches as
   // one graph.
@@ -65,7 +66,9 @@ class Executable {
 };
 
 // Every kernel of `plan` lowered and printed for both targets, without
-// compiling: what a dynamic plan's kernels look like at other sizes.
+// compiling: what a dynamic plan's kernels look like at other sizes. Library
+// calls (GEMMs, attention) read their sizes when they run: they are
+// described by what they compute, not their sizes.
 std::vector<std::string> PrintPlanKernels(const fusion::Plan& plan, const TuningSnapshot& tuning);
 
 // CUDA source -> PTX + cubin through the compile cache (Knob::kFastMath's

@@ -101,6 +101,16 @@ absl::StatusOr<Tensor> RunExtern(const graph::Graph& g, const fusion::GemmChain&
   return RunMatmul(g, chain, inputs, stored, operand_shapes);
 }
 
+std::string DescribeExternStructure(const graph::Graph& g, const fusion::GemmChain& chain, const std::string& name) {
+  std::string out = absl::StrCat(name, ": matmul %", chain.matmul, " bias %", chain.bias, " residual %", chain.residual,
+                                 chain.gelu ? " gelu" : "", " -> %", chain.end, " ", DTypeName(g.node(chain.end).dtype));
+  if (chain.matmul < 0) {
+    const AttentionProblem p = AttentionProblemOf(g, chain.end);
+    absl::StrAppend(&out, " attention E ", p.e, " ", AttentionMaskName(p.mask));
+  }
+  return out;
+}
+
 void SetMatmulAllowTf32(bool allow) { allow_tf32.store(allow, std::memory_order_relaxed); }
 bool MatmulAllowTf32() { return allow_tf32.load(std::memory_order_relaxed); }
 

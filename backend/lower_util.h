@@ -41,15 +41,18 @@ inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands)
 }
 
 // Multi-index of a linear index `linear` (< Numel(shape)) over `shape`,
-// outermost first. The outermost index needs no `% shape[0]`, so its size
-// never enters the index math (a dynamic outer dim stays out of the kernel).
+// outermost first. The outermost dim of size > 1 needs no `% size` (and the
+// size-1 dims before it are 0), so its size never enters the index math: a
+// dynamic outer dim stays out of the kernel, also behind a batch of 1.
 inline std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shape) {
   // An empty shape has no element to index: the loop around it never runs.
   if (Numel(shape) == 0) return std::vector<IndexExpr>(shape.size(), IndexExpr::Const(0));
-  std::vector<IndexExpr> index(shape.size());
+  std::vector<IndexExpr> index(shape.size(), IndexExpr::Const(0));
+  int64_t outer = 0;
+  while (outer + 1 < static_cast<int64_t>(shape.size()) && shape[outer] == 1) ++outer;
   int64_t inner = 1;
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    index[d] = d == 0 ? linear / inner : (linear / inner) % shape[d];
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= outer; --d) {
+    index[d] = d == outer ? linear / inner : (linear / inner) % shape[d];
     inner *= shape[d];
   }
   return index;

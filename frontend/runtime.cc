@@ -1,5 +1,6 @@
 #include "frontend/runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -7,6 +8,7 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "tensor/mutex.h"
 #include "backend/executable.h"
 #include "frontend/numerics_check.h"
@@ -92,7 +94,19 @@ std::vector<InputDim> SizesCompiledIn(const graph::Graph& graph, const fusion::D
     ++probe[k];
     bool same = false;
     try {
-      same = backend::PrintPlanKernels(fusion::BuildPlan(fusion::Resize(graph, symbols, probe), dynamic), tuning) == kernels;
+      const std::vector<std::string> resized =
+          backend::PrintPlanKernels(fusion::BuildPlan(fusion::Resize(graph, symbols, probe), dynamic), tuning);
+      same = resized == kernels;
+      for (size_t i = 0; !same && i < std::min(resized.size(), kernels.size()); ++i) {
+        if (resized[i] == kernels[i]) continue;
+        // The first line that changes (of the CUDA and C++ text).
+        const std::vector<std::string> was = absl::StrSplit(kernels[i], '\n'), now = absl::StrSplit(resized[i], '\n');
+        size_t line = 0;
+        while (line < was.size() && line < now.size() && was[line] == now[line]) ++line;
+        spdlog::debug("dynamic shapes: symbol {} stays compiled in: kernel {} of the plan changes with it: `{}` -> `{}`", k,
+                      i, line < was.size() ? std::string(was[line]) : "", line < now.size() ? std::string(now[line]) : "");
+        break;
+      }
     } catch (const Error&) {
       // The graph does not even plan at another size: the size is compiled in.
     }

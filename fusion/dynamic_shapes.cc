@@ -81,6 +81,59 @@ std::vector<int64_t> DimSymbols::Values(const Graph& g) const {
   return values;
 }
 
+namespace {
+
+// The library calls read their sizes from the call (the extern run sees the
+// graph resized to them), so their rows, columns and sequences may be
+// run-time sizes; a GEMM's reduced dim, the head dim and batch dims that
+// broadcast stay compiled in (the kernels are chosen for them).
+void JoinExternDims(const graph::Graph& g, NodeId id, Slots& slots) {
+  const Node& n = g.node(id);
+  const int64_t r = static_cast<int64_t>(n.shape.size());
+  auto join = [&](NodeId a, int64_t da, NodeId b, int64_t db) {
+    if (g.node(a).shape[da] == g.node(b).shape[db]) {
+      slots.Join(slots.At(a, da), slots.At(b, db));
+    } else {
+      slots.Pin(slots.At(a, da)), slots.Pin(slots.At(b, db));
+    }
+  };
+  auto pin_all = [&](NodeId x) {
+    for (int64_t d = 0; d < static_cast<int64_t>(g.node(x).shape.size()); ++d) slots.Pin(slots.At(x, d));
+  };
+  if (n.op == graph::Op::kMatmul) {  // [batch?, M, N] = [batch?, M, K] @ [batch?, K, N]
+    const NodeId a = n.inputs[0], b = n.inputs[1];
+    const int64_t ra = static_cast<int64_t>(g.node(a).shape.size()), rb = static_cast<int64_t>(g.node(b).shape.size());
+    if (r < 2 || ra < 2 || rb < 2 || r > 3) {
+      pin_all(id), pin_all(a), pin_all(b);
+      return;
+    }
+    join(id, r - 2, a, ra - 2);
+    join(id, r - 1, b, rb - 1);
+    slots.Pin(slots.At(a, ra - 1)), slots.Pin(slots.At(b, rb - 2));  // K
+    if (r == 3) {
+      slots.Pin(slots.At(id, 0));
+      if (ra == 3) slots.Pin(slots.At(a, 0));
+      if (rb == 3) slots.Pin(slots.At(b, 0));
+    }
+    return;
+  }
+  // Attention: the node's dim i is [batch..., L, Ev]'s dim axes[i] (or i).
+  std::vector<int64_t> node_dim(r);
+  for (int64_t i = 0; i < r; ++i) node_dim[n.axes.empty() ? i : n.axes[i]] = i;
+  const NodeId q = n.inputs[0], k = n.inputs[1], v = n.inputs[2];
+  for (int64_t d = 0; d + 2 < r; ++d) {  // batch dims: any broadcast pins them
+    slots.Pin(slots.At(id, node_dim[d]));
+    for (NodeId x : n.inputs) slots.Pin(slots.At(x, d));
+  }
+  join(id, node_dim[r - 2], q, r - 2);  // L
+  join(k, r - 2, v, r - 2);             // S
+  if (n.inputs.size() > 3) join(n.inputs[3], r - 2, q, r - 2), join(n.inputs[3], r - 1, k, r - 2);
+  slots.Pin(slots.At(id, node_dim[r - 1]));  // the head dims
+  slots.Pin(slots.At(q, r - 1)), slots.Pin(slots.At(k, r - 1)), slots.Pin(slots.At(v, r - 1));
+}
+
+}  // namespace
+
 DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
   DimSymbols out;
   if (dynamic.empty()) return out;
@@ -131,9 +184,21 @@ DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
       for (NodeId in : n.inputs) {
         for (int64_t d = 0; d < rank; ++d) slots.Join(slots.At(id, d), slots.At(in, d));
       }
+    } else if (n.op == graph::Op::kMatmul || n.op == graph::Op::kAttention) {
+      JoinExternDims(g, id, slots);
+    } else if (n.op == graph::Op::kIndexSelect || n.op == graph::Op::kEmbedding) {
+      // out = x's dims before `dim`, idx's dims, x's dims after it: they
+      // follow their sources; the table's length along `dim` (the bound every
+      // index is checked against) is compiled in.
+      const NodeId x = n.inputs[0], idx = n.inputs[1];
+      const int64_t rx = static_cast<int64_t>(g.node(x).shape.size());
+      const int64_t ri = static_cast<int64_t>(g.node(idx).shape.size());
+      for (int64_t d = 0; d < n.dim; ++d) slots.Join(slots.At(id, d), slots.At(x, d));
+      for (int64_t d = 0; d < ri; ++d) slots.Join(slots.At(id, n.dim + d), slots.At(idx, d));
+      for (int64_t d = n.dim + 1; d < rx; ++d) slots.Join(slots.At(id, d - 1 + ri), slots.At(x, d));
+      slots.Pin(slots.At(x, n.dim));
     } else {
       for (int64_t d = 0; d < rank; ++d) slots.Pin(slots.At(id, d));
-      // A matmul's GEMM is planned for its operands' sizes too.
       for (NodeId in : n.inputs) {
         for (int64_t d = 0; d < static_cast<int64_t>(g.node(in).shape.size()); ++d) slots.Pin(slots.At(in, d));
       }

@@ -2,10 +2,13 @@
 // marked dynamic become run-time sizes ("symbols"), so one compiled plan
 // serves every size they take. A symbol reaches every dim of the graph that
 // must have its size (pointwise operands, views that keep the dim, the rows
-// of a reduction); equal dynamic sizes share one symbol (duck sizing, so
+// of a reduction, a GEMM's rows and columns, an attention's sequences: the
+// library calls read their sizes from the graph resized to the call's);
+// equal dynamic sizes share one symbol (duck sizing, so
 // `x + y` of two dynamic inputs stays legal). A symbol stays static when the
 // graph pins its size: a reduction over it, a view that reshapes it, an
-// operand of fixed size it meets, or a size of 0 or 1 (broadcasting and empty
+// operand of fixed size it meets, a GEMM's reduced dim, batch dims of a
+// library call, a head dim, or a size of 0 or 1 (broadcasting and empty
 // tensors need the value).
 //
 // The plan-cache key of a graph with symbols is the graph with each symbolic

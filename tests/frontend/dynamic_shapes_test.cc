@@ -9,6 +9,7 @@
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/frontend/attention_ref.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
@@ -201,6 +202,64 @@ TEST(DynamicShapesTest, TheRecompileLimitFallsBackToEagerWithTheSameResults) {
   EXPECT_EQ(stats.plan_compiles, 3);  // the first compile and two recompiles
   EXPECT_EQ(stats.eager_calls, 2);
   EXPECT_THAT(compiled.explain(), HasSubstr("recompile limit (2) reached: 2 call(s) ran eagerly"));
+}
+
+// A GEMM and an attention read their sizes at run time: the rows of x @ w
+// and the sequence of a causal SDPA (nanoGPT's generate(), T growing by one)
+// stay dynamic through them, one plan for every later size, each size right.
+TEST(DynamicShapesTest, SizesStayDynamicThroughMatmulAndAttention) {
+  const uint64_t seed = FreshSeed();
+  const int64_t heads = 2, hd = 64, width = heads * hd;
+  const Tensor w = randn({width, 3 * width}, Device::cpu(), seed) * 0.05;
+  auto attend = [&](const Tensor& x) {  // x: [T, width]
+    const Tensor qkv = matmul(x, w);       // [T, 3 width]
+    auto head = [&](int part) {
+      return qkv.narrow(1, part * width, width).view({x.size(0), heads, hd}).transpose(0, 1);  // [heads, T, hd]
+    };
+    return scaled_dot_product_attention(head(0), head(1), head(2), Tensor(), 0.0, true);
+  };
+  auto compiled = compile(attend);
+  const std::vector<int64_t> lengths = {5, 6, 7, 8, 9, 12};
+  for (size_t call = 0; call < lengths.size(); ++call) {
+    SCOPED_TRACE(testing::Message() << "T " << lengths[call]);
+    const Tensor x = randn({lengths[call], width}, Device::cpu(), seed + call + 1);
+    const Tensor got = compiled(x);
+    // float64 attention over the eager GEMM's q, k and v.
+    const Tensor qkv = matmul(x, w);
+    auto head = [&](int part) {
+      return qkv.narrow(1, part * width, width).view({x.size(0), heads, hd}).transpose(0, 1).contiguous();
+    };
+    const test_util::Expected want = test_util::AttentionRef(
+        head(0), head(1), head(2), 1 / std::sqrt(64.0), [](int64_t, int64_t i, int64_t j) { return j <= i; },
+        [](int64_t, int64_t, int64_t) { return 0.0; });
+    EXPECT_TRUE(test_util::CloseToAttention(got, want, "compiled"));
+  }
+  // The first length compiles; the second recompiles with T at run time;
+  // every later one reuses that plan.
+  EXPECT_EQ(compiled.stats().plan_compiles, 2) << compiled.explain();
+
+  // With a batch dim the heads' views of an input step over whole sequences
+  // (a batch stride of T * 3 width: a number in the plan-cache key, which a
+  // resized graph would not update): each size has its own plan, and each is
+  // right.
+  auto batched = compile([&](const Tensor& qkv) {  // [2, T, 3 width]
+    auto head = [&](int part) {
+      return qkv.narrow(2, part * width, width).view({2, qkv.size(1), heads, hd}).transpose(1, 2);
+    };
+    return scaled_dot_product_attention(head(0), head(1), head(2), Tensor(), 0.0, true);
+  });
+  for (int64_t t : {5, 6, 7}) {
+    SCOPED_TRACE(testing::Message() << "batched T " << t);
+    const Tensor qkv = randn({2, t, 3 * width}, Device::cpu(), seed + 100 + t) * 0.3;
+    auto head = [&](int part) {
+      return qkv.narrow(2, part * width, width).view({2, t, heads, hd}).transpose(1, 2).contiguous();
+    };
+    const test_util::Expected want = test_util::AttentionRef(
+        head(0), head(1), head(2), 1 / std::sqrt(64.0), [](int64_t, int64_t i, int64_t j) { return j <= i; },
+        [](int64_t, int64_t, int64_t) { return 0.0; });
+    EXPECT_TRUE(test_util::CloseToAttention(batched(qkv), want, "batched"));
+  }
+  EXPECT_EQ(batched.stats().plan_compiles, 3) << batched.explain();
 }
 
 TEST(DynamicShapesTest, ExplainTellsArgumentsFromGlobals) {

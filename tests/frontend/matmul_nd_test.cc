@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -242,8 +243,12 @@ void CheckLinear(Device device, DType dtype) {
     if (x.numel() > 0) {
       EXPECT_THAT(Names(lin.kernels()), ElementsAre(gemm)) << "one 2-D GEMM, the bias in its epilogue";
       EXPECT_THAT(lin.kernels()[0].source, HasSubstr("epilogue bias:"));
-      Shape rows = {x.numel() / in, in};
-      EXPECT_THAT(lin.kernels()[0].source, HasSubstr(ShapeToString(rows))) << "x's rows as one matrix";
+      // x's rows as one matrix: the GEMM's operand (the graph's input, sizes
+      // of this call; the rows are a run-time size after the second shape).
+      const Shape rows = {x.numel() / in, in};
+      EXPECT_THAT(lin.explain(), HasSubstr(absl::StrCat("input 0 = argument 0: ", DTypeName(dtype), ShapeToString(rows))))
+          << lin.explain();
+      EXPECT_THAT(lin.kernels()[0].source, HasSubstr("matmul(%0 [")) << "a 2-D GEMM";
     }
   }
   // [T, B, in] transposed to [B, T, in]: B and T do not merge as a view.
