@@ -1,6 +1,8 @@
 // The attention node as an extern kernel (extern_kernels.h): its problem read
 // off the graph, the flash kernel compiled ahead on CUDA, and the run: the
 // flash kernel on CUDA, CpuAttention on the host.
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/attention.h"
 #include "backend/cuda/flash_attention.h"
@@ -49,15 +51,15 @@ absl::StatusOr<ExternPrepared> PrepareAttention(const graph::Graph& g, graph::No
   const Device device = g.device();
   if (device.is_cpu() && !also_compile_cuda) return ExternPrepared{};
   const AttentionProblem p = AttentionProblemOf(g, id);
-  if (!cuda::FlashAttentionSupports(p.dtype, p.e)) {
+  const std::optional<cuda::FlashConfig> config = cuda::FlashConfigFor(p, arch, tuning);
+  if (!config) {
     // The frontend and the recognition pass make no other attention node.
     if (device.is_cpu()) return ExternPrepared{};
     return absl::UnimplementedError(absl::StrCat("the fused attention kernel takes bf16, f16 and f32 with head dim "
                                                  "64 or 128 on CUDA, not ", p.ToString()));
   }
-  const cuda::FlashConfig config = cuda::ChooseFlashConfig(p.e, p.dtype, p.mask, arch, tuning);
   absl::StatusOr<const cuda::FlashKernel*> kernel =
-      cuda::GetFlashKernel(config, device.is_cuda() ? device.index : -1, arch);
+      cuda::GetFlashKernel(*config, device.is_cuda() ? device.index : -1, arch);
   if (!kernel.ok()) return kernel.status();
   return ExternPrepared{.flash = *kernel};
 }
@@ -125,8 +127,8 @@ std::string DescribeAttention(const graph::Graph& g, graph::NodeId id, const std
                                  g.device().is_cuda() ? "the fused flash attention (NVRTC)" : "attention on the CPU",
                                  "\n// %", id, " = attention(", operands, ") : ", DTypeName(n.dtype),
                                  ShapeToString(n.shape), ", scale ", n.scalar, ", ", AttentionMaskName(p.mask), "\n");
-  if (cuda::FlashAttentionSupports(p.dtype, p.e)) {  // the kernel CUDA runs (a CPU plan's CUDA twin)
-    absl::StrAppend(&out, cuda::FlashAttentionSource(cuda::ChooseFlashConfig(p.e, p.dtype, p.mask, arch, tuning)));
+  if (const std::optional<cuda::FlashConfig> config = cuda::FlashConfigFor(p, arch, tuning)) {
+    absl::StrAppend(&out, cuda::FlashAttentionSource(*config));  // the kernel CUDA runs (a CPU plan's CUDA twin)
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
@@ -56,12 +57,10 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
       // other compiles; PrepareExtern then finds it in the compile cache.
       const graph::NodeId end = fusion::ChainOf(plan.graph, group).end;
       if (plan.graph.node(end).op == graph::Op::kAttention && (!cpu || cuda_twins)) {
-        const AttentionProblem p = AttentionProblemOf(plan.graph, end);
-        if (cuda::FlashAttentionSupports(p.dtype, p.e)) {
-          const cuda::FlashConfig config = cuda::ChooseFlashConfig(p.e, p.dtype, p.mask, cuda_arch, tuning);
-          if (flash_kernels.insert(config.KernelName()).second) {
-            jobs.push_back([config, cuda_arch] { (void)cuda::GetFlashKernel(config, /*device=*/-1, cuda_arch); });
-          }
+        const std::optional<cuda::FlashConfig> config =
+            cuda::FlashConfigFor(AttentionProblemOf(plan.graph, end), cuda_arch, tuning);
+        if (config && flash_kernels.insert(config->KernelName()).second) {
+          jobs.push_back([config = *config, cuda_arch] { (void)cuda::GetFlashKernel(config, /*device=*/-1, cuda_arch); });
         }
       }
       continue;

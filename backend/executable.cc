@@ -198,7 +198,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
         absl::StrAppend(&info.source, "// run-time sizes (", absl::StrJoin(fusion::DescribeSymbols(exe->plan_.symbols), "; "),
                         "): the shapes above are those it was compiled at\n");
       }
-      // Attention compiles its flash kernel here (a CPU plan: its CUDA twin).
+      // Attention loads its flash kernel here (compiled ahead; a CPU plan: its CUDA twin).
       const int64_t misses_before = CompileCache::Get().stats().compiles;
       absl::StatusOr<ExternPrepared> extern_prepared = PrepareExtern(
           exe->plan_.graph, compiled->extern_node, arch, device.is_cpu() && also_compile_cuda, tuning);

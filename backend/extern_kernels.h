@@ -81,12 +81,12 @@ absl::StatusOr<ExternPrepared> PrepareAttention(const graph::Graph& g, graph::No
 KernelCost ExternKernelCost(const graph::Graph& g, const fusion::GemmChain& chain);
 KernelCost AttentionKernelCost(const graph::Graph& g, graph::NodeId id);
 
-// What c.kernels() shows as an extern kernel's source: the library call (for
-// attention on CUDA, the flash kernel's source too).
 // What an extern kernel computes, without its sizes: its chain's nodes and
 // options, the dtype, and attention's head dim and mask (what a dynamic plan
 // compares at two sizes; the sizes are read when it runs).
 std::string DescribeExternStructure(const graph::Graph& g, const fusion::GemmChain& chain, const std::string& name);
+// What c.kernels() shows as an extern kernel's source: the library call (for
+// attention on CUDA, the flash kernel's source too).
 std::string DescribeExternKernel(const graph::Graph& g, const fusion::GemmChain& chain, const std::string& name,
                                  int arch, const TuningSnapshot& tuning);
 std::string DescribeAttention(const graph::Graph& g, graph::NodeId id, const std::string& name,

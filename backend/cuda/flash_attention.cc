@@ -135,6 +135,11 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
   return c;
 }
 
+std::optional<FlashConfig> FlashConfigFor(const AttentionProblem& p, int arch, const backend::TuningSnapshot& tuning) {
+  if (!FlashAttentionSupports(p.dtype, p.e)) return std::nullopt;
+  return ChooseFlashConfig(p.e, p.dtype, p.mask, arch, tuning);
+}
+
 std::vector<FlashConfig> DefaultFlashConfigs(int arch) {
   std::vector<FlashConfig> configs;
   for (int e : {64, 128}) {

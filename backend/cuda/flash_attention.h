@@ -11,6 +11,7 @@
 #include <cuda.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ struct FlashConfig {
 // The config for a problem on sm_<arch> under `tuning` (FUSEBOX_TUNE_FLASH_*).
 FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
                               const backend::TuningSnapshot& tuning);
+// The config that runs `p` on sm_<arch>, or nothing where the fused kernel
+// does not take it (FlashAttentionSupports): what preparing, describing and
+// compiling ahead an attention node all ask.
+std::optional<FlashConfig> FlashConfigFor(const AttentionProblem& p, int arch, const backend::TuningSnapshot& tuning);
 // Every config the default tuning chooses on sm_<arch> (the NVRTC test compiles each).
 std::vector<FlashConfig> DefaultFlashConfigs(int arch);
 
