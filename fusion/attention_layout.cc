@@ -50,7 +50,7 @@ std::optional<std::vector<int64_t>> PermutationOf(const Node& attention, const V
 
 }  // namespace
 
-StoredAttention StoreAttentionInConsumerLayout(const Graph& g) {
+GraphRewrite StoreAttentionInConsumerLayout(const Graph& g) {
   // Per attention node (stored in its own order): the copy that takes its
   // place, and the order it stores in.
   struct Rewrite {
@@ -72,7 +72,7 @@ StoredAttention StoreAttentionInConsumerLayout(const Graph& g) {
     copy_of.emplace(id, read.base);
   }
   if (rewrites.empty()) return {.graph = g};
-  StoredAttention out;
+  GraphRewrite out;
 
   graph::GraphBuilder builder(g.device());
   std::vector<NodeId> remap(g.size(), -1);

@@ -5,22 +5,14 @@
 // (graph::Node::axes). Other readers of the result read it through a view.
 #pragma once
 
-#include <string>
-#include <vector>
-
+#include "fusion/graph_rewrite.h"
 #include "graph/graph.h"
 
 namespace fusebox::fusion {
 
-struct StoredAttention {
-  graph::Graph graph;
-  // One line per attention node rewritten (explain() shows these).
-  std::vector<std::string> notes;
-};
-
 // Rewrites each attention node (stored in its own order) with a copy that
 // reads it as a permutation keeping E last; the first such copy wins. Returns
 // the graph unchanged when none applies.
-StoredAttention StoreAttentionInConsumerLayout(const graph::Graph& g);
+GraphRewrite StoreAttentionInConsumerLayout(const graph::Graph& g);
 
 }  // namespace fusebox::fusion

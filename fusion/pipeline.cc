@@ -42,13 +42,13 @@ graph::Graph RunGraphPasses(const graph::Graph& captured, std::vector<std::strin
   // 2. Hand-written attention becomes scaled_dot_product_attention's node:
   // one extern kernel in place of two GEMMs and a softmax kernel (it leaves
   // no dead node behind).
-  RecognizedAttention attention = RecognizeAttention(g);
+  GraphRewrite attention = RecognizeAttention(g);
   DumpGraph("recognize_attention", g, attention.graph);
   if (notes != nullptr) notes->insert(notes->end(), attention.notes.begin(), attention.notes.end());
 
   // 3. An attention result only transposed and copied is stored by the
   // attention kernel in the copy's layout: no copy kernel.
-  StoredAttention stored = StoreAttentionInConsumerLayout(attention.graph);
+  GraphRewrite stored = StoreAttentionInConsumerLayout(attention.graph);
   DumpGraph("store_attention_in_consumer_layout", attention.graph, stored.graph);
   if (notes != nullptr) notes->insert(notes->end(), stored.notes.begin(), stored.notes.end());
   return std::move(stored.graph);

@@ -334,13 +334,13 @@ class Rewriter {
 
 }  // namespace
 
-RecognizedAttention RecognizeAttention(const Graph& g) {
+GraphRewrite RecognizeAttention(const Graph& g) {
   std::vector<std::vector<NodeId>> users(g.size());
   for (NodeId id = 0; id < g.size(); ++id) {
     for (NodeId in : g.node(id).inputs) users[in].push_back(id);
   }
   absl::flat_hash_map<NodeId, Match> matches;
-  RecognizedAttention out;
+  GraphRewrite out;
   CausalMaskMemo memo;  // each layer's mask is judged once
   for (NodeId id = 0; id < g.size(); ++id) {
     if (g.node(id).op != Op::kMatmul) continue;

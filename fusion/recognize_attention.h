@@ -7,18 +7,11 @@
 // (and the note says why).
 #pragma once
 
-#include <string>
-#include <vector>
 
+#include "fusion/graph_rewrite.h"
 #include "graph/graph.h"
 
 namespace fusebox::fusion {
-
-struct RecognizedAttention {
-  graph::Graph graph;
-  // One line per pattern found: rewritten, or why not (explain() shows these).
-  std::vector<std::string> notes;
-};
 
 // Rewrites each `matmul(softmax(scores, -1), v)` whose scores are `matmul(q,
 // k^T)` (k^T any view of k over its last two dims), times or divided by a
@@ -26,6 +19,6 @@ struct RecognizedAttention {
 // `where(m, s, -inf)`, or `s + float_mask`), when the scores and
 // probabilities feed nothing else. An input-free mask that is causal becomes
 // is_causal (no mask read). Returns the graph unchanged when nothing applies.
-RecognizedAttention RecognizeAttention(const graph::Graph& g);
+GraphRewrite RecognizeAttention(const graph::Graph& g);
 
 }  // namespace fusebox::fusion
