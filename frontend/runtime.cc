@@ -94,9 +94,18 @@ std::vector<InputDim> SizesCompiledIn(const graph::Graph& graph, const fusion::D
     ++probe[k];
     bool same = false;
     try {
-      const std::vector<std::string> resized =
-          backend::PrintPlanKernels(fusion::BuildPlan(fusion::Resize(graph, symbols, probe), dynamic), tuning);
+      const fusion::Plan other = fusion::BuildPlan(fusion::Resize(graph, symbols, probe), dynamic);
+      const std::vector<std::string> resized = backend::PrintPlanKernels(other, tuning);
       same = resized == kernels;
+      // The library calls run on the plan's graph resized to each call
+      // (Executable::Run): its views' strides and offsets must follow the
+      // sizes as the plan of the resized graph has them.
+      if (same && !(fusion::SymbolicKey(other.graph, other.symbols) == fusion::SymbolicKey(plan.graph, plan.symbols))) {
+        same = false;
+        spdlog::debug("dynamic shapes: symbol {} stays compiled in: the plan's graph resized is not the plan of the graph "
+                      "resized",
+                      k);
+      }
       for (size_t i = 0; !same && i < std::min(resized.size(), kernels.size()); ++i) {
         if (resized[i] == kernels[i]) continue;
         // The first line that changes (of the CUDA and C++ text).
@@ -149,6 +158,7 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
   }
   while (!exe) {
     const fusion::DimSymbols symbols = fusion::FindDimSymbols(graph, dynamic);
+    for (const std::string& why : symbols.kept_static) spdlog::debug("dynamic shapes: {}", why);
     if (symbols.empty()) {
       {
         fusebox::MutexLock lock(&cache.mu);

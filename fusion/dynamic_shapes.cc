@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <numeric>
 
 #include "absl/container/flat_hash_map.h"
@@ -31,7 +32,7 @@ class Slots {
     first_.push_back(n);
     parent_.resize(n);
     std::iota(parent_.begin(), parent_.end(), 0);
-    pinned_.assign(n, false);
+    pinned_.assign(n, {-1, nullptr});
     dynamic_.assign(n, false);
   }
   int32_t At(NodeId node, int64_t dim) const { return first_[node] + static_cast<int32_t>(dim); }
@@ -44,15 +45,24 @@ class Slots {
     if (a == b) return;
     parent_[std::max(a, b)] = std::min(a, b);
   }
-  void Pin(int32_t s) { pinned_[s] = true; }
+  // `by` (a node) fixes slot s's size, for the reason `why` (the first kept).
+  void Pin(int32_t s, NodeId by, const char* why) {
+    if (pinned_[s].why == nullptr) pinned_[s] = {by, why};
+  }
   void MarkDynamic(int32_t s) { dynamic_[s] = true; }
-  bool pinned(int32_t s) const { return pinned_[s]; }
+  bool pinned(int32_t s) const { return pinned_[s].why != nullptr; }
+  struct PinReason {
+    NodeId by;
+    const char* why;
+  };
+  const PinReason& pin_reason(int32_t s) const { return pinned_[s]; }
   bool dynamic(int32_t s) const { return dynamic_[s]; }
   int32_t size() const { return static_cast<int32_t>(parent_.size()); }
 
  private:
   std::vector<int32_t> first_, parent_;
-  std::vector<bool> pinned_, dynamic_;
+  std::vector<PinReason> pinned_;
+  std::vector<bool> dynamic_;
 };
 
 // The dim of view input `in` that view dim `e` walks unchanged: same size and
@@ -94,11 +104,13 @@ void JoinExternDims(const graph::Graph& g, NodeId id, Slots& slots) {
     if (g.node(a).shape[da] == g.node(b).shape[db]) {
       slots.Join(slots.At(a, da), slots.At(b, db));
     } else {
-      slots.Pin(slots.At(a, da)), slots.Pin(slots.At(b, db));
+      slots.Pin(slots.At(a, da), id, "a library call broadcasts it"), slots.Pin(slots.At(b, db), id, "a library call broadcasts it");
     }
   };
   auto pin_all = [&](NodeId x) {
-    for (int64_t d = 0; d < static_cast<int64_t>(g.node(x).shape.size()); ++d) slots.Pin(slots.At(x, d));
+    for (int64_t d = 0; d < static_cast<int64_t>(g.node(x).shape.size()); ++d) {
+      slots.Pin(slots.At(x, d), id, "a GEMM of other than 2 or 3 dims");
+    }
   };
   if (n.op == graph::Op::kMatmul) {  // [batch?, M, N] = [batch?, M, K] @ [batch?, K, N]
     const NodeId a = n.inputs[0], b = n.inputs[1];
@@ -109,11 +121,11 @@ void JoinExternDims(const graph::Graph& g, NodeId id, Slots& slots) {
     }
     join(id, r - 2, a, ra - 2);
     join(id, r - 1, b, rb - 1);
-    slots.Pin(slots.At(a, ra - 1)), slots.Pin(slots.At(b, rb - 2));  // K
+    slots.Pin(slots.At(a, ra - 1), id, "a GEMM's reduced dim"), slots.Pin(slots.At(b, rb - 2), id, "a GEMM's reduced dim");
     if (r == 3) {
-      slots.Pin(slots.At(id, 0));
-      if (ra == 3) slots.Pin(slots.At(a, 0));
-      if (rb == 3) slots.Pin(slots.At(b, 0));
+      slots.Pin(slots.At(id, 0), id, "a batched GEMM's batch");
+      if (ra == 3) slots.Pin(slots.At(a, 0), id, "a batched GEMM's batch");
+      if (rb == 3) slots.Pin(slots.At(b, 0), id, "a batched GEMM's batch");
     }
     return;
   }
@@ -122,14 +134,15 @@ void JoinExternDims(const graph::Graph& g, NodeId id, Slots& slots) {
   for (int64_t i = 0; i < r; ++i) node_dim[n.axes.empty() ? i : n.axes[i]] = i;
   const NodeId q = n.inputs[0], k = n.inputs[1], v = n.inputs[2];
   for (int64_t d = 0; d + 2 < r; ++d) {  // batch dims: any broadcast pins them
-    slots.Pin(slots.At(id, node_dim[d]));
-    for (NodeId x : n.inputs) slots.Pin(slots.At(x, d));
+    slots.Pin(slots.At(id, node_dim[d]), id, "an attention's batch");
+    for (NodeId x : n.inputs) slots.Pin(slots.At(x, d), id, "an attention's batch");
   }
   join(id, node_dim[r - 2], q, r - 2);  // L
   join(k, r - 2, v, r - 2);             // S
   if (n.inputs.size() > 3) join(n.inputs[3], r - 2, q, r - 2), join(n.inputs[3], r - 1, k, r - 2);
-  slots.Pin(slots.At(id, node_dim[r - 1]));  // the head dims
-  slots.Pin(slots.At(q, r - 1)), slots.Pin(slots.At(k, r - 1)), slots.Pin(slots.At(v, r - 1));
+  for (auto [x, d] : {std::pair{id, node_dim[r - 1]}, {q, r - 1}, {k, r - 1}, {v, r - 1}}) {
+    slots.Pin(slots.At(x, d), id, "an attention's head dim");
+  }
 }
 
 }  // namespace
@@ -149,7 +162,7 @@ DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
         const bool marked = std::find(dynamic.begin(), dynamic.end(), InputDim{n.input_index, static_cast<int32_t>(d)}) !=
                             dynamic.end();
         if (!marked || n.shape[d] < 2) {
-          slots.Pin(s);
+          slots.Pin(s, id, marked ? "a size of 0 or 1" : "an input dim not marked dynamic");
           continue;
         }
         slots.MarkDynamic(s);
@@ -168,14 +181,14 @@ DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
         if (d >= 0) {
           slots.Join(slots.At(id, e), slots.At(n.inputs[0], d));
         } else {
-          slots.Pin(slots.At(id, e));
+          slots.Pin(slots.At(id, e), id, "a view reshapes, slices or steps it");
         }
       }
     } else if (kind == OpKind::kReduction) {
       // Rows may be any number; the row length is compiled in.
       for (int64_t d = 0; d < rank; ++d) {
         if (std::binary_search(n.axes.begin(), n.axes.end(), d)) {
-          slots.Pin(slots.At(n.inputs[0], d));
+          slots.Pin(slots.At(n.inputs[0], d), id, "a reduction's row length");
         } else {
           slots.Join(slots.At(id, d), slots.At(n.inputs[0], d));
         }
@@ -196,21 +209,40 @@ DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
       for (int64_t d = 0; d < n.dim; ++d) slots.Join(slots.At(id, d), slots.At(x, d));
       for (int64_t d = 0; d < ri; ++d) slots.Join(slots.At(id, n.dim + d), slots.At(idx, d));
       for (int64_t d = n.dim + 1; d < rx; ++d) slots.Join(slots.At(id, d - 1 + ri), slots.At(x, d));
-      slots.Pin(slots.At(x, n.dim));
+      slots.Pin(slots.At(x, n.dim), id, "the length of a table indexed along it");
     } else {
-      for (int64_t d = 0; d < rank; ++d) slots.Pin(slots.At(id, d));
+      for (int64_t d = 0; d < rank; ++d) slots.Pin(slots.At(id, d), id, "an op that keeps its sizes");
       for (NodeId in : n.inputs) {
-        for (int64_t d = 0; d < static_cast<int64_t>(g.node(in).shape.size()); ++d) slots.Pin(slots.At(in, d));
+        for (int64_t d = 0; d < static_cast<int64_t>(g.node(in).shape.size()); ++d) {
+          slots.Pin(slots.At(in, d), id, "an op that keeps its sizes");
+        }
       }
     }
   }
 
   // A class is pinned or dynamic when any of its slots is.
-  std::vector<bool> class_pinned(slots.size(), false), class_dynamic(slots.size(), false);
+  std::vector<int32_t> class_pinned_by(slots.size(), -1);  // a pinned slot of the class
+  std::vector<bool> class_dynamic(slots.size(), false);
   for (int32_t s = 0; s < slots.size(); ++s) {
     const int32_t root = slots.Find(s);
-    class_pinned[root] = class_pinned[root] || slots.pinned(s);
+    if (class_pinned_by[root] < 0 && slots.pinned(s)) class_pinned_by[root] = s;
     class_dynamic[root] = class_dynamic[root] || slots.dynamic(s);
+  }
+  std::vector<bool> class_pinned(slots.size());
+  for (int32_t s = 0; s < slots.size(); ++s) class_pinned[s] = class_pinned_by[s] >= 0;
+  // Why each marked input dim stays static (FUSEBOX_LOG=debug says it).
+  for (NodeId id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op != graph::Op::kInput) continue;
+    for (int64_t d = 0; d < static_cast<int64_t>(n.shape.size()); ++d) {
+      const int32_t s = slots.At(id, d), pinned_by = class_pinned_by[slots.Find(s)];
+      if (!slots.dynamic(s) || pinned_by < 0) continue;
+      const Slots::PinReason& reason = slots.pin_reason(pinned_by);
+      const Node& by = g.node(reason.by);
+      out.kept_static.push_back(absl::StrCat("input ", n.input_index, " dim ", d, " (size ", n.shape[d],
+                                             ") stays static: node ", reason.by, " (", graph::OpName(by.op), " ",
+                                             ShapeToString(by.shape), "): ", reason.why));
+    }
   }
   absl::flat_hash_map<int32_t, int32_t> symbol_of_root;
   out.of_node.resize(g.size());
@@ -231,24 +263,107 @@ DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
   return out;
 }
 
+namespace {
+
+// Whether view `n`'s dim e walks an input dim whose stride in the input's
+// contiguous value holds a symbol's size (the heads' transpose of a [B, T, C]
+// value steps T * C along B): Resize recomputes such strides.
+bool StrideFollowsSizes(const Graph& g, const DimSymbols& symbols, NodeId view, int64_t e, int64_t* input_dim) {
+  const Node& n = g.node(view);
+  const NodeId in = n.inputs[0];
+  if (n.strides[e] == 0) return false;
+  const int64_t d = KeptInputDim(n, e, g.node(in));
+  if (d < 0) return false;
+  *input_dim = d;
+  for (size_t j = d + 1; j < g.node(in).shape.size(); ++j) {
+    if (symbols.symbol(in, j) >= 0) return true;
+  }
+  return false;
+}
+
+// An argument passed as a view of a bigger storage (a batch of heads sliced
+// from qkv: strides [T * 3C, hd, 3C, 1]): a dim whose stride spans a whole
+// run-time dim j (stride == size[j] * stride[j]) follows that size. Inner
+// strides resolve first; a key names j by a marker. A stride that only
+// happens to match is harmless: the next size's key differs, so it recompiles.
+void RestrideInput(const DimSymbols& symbols, NodeId id, const Shape& was_shape, bool key, Node& n) {
+  const Strides was_strides = n.strides;
+  std::vector<size_t> order(was_shape.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return was_strides[a] < was_strides[b]; });
+  for (size_t d : order) {
+    if (was_strides[d] == 0 || was_shape[d] == 1) continue;
+    for (size_t j : order) {
+      if (j == d || symbols.symbol(id, j) < 0 || was_shape[j] * was_strides[j] != was_strides[d]) continue;
+      n.strides[d] = key ? std::numeric_limits<int64_t>::min() + static_cast<int64_t>(j) : n.shape[j] * n.strides[j];
+      break;
+    }
+  }
+}
+
+// Resize's rewrite; `key` writes a key instead (markers for sizes and for the
+// strides that follow them, size-1 dims' strides left out).
+Graph Rewrite(const Graph& g, const DimSymbols& symbols, absl::Span<const int64_t> values, bool key) {
+  auto resized_shape = [&](NodeId id) {
+    Shape shape = g.node(id).shape;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (const int32_t k = symbols.symbol(id, d); k >= 0) shape[d] = values[k];
+    }
+    return shape;
+  };
+  return g.Rewritten([&](NodeId id, Node& n) {
+    if (symbols.empty()) return;
+    const bool contiguous_input = n.op == graph::Op::kInput && IsContiguous(n.shape, n.strides);
+    const Shape was_shape = n.shape;
+    n.shape = resized_shape(id);
+    // A contiguous input's strides follow from its sizes: a key leaves them out.
+    if (contiguous_input) n.strides = key ? Strides{} : ContiguousStrides(n.shape);
+    if (n.op == graph::Op::kInput && !contiguous_input) RestrideInput(symbols, id, was_shape, key, n);
+    if (n.op != graph::Op::kView) return;
+    const Shape input_shape = resized_shape(n.inputs[0]);
+    const Strides input_strides = ContiguousStrides(input_shape);
+    // The offset, as a position along each input dim: along a run-time size,
+    // a position past 0 counts from the end (narrow(1, T - 1, 1), the last
+    // token's row). A key lists the positions in `axes` (from the end as
+    // negative) and no offset.
+    const Shape& was = g.node(n.inputs[0]).shape;
+    if (!was.empty() && Numel(was) > 0) {
+      std::vector<int64_t> position(was.size());
+      int64_t rest = n.offset;
+      for (size_t d = was.size(); d-- > 1;) position[d] = rest % was[d], rest /= was[d];
+      position[0] = rest;
+      n.offset = 0;
+      for (size_t d = 0; d < was.size(); ++d) {
+        const bool from_end = symbols.symbol(n.inputs[0], d) >= 0 && position[d] > 0;
+        if (key) {
+          n.axes.push_back(from_end ? position[d] - was[d] : position[d]);
+        } else {
+          n.offset += (from_end ? input_shape[d] - (was[d] - position[d]) : position[d]) * input_strides[d];
+        }
+      }
+    }
+    for (size_t e = 0; e < n.shape.size(); ++e) {
+      int64_t d = 0;
+      if (StrideFollowsSizes(g, symbols, id, static_cast<int64_t>(e), &d)) {
+        // In a key: a marker no real stride (>= 0) equals, naming the dim.
+        n.strides[e] = key ? std::numeric_limits<int64_t>::min() + d : input_strides[d];
+      } else if (key && n.shape[e] == 1) {
+        n.strides[e] = 0;  // never stepped: a batch of 1's stride holds T * C
+      }
+    }
+  });
+}
+
+}  // namespace
+
 Graph SymbolicKey(const Graph& g, const DimSymbols& symbols) {
   std::vector<int64_t> markers(symbols.num_symbols());
   for (int32_t k = 0; k < symbols.num_symbols(); ++k) markers[k] = -1 - k;
-  return Resize(g, symbols, markers);
+  return Rewrite(g, symbols, markers, /*key=*/true);
 }
 
 Graph Resize(const Graph& g, const DimSymbols& symbols, absl::Span<const int64_t> values) {
-  return g.Rewritten([&](NodeId id, Node& n) {
-    const bool contiguous_input = n.op == graph::Op::kInput && IsContiguous(n.shape, n.strides);
-    bool marker = false;
-    for (size_t d = 0; d < n.shape.size(); ++d) {
-      if (const int32_t k = symbols.symbol(id, d); k >= 0) n.shape[d] = values[k];
-      marker = marker || n.shape[d] < 0;
-    }
-    // Negative sizes are key markers: there a contiguous input's strides are
-    // left out, since they follow from the sizes.
-    if (contiguous_input) n.strides = marker ? Strides{} : ContiguousStrides(n.shape);
-  });
+  return Rewrite(g, symbols, values, /*key=*/false);
 }
 
 bool NeedsIndex64(const Graph& g) {

@@ -12,9 +12,12 @@
 // tensors need the value).
 //
 // The plan-cache key of a graph with symbols is the graph with each symbolic
-// size written as -1 - symbol and contiguous inputs' strides left out (they
-// follow from the sizes): graphs that differ only in symbolic sizes share a
-// key and a plan. The backend then keeps those sizes out of the kernels
+// size written as -1 - symbol, contiguous inputs' strides left out (they
+// follow from the sizes), a view's stride that follows a symbolic size (the
+// heads' transpose of [B, T, C] steps T * C along B) written as a marker,
+// and size-1 view dims' strides (never stepped) as 0: graphs that differ
+// only in symbolic sizes share a key and a plan. Resize recomputes those
+// strides. The backend then keeps those sizes out of the kernels
 // (kernel arguments for the element or row count); the runtime checks that
 // by lowering the graph again at other sizes (Resize) and comparing.
 #pragma once
@@ -41,6 +44,10 @@ struct DimSymbols {
   std::vector<std::vector<InputDim>> sources;
   // Per node, per dim: the symbol its size is, or -1 (a fixed size).
   std::vector<absl::InlinedVector<int32_t, 4>> of_node;
+  // Per input dim marked dynamic that stays static: which node fixes its
+  // size and why ("input 0 dim 1 (size 8) stays static: node 12 (sum [8, 1]):
+  // a reduction's row length").
+  std::vector<std::string> kept_static;
 
   bool empty() const { return sources.empty(); }
   int32_t num_symbols() const { return static_cast<int32_t>(sources.size()); }
@@ -55,7 +62,8 @@ DimSymbols FindDimSymbols(const graph::Graph& g, absl::Span<const InputDim> dyna
 // The plan-cache key of `g` under `symbols` (see above).
 graph::Graph SymbolicKey(const graph::Graph& g, const DimSymbols& symbols);
 
-// `g` with symbol k's dims of size values[k] (contiguous inputs restrided).
+// `g` with symbol k's dims of size values[k] (contiguous inputs and the views
+// whose strides follow the sizes restrided).
 graph::Graph Resize(const graph::Graph& g, const DimSymbols& symbols, absl::Span<const int64_t> values);
 
 // Whether some index into a value of `g` may pass 2^31 - 2^16 (int32 index

@@ -248,12 +248,12 @@ TEST_P(Gpt2Generate, ValidDeterministicAndCompiledAsEager) {
 
 INSTANTIATE_TEST_SUITE_P(Gpt2, Gpt2Generate, ::testing::Values(false, true), test_util::OnEachDevice::Name);
 
-// Issue 24, step 4: generation grows T by one per call, and matmul dims are
-// compiled in (docs/architecture.md, "Dynamic shapes"), so each new length
+// Generation grows T by one per call. The tiny model's head dim (16) is one
+// the fused attention does not take, so its attention is decomposed and the
+// softmax's row length (a reduced dim, compiled in) pins T: each new length
 // compiles a new plan until the recompile limit (8) sends every later call
 // to eager, the same length included. From a prompt of 8, 20 steps run
 // T = 8 .. 16 (9 plans: the limit) and then 11 calls at 16, eagerly.
-// (From a prompt of 2: 9 plans for T = 2 .. 10, then 11 eager calls.)
 TEST(Gpt2Generate, GrowingContextRecompilesUpToTheLimit) {
   const GPTConfig config = Tiny(Attention::kSdpa);
   const GPT model(config, Device::cpu(), DType::kFloat32, 3);
@@ -268,6 +268,25 @@ TEST(Gpt2Generate, GrowingContextRecompilesUpToTheLimit) {
   EXPECT_EQ(stats.calls, 20);
   EXPECT_EQ(stats.plan_compiles, 1 + CompileOptions{}.recompile_limit);
   EXPECT_EQ(stats.eager_calls, 11);
+}
+
+// With a head dim the fused attention takes (64), T is a run-time size
+// through the whole forward: the GEMMs' rows, the attention's sequences, the
+// embeddings' positions, the heads' transposes (views whose strides follow
+// the sizes) and the last position's narrow.
+TEST(Gpt2Generate, GrowingContextCompilesAFewPlans) {
+  const GPTConfig config = {.block_size = 16, .vocab_size = 67, .n_layer = 2, .n_head = 2, .n_embd = 128};
+  const GPT model(config, Device::cpu(), DType::kFloat32, 3);
+  auto logits = compile([&](const Tensor& x) { return model(x).logits; });
+  const Tensor idx = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4}, {1, 4});
+  const Tensor out = model.generate(idx, 16, 1.0, std::nullopt, 0, [&](const Tensor& x) { return logits(x); });
+  EXPECT_EQ(out.to_double_vector(), model.generate(idx, 16, 1.0, std::nullopt, 0).to_double_vector());
+  const CompileStats stats = logits.stats();
+  std::cout << "[ recompiles ] 16 generate steps (T 4..16, then 16): " << stats.plan_compiles << " plan compiles, "
+            << stats.cache_hits << " cache hits, " << stats.eager_calls << " eager calls\n";
+  EXPECT_EQ(stats.calls, 16);
+  EXPECT_EQ(stats.eager_calls, 0);
+  EXPECT_LE(stats.plan_compiles, 2) << "T = 4 static, then one dynamic plan for T = 5 .. 16";
 }
 
 TEST(Gpt2Errors, SayWhatIsWrong) {

@@ -238,17 +238,16 @@ TEST(DynamicShapesTest, SizesStayDynamicThroughMatmulAndAttention) {
   // every later one reuses that plan.
   EXPECT_EQ(compiled.stats().plan_compiles, 2) << compiled.explain();
 
-  // With a batch dim the heads' views of an input step over whole sequences
-  // (a batch stride of T * 3 width: a number in the plan-cache key, which a
-  // resized graph would not update): each size has its own plan, and each is
-  // right.
+  // With a batch dim the heads' views of an argument step over whole
+  // sequences (a batch stride of T * 3 width): that stride follows T, so the
+  // second length's plan serves every later one, each right.
   auto batched = compile([&](const Tensor& qkv) {  // [2, T, 3 width]
     auto head = [&](int part) {
       return qkv.narrow(2, part * width, width).view({2, qkv.size(1), heads, hd}).transpose(1, 2);
     };
     return scaled_dot_product_attention(head(0), head(1), head(2), Tensor(), 0.0, true);
   });
-  for (int64_t t : {5, 6, 7}) {
+  for (int64_t t : {5, 6, 7, 9}) {
     SCOPED_TRACE(testing::Message() << "batched T " << t);
     const Tensor qkv = randn({2, t, 3 * width}, Device::cpu(), seed + 100 + t) * 0.3;
     auto head = [&](int part) {
@@ -259,7 +258,7 @@ TEST(DynamicShapesTest, SizesStayDynamicThroughMatmulAndAttention) {
         [](int64_t, int64_t, int64_t) { return 0.0; });
     EXPECT_TRUE(test_util::CloseToAttention(batched(qkv), want, "batched"));
   }
-  EXPECT_EQ(batched.stats().plan_compiles, 3) << batched.explain();
+  EXPECT_EQ(batched.stats().plan_compiles, 2) << batched.explain();
 }
 
 TEST(DynamicShapesTest, ExplainTellsArgumentsFromGlobals) {
