@@ -156,8 +156,11 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
     ++cache.stats.plan_cache_hits;
     result.plan_cache_hit = true;
   }
+  // Symbols are found on the graph as it is planned (hand-written attention
+  // recognized: its softmax's row length no longer pins the sequence).
+  const graph::Graph passed = dynamic.empty() ? graph::Graph() : fusion::RunGraphPasses(graph);
   while (!exe) {
-    const fusion::DimSymbols symbols = fusion::FindDimSymbols(graph, dynamic);
+    const fusion::DimSymbols symbols = fusion::FindDimSymbols(passed, dynamic);
     for (const std::string& why : symbols.kept_static) spdlog::debug("dynamic shapes: {}", why);
     if (symbols.empty()) {
       {
@@ -179,7 +182,7 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
       ++cache.stats.plan_compiles;
       break;
     }
-    SymbolicPlanKey key{fusion::SymbolicKey(graph, symbols), fusion::NeedsIndex64(graph)};
+    SymbolicPlanKey key{fusion::SymbolicKey(passed, symbols), fusion::NeedsIndex64(graph)};
     SymbolicEntry entry;
     {
       fusebox::MutexLock lock(&cache.mu);
@@ -189,7 +192,7 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
     if (!entry.exe && entry.keep_static.empty()) {
       const auto start = std::chrono::steady_clock::now();
       fusion::Plan plan = fusion::BuildPlan(graph, dynamic);
-      entry.keep_static = SizesCompiledIn(graph, symbols, dynamic, plan, tuning);  // plans again: part of planning
+      entry.keep_static = SizesCompiledIn(passed, symbols, dynamic, plan, tuning);  // plans again: part of planning
       result.compile_times.plan_ms += MsSince(start);
       if (entry.keep_static.empty()) {
         entry.exe = CompilePlan(std::move(plan), tuning, &result);

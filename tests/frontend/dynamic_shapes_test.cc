@@ -261,6 +261,33 @@ TEST(DynamicShapesTest, SizesStayDynamicThroughMatmulAndAttention) {
   EXPECT_EQ(batched.stats().plan_compiles, 2) << batched.explain();
 }
 
+// Attention written by hand with a causal mask made in the function is
+// recognized before symbols are found, so its softmax's row length does not
+// pin T: one plan for the first length, one for every later one.
+TEST(DynamicShapesTest, HandWrittenAttentionKeepsTheSequenceDynamic) {
+  const uint64_t seed = FreshSeed();
+  const int64_t heads = 2, hd = 64;
+  auto attend = [](const Tensor& q, const Tensor& k, const Tensor& v) {  // [heads, T, hd]
+    const int64_t t = q.size(1);
+    const Tensor causal = tril(ones({t, t}));
+    const Tensor scores = matmul(q, k.transpose(-2, -1)) * (1 / std::sqrt(64.0));
+    return matmul(softmax(masked_fill(scores, eq(causal, 0.0), -INFINITY), -1), v);
+  };
+  auto compiled = compile(attend);
+  for (int64_t t : {5, 6, 7, 9, 12}) {
+    SCOPED_TRACE(testing::Message() << "T " << t);
+    const Tensor q = randn({heads, t, hd}, Device::cpu(), seed + t);
+    const Tensor k = randn({heads, t, hd}, Device::cpu(), seed + 100 + t);
+    const Tensor v = randn({heads, t, hd}, Device::cpu(), seed + 200 + t);
+    const test_util::Expected want = test_util::AttentionRef(
+        q, k, v, 1 / std::sqrt(64.0), [](int64_t, int64_t i, int64_t j) { return j <= i; },
+        [](int64_t, int64_t, int64_t) { return 0.0; });
+    EXPECT_TRUE(test_util::CloseToAttention(compiled(q, k, v), want, "compiled"));
+  }
+  EXPECT_THAT(compiled.explain(), HasSubstr("attention"));
+  EXPECT_EQ(compiled.stats().plan_compiles, 2) << compiled.explain();
+}
+
 TEST(DynamicShapesTest, ExplainTellsArgumentsFromGlobals) {
   Tensor weight = randn({kCols}, Device::cpu(), FreshSeed());
   auto compiled = compile([&](const Tensor& x) { return x * weight; });
