@@ -305,6 +305,8 @@ std::string CompiledState::Explain() const {
     }
     for (size_t k = 0; k < r.inputs.size(); ++k) absl::StrAppend(&out, "  input ", k, " = ", r.inputs[k].Describe(), "\n");
     for (const std::string& s : DescribeSymbols(plan.symbols)) absl::StrAppend(&out, "  run-time size: ", s, "\n");
+    // Why a dim seen with two sizes still recompiles per size.
+    for (const std::string& s : plan.symbols.kept_static) absl::StrAppend(&out, "  ", s, "\n");
     for (const std::string& note : plan.graph_notes) absl::StrAppend(&out, "  ", note, "\n");
     for (const std::string& note : plan.notes) absl::StrAppend(&out, "  not fused: ", note, "\n");
     absl::StrAppend(&out, "  graph:\n", plan.graph.ToString());

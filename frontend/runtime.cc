@@ -174,7 +174,8 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
         }
       }
       const auto start = std::chrono::steady_clock::now();
-      fusion::Plan plan = fusion::BuildPlan(graph);
+      // `dynamic` too: no symbol survives, but the plan keeps why (explain()).
+      fusion::Plan plan = fusion::BuildPlan(graph, dynamic);
       result.compile_times.plan_ms += MsSince(start);
       exe = CompilePlan(std::move(plan), tuning, &result);
       fusebox::MutexLock lock(&cache.mu);

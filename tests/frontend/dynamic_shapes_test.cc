@@ -115,6 +115,9 @@ TEST(DynamicShapesTest, AReducedDimStaysCompiledInAndEachRowLengthRecompiles) {
   // The row length is compiled into reductions: no plan serves two lengths.
   EXPECT_EQ(compiled.stats().plan_compiles, 3);
   EXPECT_THAT(compiled.explain(), Not(HasSubstr("run-time size")));
+  // explain() says which node keeps the dim static, and why.
+  EXPECT_THAT(compiled.explain(), HasSubstr("input 0 dim 1 (size 88) stays static: node"));
+  EXPECT_THAT(compiled.explain(), HasSubstr("a reduction's row length"));
 }
 
 TEST(DynamicShapesTest, DynamicRowsOfAReductionAndAnInnerPointwiseDim) {
