@@ -158,7 +158,8 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
   }
   // Symbols are found on the graph as it is planned (hand-written attention
   // recognized: its softmax's row length no longer pins the sequence).
-  const graph::Graph passed = dynamic.empty() ? graph::Graph() : fusion::RunGraphPasses(graph);
+  // Not on the hot path: a call with its known plan skips it.
+  const graph::Graph passed = exe || dynamic.empty() ? graph::Graph() : fusion::RunGraphPasses(graph);
   while (!exe) {
     const fusion::DimSymbols symbols = fusion::FindDimSymbols(passed, dynamic);
     for (const std::string& why : symbols.kept_static) spdlog::debug("dynamic shapes: {}", why);

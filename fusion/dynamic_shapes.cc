@@ -228,8 +228,6 @@ DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
     if (class_pinned_by[root] < 0 && slots.pinned(s)) class_pinned_by[root] = s;
     class_dynamic[root] = class_dynamic[root] || slots.dynamic(s);
   }
-  std::vector<bool> class_pinned(slots.size());
-  for (int32_t s = 0; s < slots.size(); ++s) class_pinned[s] = class_pinned_by[s] >= 0;
   // Why each marked input dim stays static (FUSEBOX_LOG=debug says it).
   for (NodeId id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
@@ -251,7 +249,7 @@ DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
     for (int64_t d = 0; d < static_cast<int64_t>(n.shape.size()); ++d) {
       const int32_t root = slots.Find(slots.At(id, d));
       int32_t symbol = -1;
-      if (class_dynamic[root] && !class_pinned[root]) {
+      if (class_dynamic[root] && class_pinned_by[root] < 0) {
         auto [it, inserted] = symbol_of_root.emplace(root, out.num_symbols());
         if (inserted) out.sources.emplace_back();
         symbol = it->second;
