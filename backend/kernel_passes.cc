@@ -30,8 +30,8 @@ constexpr KernelPass kNeutral[] = {
 
 constexpr KernelPass kCuda[] = {
     {"online_exp_sums",
-     "split columns fold each sum of exp(x - max) in its max's pass, a read of the column fewer (online_exp_sums.h; "
-     "Knob::kOnlineExpSums)",
+     "split columns, and rows past the registers that it leaves read once, fold each sum of exp(x - max) in its "
+     "max's pass, a read of the column or row fewer (online_exp_sums.h; Knob::kOnlineExpSums)",
      [](const Kernel&, const CudaSchedule* s, const TuningSnapshot&) { return s != nullptr && s->online_exp_sums; },
      FoldExpSumsOnline},
     {"held_row_values",

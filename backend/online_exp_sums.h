@@ -5,14 +5,12 @@
 //   m' = max(m, y),  s' = s * exp(m - m') + exp(y - m'),
 // and two partial pairs combine the same way, so the column is read once
 // fewer (softmax, log_softmax: 3 reads and a write become 2 and a write).
-// Only the split column layout takes it so far. Rows held in registers
-// (persistent rows) lose nothing to the extra pass; rows too long for
-// registers do (cuda/row_layout.h): held in registers and shared memory,
-// one 1024-thread block and so one row per SM in flight (GPT-2's
-// cross-entropy logsumexp over 50304, 44% of copy on the H200,
-// bench/NOTES.md), walked grid-stride with the re-read from the L2, or
-// looped past kCudaL2RowBytes, re-reading HBM. Folding those online (a
-// row read once streams with several rows per SM) is not done yet.
+// The split column layout takes it, and the row layouts where it leaves
+// one pass with no stores per element and the row is not held in registers
+// alone (cuda/cuda_schedule.cc): rows held in registers lose nothing to
+// the extra pass; longer ones were held in shared memory one row per SM,
+// or re-read (GPT-2's cross-entropy logsumexp over 50304), and folded are
+// read once, streaming several rows per SM.
 #pragma once
 
 #include <cstddef>

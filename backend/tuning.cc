@@ -101,8 +101,9 @@ constexpr KnobInfo kKnobs[] = {
      "columns); 1 the rule (`backend/cuda/row_spread.cc`); 2 split wherever the columns are few enough: one launch "
      "per pass over chunks of rows, each folding the earlier passes' partials, then one for the stores"},
     {Knob::kOnlineExpSums, "FUSEBOX_TUNE_ONLINE_EXP_SUMS", kBool, 1, 0, 1,
-     "CUDA split column reductions (softmax, log_softmax over dim 0 or a middle dim): the sum of exp(x - max) "
-     "folds online in the max's pass, a column read fewer (`backend/online_exp_sums.h`); 0: a pass of its own"},
+     "CUDA split column reductions (softmax, log_softmax over dim 0 or a middle dim) and logsumexp rows past the "
+     "registers (cross-entropy's): the sum of exp(x - max) folds online in the max's pass, a read fewer "
+     "(`backend/online_exp_sums.h`); 0: a pass of its own"},
     {Knob::kColumnLanes, "FUSEBOX_TUNE_COLUMN_LANES", kInt, 0, 0, 8,
      "CUDA split columns of several passes (`backend/cuda/split_printer.h`): threads per column in a block, each "
      "walking a share of the column's chunk, combined in shared memory before the chunk's partial (more loads in "

@@ -59,6 +59,17 @@ CudaSchedule ChooseCudaSchedule(const Kernel& k, const TuningSnapshot& tuning) {
   }
   if (UsesCudaRowLayout(k, spread)) {
     s.rows = ChooseCudaRowLayout(k, spread, tuning);
+    // Rows not held in registers alone that the online exp sums leave read
+    // once (a logsumexp: cross-entropy's over the vocabulary) fold them
+    // online and take the read-once layout: streamed, many rows per SM,
+    // rather than held in shared memory one row per SM or re-read.
+    if (const Kernel folded = FoldExpSumsOnline(k); tuning.On(Knob::kOnlineExpSums) &&
+        folded.passes.size() < k.passes.size() && folded.passes.size() == 1 && folded.elementwise.empty() &&
+        (!s.rows->on_chip || s.rows->shared_groups > 0)) {
+      s.online_exp_sums = true;
+      s.rows = ChooseCudaRowLayout(folded, spread, tuning);
+      s.block = s.rows->block_size;
+    }
     s.vector_width = s.rows->vector_width;
     if (s.rows->grid_stride) s.blocks_per_sm = tuning.GetInt(Knob::kLongRowBlocks);
     s.shared_bytes = s.rows->shared_bytes;
@@ -137,6 +148,7 @@ std::string CudaSchedule::ToString() const {
     if (l.aligned_groups) absl::StrAppend(&s, " aligned to 16 bytes");
     if (l.shared_groups > 0) absl::StrAppend(&s, ", shared groups ", l.shared_groups);
     if (l.min_blocks > 0) absl::StrAppend(&s, ", min blocks ", l.min_blocks);
+    if (online_exp_sums) absl::StrAppend(&s, ", online exp sums");
   }
   if (outer) {
     absl::StrAppend(&s, ", outer: warps of ", outer->columns, " columns x ", outer->lanes_per_warp(), " lanes, ",

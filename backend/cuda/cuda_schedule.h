@@ -57,8 +57,10 @@ struct CudaSchedule {
   // stores, over the same chunks, where the kernel has them).
   int partial_block = 0;
   int partial_launches = 0;
-  // Split columns: sums of exp(x - max) fold online in their max's pass
-  // (online_exp_sums.h, the CUDA pass of that name), a launch fewer each.
+  // Sums of exp(x - max) fold online in their max's pass (online_exp_sums.h,
+  // the CUDA pass of that name): split columns, a launch fewer each; rows
+  // not held in registers that the fold leaves read once (`rows` is the
+  // folded kernel's layout).
   bool online_exp_sums = false;
   int64_t combine_grid = 0;
   std::optional<CudaRowLayout> rows;  // reductions along contiguous rows

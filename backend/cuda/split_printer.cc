@@ -20,25 +20,6 @@ namespace {
 // faster on the H200; plain folds (sums, max) measured no faster.
 constexpr int kCudaPartialUnroll = 16;
 
-// Online softmax (online_exp_sums.h): the running pair (m, s), s the sum of
-// exp(x - m) over the elements so far, takes in (ym, ys), a partial's pair
-// or one element's (ys = 1), with one exp (eager's two passes take one per
-// element too). Branch-free: a branch per element kept the unrolled loads
-// from issuing together (1.5-1.9x slower on the H200). NaN and infinities
-// come out as eager's: a NaN or a +inf (exp(inf - inf)) makes s NaN; -inf
-// elements while the max is -inf count 1 each (eager's NaN for such a
-// column comes from the stores' exp(x - m)).
-constexpr char kOnlineExpSum[] = R"(
-FB_INLINE void fb_online_exp_sum(float& m, float& s, float ym, float ys) {
-  const float d = ym - m;
-  // exp(-|d|) rescales the smaller side; d is NaN where m and ym are both
-  // -inf (weight 1), both +inf or either NaN (NaN).
-  const float w = d == d ? expf(-fabsf(d)) : (m < 0.0f && ym < 0.0f ? 1.0f : d);
-  const float nan = __int_as_float(0x7fffffff);
-  s = d > 0.0f ? fmaf(s, w, ym == fb_inf() ? nan : ys) : fmaf(ys, w, s);
-  m = fb_max(m, ym);
-}
-)";
 
 }  // namespace
 
@@ -119,7 +100,7 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
     return false;
   };
   // The running pair (m, s) takes in a pair (ym, ys): a partial's, or one
-  // element's (ys 1; kOnlineExpSum).
+  // element's (ys 1; kCudaOnlineExpSum).
   auto online_step = [&](const std::string& m, const std::string& sum, const std::string& ym, const std::string& ys) {
     w.Line("fb_online_exp_sum(", m, ", ", sum, ", ", ym, ", ", ys.empty() ? "1.0f" : ys, ");");
   };
@@ -163,14 +144,26 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
       for (const Accumulator& a : k.passes[p].accumulators) CPrinter::AccumulatorDecl(w, a);
     }
   };
+  // The online pairs of the passes before `last` made final (an all -inf
+  // column's sum NaN, as eager's; kCudaOnlineExpSum).
+  auto online_ends = [&](size_t last) {
+    for (const Partial& q : all) {
+      if (q.pass < last && q.acc->online_max >= 0) {
+        w.Line("fb_online_exp_sum_end(t", q.acc->online_max, ", t", q.acc->temp, ");");
+      }
+    }
+  };
   // A column's totals of the passes before `last`, from their partials
   // (online ones kCudaPartialUnroll at a time).
   auto column_totals = [&](size_t last) {
     if (last == 0) return;
     declare(0, last);
     if (online) w.Directive(absl::StrCat("#pragma unroll ", kCudaPartialUnroll));
-    auto parts = w.Block("for (int p = 0; p < ", split, "; ++p)");
-    partial_slots(absl::StrCat("[p * ", rows, " + r]"), /*load=*/true, 0, last);
+    {
+      auto parts = w.Block("for (int p = 0; p < ", split, "; ++p)");
+      partial_slots(absl::StrCat("[p * ", rows, " + r]"), /*load=*/true, 0, last);
+    }
+    online_ends(last);
   };
   // With column lanes, at kernel scope (it synchronizes the block): lane l
   // folds partials l, l + lanes, ...; the lanes' folds meet in shared memory
@@ -194,8 +187,11 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
     for (size_t c = 0; c < all.size(); ++c) {
       if (all[c].pass < last) w.Line("t", all[c].acc->temp, " = ", CPrinter::IdentityLiteral(*all[c].acc), ";");
     }
-    auto others = w.Block("for (int l = 0; l < ", lanes, "; ++l)");
-    partial_slots("[l][fb_col]", /*load=*/true, 0, last, "fb_totals");
+    {
+      auto others = w.Block("for (int l = 0; l < ", lanes, "; ++l)");
+      partial_slots("[l][fb_col]", /*load=*/true, 0, last, "fb_totals");
+    }
+    online_ends(last);
   };
   // A column's chunk [begin, end) through loop `p`, kColumnUnroll rows at a
   // time: the rows' loads are independent (only the fold is a chain).
@@ -269,7 +265,7 @@ std::string PrintCudaSplit(const Kernel& k, const CudaRowSpread& spread, const C
 
   const bool tiled = UsesCudaColumnTiles(spread);
   w.Raw(hooks.prelude);
-  if (online) w.Raw(kOnlineExpSum);
+  if (online) w.Raw(kCudaOnlineExpSum);
   w.Line();
   w.Line("// ", k.name, ": ", k.num_rows, columns ? " columns" : " rows", " of ", k.row_length, ", each split over ", split,
          " chunks of ", CudaSplitChunk(k, spread, tuning),

@@ -79,6 +79,71 @@ TEST_P(LongRowSoftmaxTest, CrossEntropyMatchesFloat64) {
   }
 }
 
+// Cross-entropy's logsumexp as cross_entropy and nanoGPT spell it (a float32
+// cast, the max, log(sum(exp(x - max))) + max) over rows past the
+// registers: CUDA folds the exp sums online (backend/online_exp_sums.h) and
+// reads each row once. Block rows of 50304 (groups of 8 folded whole) and
+// of an odd 40001 (groups aligned to memory, elements folded one at a
+// time), and warp rows summing five inputs. Rows: normal; wide magnitudes
+// with -inf entries; -inf then normal halves (whole groups of -inf before
+// the first finite max) and the reverse; all -inf (NaN, as eager's
+// exp(-inf - -inf)).
+TEST_P(LongRowSoftmaxTest, OnlineFoldedLogSumExpMatchesFloat64) {
+  struct Case {
+    int64_t length;
+    int inputs;
+    DType dtype;
+  };
+  for (const Case& c : {Case{50304, 1, kF32}, Case{50304, 1, kBF16}, Case{40001, 1, kBF16}, Case{1024, 5, kF32},
+                        Case{3000, 5, kF32}}) {
+    constexpr int64_t kRows = 5;
+    std::mt19937_64& rng = test_util::Rng();
+    std::normal_distribution<double> normal(0, 3);
+    std::uniform_real_distribution<double> wide(-1e4, 1e4);
+    std::vector<double> v;
+    for (int i = 0; i < c.inputs; ++i) {
+      for (int64_t j = 0; j < c.length; ++j) v.push_back(normal(rng));
+      for (int64_t j = 0; j < c.length; ++j) v.push_back(j % 997 == 5 ? -INFINITY : wide(rng));
+      for (int64_t j = 0; j < c.length; ++j) v.push_back(j < c.length / 2 ? -INFINITY : normal(rng));
+      for (int64_t j = 0; j < c.length; ++j) v.push_back(j >= c.length / 2 ? -INFINITY : normal(rng));
+      for (int64_t j = 0; j < c.length; ++j) v.push_back(-INFINITY);
+    }
+    const Tensor x = Tensor::from_vector(v, {c.inputs, kRows, c.length}, c.dtype);
+    // The reference sums the inputs as eager does: in the dtype, each add
+    // rounded (the sum then cast to float32 exactly).
+    const std::vector<double> stored = x.to_double_vector();
+    Want want{.shape = {kRows}, .dtype = kF32};
+    for (int64_t r = 0; r < kRows; ++r) {
+      Row row(c.length, 0.0);
+      for (int i = 0; i < c.inputs; ++i) {
+        for (int64_t j = 0; j < c.length; ++j) {
+          row[j] = test_util::RoundTo(c.dtype, row[j] + stored[(i * kRows + r) * c.length + j]);
+        }
+      }
+      const bool all_inf = r == kRows - 1;
+      want.values.push_back(all_inf ? NAN : test_util::RoundTo(kF32, LogSumExpOf(row)));
+      want.slack.push_back(0);
+    }
+    const int inputs = c.inputs;
+    auto fn = [inputs](const Tensor& a) {
+      Tensor s = a.narrow(0, 0, 1).squeeze(0);
+      for (int i = 1; i < inputs; ++i) s = s + a.narrow(0, i, 1).squeeze(0);
+      const Tensor f = s.to(kF32);
+      const Tensor m = amax(f, {1}, /*keepdim=*/true);
+      return log(sum(exp(f - m), 1)) + m.squeeze(1);
+    };
+    const std::string label = absl::StrCat(c.length, " x ", c.inputs, " inputs ", DTypeName(c.dtype), " logsumexp");
+    Check(label, fn, x.to(GetParam()), want, 1, /*eager=*/true);
+    if (GetParam().is_cuda()) {
+      auto compiled = compile(fn);
+      compiled(x.to(GetParam()));
+      bool folded = false;
+      for (const auto& k : compiled.kernels()) folded = folded || k.schedule.find("online exp sums") != std::string::npos;
+      EXPECT_TRUE(folded) << label << "\n" << compiled.explain();
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, LongRowSoftmaxTest, ::testing::Values(Device::cpu(), Device::cuda()),
                          [](const auto& info) { return info.param.is_cuda() ? "Cuda" : "Cpu"; });
 

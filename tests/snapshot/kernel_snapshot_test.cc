@@ -27,6 +27,7 @@
 #include "backend/extern_kernels.h"
 #include "backend/kernel_passes.h"
 #include "backend/lower.h"
+#include "backend/online_exp_sums.h"
 #include "bench/suite.h"
 #include "bench/sweep.h"
 #include "bench/workloads.h"
@@ -97,7 +98,9 @@ std::string FileName(const std::string& name) {
 // Data-movement programs the bench does not run (fixed shapes and dtypes):
 // indirect loads (embedding, gather, index_select with int32 indices) and
 // cat's masked loads, each fused with pointwise producers or consumers, and
-// a reduction over an embedding (stored by a kernel of its own first).
+// a reduction over an embedding (stored by a kernel of its own first); and
+// cross_entropy over rows too long for registers (its logsumexp folds the
+// exp sums online, read once).
 struct MoveCase {
   std::string name;
   bench::WorkloadFn fn;
@@ -118,6 +121,8 @@ std::vector<MoveCase> MoveCases() {
        {e({128, 256}, kF16), e({50}, DType::kInt32)}},
       {"sum_of_embedding", bench::Fn2{[](const Tensor& i, const Tensor& w) { return sum(embedding(i, w) * 3, -1); }},
        {e({7}, DType::kInt64), e({10, 33}, kF32)}},
+      {"cross_entropy_long_rows", bench::Fn2{[](const Tensor& x, const Tensor& t) { return cross_entropy(x, t); }},
+       {e({4, 50304}, kBF16), e({4}, DType::kInt64)}},
   };
 }
 
@@ -282,7 +287,7 @@ bool KindFitsStrategy(backend::CudaScheduleKind kind, backend::RowStrategy strat
 // say (cuda_printer.h, row_layout.h), given the spread it chose first from
 // the kernel IR's neutral facts (row_spread.h): the launch reads it, not them.
 TEST(CudaSchedule, AgreesWithThePrintersRules) {
-  int kernels = 0, splits = 0, multi_pass_splits = 0, tiles = 0;
+  int kernels = 0, splits = 0, multi_pass_splits = 0, tiles = 0, online_rows = 0;
   ForEachCase([&](const std::string& file, const Outputs& outputs) {
     const fusion::Plan plan = PlanOf(outputs);
     for (const fusion::KernelGroup& group : plan.kernels) {
@@ -326,11 +331,21 @@ TEST(CudaSchedule, AgreesWithThePrintersRules) {
         EXPECT_EQ(spread.strategy, backend::RowStrategy::kThreadPerRow);
         EXPECT_EQ(s.kind, backend::CudaScheduleKind::kColumnTiles);
       }
-      EXPECT_EQ(s.block, backend::CudaBlockSize(k, spread, DefaultTuning()));
       const bool rows = backend::UsesCudaRowLayout(k, spread);
+      // Rows that fold their exp sums online are laid out as the folded
+      // kernel (read once); the kernel passes fold them.
+      const backend::Kernel laid = rows && s.online_exp_sums ? backend::FoldExpSumsOnline(k) : k;
+      if (rows && s.online_exp_sums) {
+        ++online_rows;
+        EXPECT_EQ(laid.passes.size(), 1u);
+        EXPECT_TRUE(laid.elementwise.empty());
+        EXPECT_LT(laid.passes.size(), k.passes.size());
+        EXPECT_EQ(backend::RunKernelPasses(k, backend::CudaKernelPasses(), &s, DefaultTuning()).passes.size(), 1u);
+      }
+      EXPECT_EQ(s.block, backend::CudaBlockSize(laid, spread, DefaultTuning()));
       EXPECT_EQ(s.rows.has_value(), rows);
       const backend::CudaRowLayout layout =
-          rows ? backend::ChooseCudaRowLayout(k, spread, DefaultTuning()) : backend::CudaRowLayout{};
+          rows ? backend::ChooseCudaRowLayout(laid, spread, DefaultTuning()) : backend::CudaRowLayout{};
       EXPECT_EQ(s.shared_bytes, rows ? layout.shared_bytes : 0);
       // Warp rows: every thread of a block is one of its rows' L lanes.
       if (s.kind == backend::CudaScheduleKind::kWarpPerRow) {
@@ -364,6 +379,7 @@ TEST(CudaSchedule, AgreesWithThePrintersRules) {
   EXPECT_GT(splits, 0);
   EXPECT_GT(multi_pass_splits, 0);
   EXPECT_GT(tiles, 0);
+  EXPECT_GT(online_rows, 0);
 }
 
 // The snapshot can fail: a kernel printed differently is caught.
