@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <future>
 #include <memory>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
@@ -42,10 +45,18 @@ struct SymbolicEntry {
   std::vector<InputDim> keep_static;
 };
 
-// The plans compiled under one tuning snapshot.
+using ExecutablePtr = std::shared_ptr<const backend::Executable>;
+
+// The plans compiled under one tuning snapshot, and those being compiled:
+// a thread that misses a key another thread is compiling waits for that
+// result (a hit) rather than compiling the same plan again (threads making
+// their first calls at once each counted a recompile, and under load a
+// function reached its recompile limit).
 struct TunedPlans {
-  absl::flat_hash_map<graph::Graph, std::shared_ptr<const backend::Executable>> plans;
+  absl::flat_hash_map<graph::Graph, ExecutablePtr> plans;
   absl::flat_hash_map<SymbolicPlanKey, SymbolicEntry> symbolic;
+  absl::flat_hash_map<graph::Graph, std::shared_future<ExecutablePtr>> plans_pending;
+  absl::flat_hash_map<SymbolicPlanKey, std::shared_future<SymbolicEntry>> symbolic_pending;
 };
 
 // Keyed by tuning first: an Executable fixes its kernels' sources and its
@@ -66,6 +77,43 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 PlanCache& Cache() {
   static PlanCache* cache = new PlanCache();
   return *cache;
+}
+
+// `key`'s value in `done` (maps of `cache`'s), or else made by `make`, run
+// unlocked: by this thread, unless another one is making it (in `pending`),
+// whose value (or error) this one then takes. Second: whether this thread
+// made it.
+template <typename Map, typename Pending, typename Make>
+std::pair<typename Map::mapped_type, bool> FindOrMake(PlanCache& cache, Map& done, Pending& pending,
+                                                     const typename Map::key_type& key, const Make& make) {
+  using Value = typename Map::mapped_type;
+  std::shared_future<Value> made_elsewhere;
+  std::promise<Value> promise;
+  {
+    fusebox::MutexLock lock(&cache.mu);
+    if (auto it = done.find(key); it != done.end()) return {it->second, false};
+    if (auto it = pending.find(key); it != pending.end()) {
+      made_elsewhere = it->second;
+    } else {
+      pending.emplace(key, promise.get_future().share());
+    }
+  }
+  if (made_elsewhere.valid()) return {made_elsewhere.get(), false};  // rethrows its error
+  try {
+    Value value = make();
+    fusebox::MutexLock lock(&cache.mu);
+    done.emplace(key, value);
+    pending.erase(key);
+    promise.set_value(value);
+    return {std::move(value), true};
+  } catch (...) {
+    {
+      fusebox::MutexLock lock(&cache.mu);
+      pending.erase(key);
+    }
+    promise.set_exception(std::current_exception());
+    throw;
+  }
 }
 
 std::shared_ptr<const backend::Executable> CompilePlan(fusion::Plan plan, const backend::TuningSnapshot& tuning,
@@ -160,55 +208,47 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
   // recognized: its softmax's row length no longer pins the sequence).
   // Not on the hot path: a call with its known plan skips it.
   const graph::Graph passed = exe || dynamic.empty() ? graph::Graph() : fusion::RunGraphPasses(graph);
+  TunedPlans* tuned;
+  {
+    fusebox::MutexLock lock(&cache.mu);
+    tuned = &cache.by_tuning[tuning];  // a node: stable while the cache lives
+  }
   while (!exe) {
     const fusion::DimSymbols symbols = fusion::FindDimSymbols(passed, dynamic);
     for (const std::string& why : symbols.kept_static) spdlog::debug("dynamic shapes: {}", why);
     if (symbols.empty()) {
-      {
-        fusebox::MutexLock lock(&cache.mu);
-        const auto& plans = cache.by_tuning[tuning].plans;
-        if (auto it = plans.find(graph); it != plans.end()) {
-          exe = it->second;
-          ++cache.stats.plan_cache_hits;
-          result.plan_cache_hit = true;
-          break;
-        }
-      }
-      const auto start = std::chrono::steady_clock::now();
-      // `dynamic` too: no symbol survives, but the plan keeps why (explain()).
-      fusion::Plan plan = fusion::BuildPlan(graph, dynamic);
-      result.compile_times.plan_ms += MsSince(start);
-      exe = CompilePlan(std::move(plan), tuning, &result);
+      auto [found, made] = FindOrMake(cache, tuned->plans, tuned->plans_pending, graph, [&] {
+        const auto start = std::chrono::steady_clock::now();
+        // `dynamic` too: no symbol survives, but the plan keeps why (explain()).
+        fusion::Plan plan = fusion::BuildPlan(graph, dynamic);
+        result.compile_times.plan_ms += MsSince(start);
+        return CompilePlan(std::move(plan), tuning, &result);
+      });
+      exe = std::move(found);
       fusebox::MutexLock lock(&cache.mu);
-      cache.by_tuning[tuning].plans.emplace(graph, exe);
-      ++cache.stats.plan_compiles;
+      ++(made ? cache.stats.plan_compiles : cache.stats.plan_cache_hits);
+      result.plan_cache_hit = !made;
       break;
     }
     SymbolicPlanKey key{fusion::SymbolicKey(passed, symbols), fusion::NeedsIndex64(graph)};
-    SymbolicEntry entry;
-    {
-      fusebox::MutexLock lock(&cache.mu);
-      const auto& symbolic = cache.by_tuning[tuning].symbolic;
-      if (auto it = symbolic.find(key); it != symbolic.end()) entry = it->second;
-    }
-    if (!entry.exe && entry.keep_static.empty()) {
+    auto [entry, made] = FindOrMake(cache, tuned->symbolic, tuned->symbolic_pending, key, [&] {
+      SymbolicEntry made_entry;
       const auto start = std::chrono::steady_clock::now();
       fusion::Plan plan = fusion::BuildPlan(graph, dynamic);
-      entry.keep_static = SizesCompiledIn(passed, symbols, dynamic, plan, tuning);  // plans again: part of planning
+      made_entry.keep_static = SizesCompiledIn(passed, symbols, dynamic, plan, tuning);  // plans again: part of planning
       result.compile_times.plan_ms += MsSince(start);
-      if (entry.keep_static.empty()) {
-        entry.exe = CompilePlan(std::move(plan), tuning, &result);
+      if (made_entry.keep_static.empty()) {
+        made_entry.exe = CompilePlan(std::move(plan), tuning, &result);
       } else {
         spdlog::debug("dynamic shapes: {} dim(s) stay compiled in (the kernels depend on their sizes)",
-                      entry.keep_static.size());
+                      made_entry.keep_static.size());
       }
+      return made_entry;
+    });
+    if (entry.exe) {
       fusebox::MutexLock lock(&cache.mu);
-      cache.by_tuning[tuning].symbolic.emplace(std::move(key), entry);
-      if (entry.exe) ++cache.stats.plan_compiles;
-    } else if (entry.exe) {
-      fusebox::MutexLock lock(&cache.mu);
-      ++cache.stats.plan_cache_hits;
-      result.plan_cache_hit = true;
+      ++(made ? cache.stats.plan_compiles : cache.stats.plan_cache_hits);
+      result.plan_cache_hit = !made;
     }
     exe = entry.exe;
     for (const InputDim& d : entry.keep_static) std::erase(dynamic, d);

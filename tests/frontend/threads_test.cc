@@ -229,6 +229,35 @@ TEST(Threads, SharedFunctionWithGraphBreak) {
   EXPECT_EQ(s.plan_compiles + s.cache_hits, s.graphs);
 }
 
+// Threads making their first calls at once with a graph no one compiled
+// yet: one compiles the plan, the others wait for it (a cache hit each), so
+// the function counts one compile and no recompiles, whichever thread wins.
+// Each round starts the threads together on a fresh graph (a constant of
+// its own), the race the single flight in RunGraph closes.
+TEST(Threads, ConcurrentFirstCallsCompileOnce) {
+  for (int round = 0; round < 20; ++round) {
+    const double shift = 0.5 + round * 1e-3 + static_cast<double>(FreshSeed() % 1000) * 1e-7;
+    auto f = compile([shift](const Tensor& x) { return tanh(x) * 2.0 + shift; });
+    std::atomic<int> ready{0};
+    Failures failures;
+    RunThreads(1, &failures, [&](int, int) {
+      const Tensor x = randn({8, 16}, Device::cpu(), FreshSeed());
+      ++ready;
+      while (ready.load() < kThreads) std::this_thread::yield();
+      const std::vector<double> in = x.to_double_vector(), got = f(x).to_double_vector();
+      for (size_t k = 0; k < in.size(); ++k) {
+        const double want = std::tanh(in[k]) * 2.0 + shift;
+        if (std::fabs(got[k] - want) > 1e-5 + 1e-5 * std::fabs(want)) return failures.Add("wrong element");
+      }
+    });
+    EXPECT_EQ(failures.count(), 0) << failures.first();
+    const CompileStats s = f.stats();
+    EXPECT_EQ(s.calls, kThreads);
+    EXPECT_EQ(s.plan_compiles, 1) << "round " << round << "\n" << f.explain();
+    EXPECT_EQ(s.cache_hits, kThreads - 1);
+  }
+}
+
 // Eager ops (one plan per op, shared through the process's plan cache) from
 // several threads, on shapes that repeat across threads.
 // A compiled call's results reach other threads concrete: their first reads
