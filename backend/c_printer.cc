@@ -187,6 +187,13 @@ std::string CPrinter::CombineLambda(const Accumulator& a, const char* op_templat
   return absl::StrCat("[](", type, " a, ", type, " b) { return ", absl::Substitute(op_template, "a", "b"), "; }");
 }
 
+void CPrinter::PreloadSlot(CodeWriter& w, const Kernel& kernel, size_t slot) const {
+  const CachedLoad& c = kernel.cached_loads[slot];
+  auto scope = c.index_defs.empty() ? w.Indented(0) : w.Block();
+  Statements(w, kernel, c.index_defs, [this](graph::Op op) { return OpTemplate(op); });
+  w.Line("c", slot, "[k] = ", LoadExpression(kernel, c.buffer, c.index), ";");
+}
+
 std::string CPrinter::LoadExpression(const Kernel& kernel, int buffer, const IndexExpr& index) {
   const BufferParam& b = kernel.buffers[buffer];
   return LoadExpr(b.dtype, absl::StrCat(b.name, "[", index.ToString(), "]"));

@@ -65,6 +65,9 @@ class CPrinter {
   // CPU's rows sit in its caches).
   virtual void Preload(CodeWriter& w, const Kernel& kernel) const {}
   virtual bool ReadsCachedLoads(const Kernel& kernel) const { return false; }
+  // One element of cached load `slot` into c<slot>[k] (in a Preload's loop),
+  // after its index's statements where it gathers a row (their own scope).
+  void PreloadSlot(CodeWriter& w, const Kernel& kernel, size_t slot) const;
 
   // Text helpers, also used by printers that are not CPrinters (the CUDA row
   // printer, backend/cuda/row_printer.h); the statement helpers write at the

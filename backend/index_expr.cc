@@ -170,22 +170,27 @@ IndexExpr operator%(const IndexExpr& a, int64_t m) {
   return IndexExpr::Make(IndexExpr::Kind::kMod, m, m, a, IndexExpr::Const(m));
 }
 
-std::string IndexExpr::Operand(const IndexExpr& e) {
-  return e.rep_->kind == Kind::kAdd ? absl::StrCat("(", e.ToString(), ")") : e.ToString();
+std::string IndexExpr::Operand(const IndexExpr& e, const TempName& temp_name) {
+  return e.rep_->kind == Kind::kAdd ? absl::StrCat("(", e.ToString(temp_name), ")") : e.ToString(temp_name);
 }
 
-std::string IndexExpr::ToString() const {
+std::string IndexExpr::ToString() const { return ToString(nullptr); }
+
+std::string IndexExpr::ToString(const TempName& temp_name) const {
   auto literal = [](int64_t v) { return v > INT_MAX ? absl::StrCat(v, "LL") : absl::StrCat(v); };
   switch (rep_->kind) {
     case Kind::kVar: return rep_->name;
     case Kind::kConst: return literal(rep_->value);
-    case Kind::kAdd: return absl::StrCat(rep_->a.ToString(), " + ", rep_->b.ToString());
+    case Kind::kAdd: return absl::StrCat(rep_->a.ToString(temp_name), " + ", rep_->b.ToString(temp_name));
     // * / % share a precedence and group left to right, so only a sum on the
     // left needs parentheses.
-    case Kind::kMul: return absl::StrCat(Operand(rep_->a), " * ", literal(rep_->value));
-    case Kind::kDiv: return absl::StrCat(Operand(rep_->a), " / ", literal(rep_->value));
-    case Kind::kMod: return absl::StrCat(Operand(rep_->a), " % ", literal(rep_->value));
-    case Kind::kTemp: return absl::StrCat("t", rep_->value);
+    case Kind::kMul: return absl::StrCat(Operand(rep_->a, temp_name), " * ", literal(rep_->value));
+    case Kind::kDiv: return absl::StrCat(Operand(rep_->a, temp_name), " / ", literal(rep_->value));
+    case Kind::kMod: return absl::StrCat(Operand(rep_->a, temp_name), " % ", literal(rep_->value));
+    case Kind::kTemp: {
+      const int t = static_cast<int>(rep_->value);
+      return temp_name ? temp_name(t) : absl::StrCat("t", t);
+    }
   }
   return "?";
 }

@@ -40,6 +40,10 @@ class IndexExpr {
   int64_t const_value() const;
   int64_t bound() const;        // exclusive upper bound of the value
   std::string ToString() const; // C syntax, e.g. "((i / 64) % 8) * 3 + 5"
+  // The same, each temporary t spelled temp_name(t) (a description of what
+  // computes it: lowering's key for one value computed in several blocks).
+  using TempName = std::function<std::string(int temp)>;
+  std::string ToString(const TempName& temp_name) const;
   // The value with each loop index `v` at var(v) and each temporary t at
   // temp(t): what the printed C computes (tests check folds with it).
   int64_t Eval(const std::function<int64_t(const char* var)>& var,
@@ -83,7 +87,7 @@ class IndexExpr {
   enum class Kind { kVar, kConst, kAdd, kMul, kDiv, kMod, kTemp };
   struct Rep;
   explicit IndexExpr(std::shared_ptr<const Rep> rep) : rep_(std::move(rep)) {}
-  static std::string Operand(const IndexExpr& e);
+  static std::string Operand(const IndexExpr& e, const TempName& temp_name);
   size_t StructuralHash() const;
   // Over an aligned run of v values of `var`: same (one value), run (v
   // consecutive values from a multiple of v).

@@ -63,6 +63,11 @@ struct CachedLoad {
   int buffer;
   IndexExpr index;  // over r and j, as in the passes
   DType dtype;
+  // A gathered row (an embedding's): the statements, computed once per row,
+  // that define the temporaries `index` reads (the token id and its check),
+  // copied from the first block that loads it. A preload before the passes
+  // prints them first, in a scope of its own.
+  std::vector<Stmt> index_defs;
 };
 
 // A running fold: `temp` starts at the op's identity and takes in `value`

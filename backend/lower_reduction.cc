@@ -6,9 +6,15 @@
 // the rules both take from fusion/row_contexts.h.
 #include <algorithm>
 #include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/base/casts.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "backend/lower_core.h"
 #include "backend/lower_util.h"
 #include "fusion/row_contexts.h"
@@ -154,10 +160,39 @@ class ReductionLowerer : public LoweringCore {
     }
   }
 
-  int CacheSlot(int buffer, const IndexExpr& index, DType dtype) {
-    auto [it, inserted] = cache_slot_.emplace(std::make_pair(buffer, index), static_cast<int>(kernel_.cached_loads.size()));
-    if (inserted) kernel_.cached_loads.push_back({buffer, index, dtype});
+  // The register slot of (buffer, index); `key` spells the index the same
+  // in every block (a gathered row's temporaries by what computes them).
+  int CacheSlot(int buffer, const std::string& key, const IndexExpr& index, DType dtype, std::vector<Stmt> index_defs = {}) {
+    auto [it, inserted] = cache_slot_.emplace(std::make_pair(buffer, key), static_cast<int>(kernel_.cached_loads.size()));
+    if (inserted) kernel_.cached_loads.push_back({buffer, index, dtype, std::move(index_defs)});
     return it->second;
+  }
+
+  // What the current block's statement defining temporary `t` computes, as
+  // text equal for every block's copy, with the temporaries it needs added
+  // to `needed`; nothing where it varies along the row (reads a position in
+  // it) or is not defined in the block (a running result).
+  std::optional<std::string> RowInvariantValue(int t, std::set<int>* needed) const {
+    const std::vector<Stmt>& body = *block();
+    auto def = std::find_if(body.begin(), body.end(), [t](const Stmt& s) { return s.result == t; });
+    if (def == body.end() || def->kind == StmtKind::kStore) return std::nullopt;
+    for (const char* var : {"j", "e", "k", "i"}) {
+      if (def->index.DependsOn(var)) return std::nullopt;
+    }
+    bool invariant = true;
+    auto name = [&](int u) {
+      std::optional<std::string> v = invariant ? RowInvariantValue(u, needed) : std::nullopt;
+      invariant = invariant && v.has_value();
+      return absl::StrCat("{", v.value_or(""), "}");
+    };
+    std::string text = absl::StrCat(static_cast<int>(def->kind), " ", static_cast<int>(def->op), " ",
+                                    static_cast<int>(def->dtype), " ", def->buffer, " [", def->index.ToString(name), "] ",
+                                    absl::bit_cast<uint64_t>(def->constant), " ", def->lo, " ", def->hi, " ", def->dim);
+    if (def->mask >= 0) absl::StrAppend(&text, " mask ", name(def->mask));
+    for (int a : def->args) absl::StrAppend(&text, " ", name(a));
+    if (!invariant) return std::nullopt;
+    needed->insert(t);
+    return text;
   }
 
   // The multi-index a context reads a node at.
@@ -195,24 +230,42 @@ class ReductionLowerer : public LoweringCore {
   }
 
   // Per-element loads of a persistent row come from registers after the
-  // first; a gathered or masked one (data movement) is read where it is
-  // used, since its index or mask is computed in the body, and so is one
-  // whose index is the same along the row (a broadcast, GPT-2's token id
-  // per layer-norm row): one value, not a slot per element.
+  // first, and so does a gathered row whose index is computed once per row
+  // (an embedding's, GPT-2's first layer norm: the token id, then its row
+  // of the table), keyed by what computes the index so each pass's copy
+  // finds one slot. Other gathered and masked loads (data movement) are read
+  // where they are used, their index or mask computed per element, and so
+  // is a load whose index is the same along the row (a broadcast): one
+  // value, not a slot per element.
   void PrepareLoad(Stmt* load, Ctx ctx) override {
     const bool per_element = ctx == Ctx::kFull || ctx == Ctx::kLinear;
-    const bool data_dependent = mask_ >= 0 || load->index.HasTemp();
-    if (caches_row_ && per_element && block() != &kernel_.row_body && !data_dependent &&
-        load->index.DependsOn("j")) {
-      load->cache_slot = CacheSlot(load->buffer, load->index, load->dtype);
+    if (!caches_row_ || !per_element || block() == &kernel_.row_body || mask_ >= 0 || !load->index.DependsOn("j")) {
+      return;
     }
+    if (!load->index.HasTemp()) {
+      load->cache_slot = CacheSlot(load->buffer, load->index.ToString(), load->index, load->dtype);
+      return;
+    }
+    std::set<int> needed;
+    bool invariant = true;
+    const std::string key = load->index.ToString([&](int t) {
+      std::optional<std::string> v = invariant ? RowInvariantValue(t, &needed) : std::nullopt;
+      invariant = invariant && v.has_value();
+      return absl::StrCat("{", v.value_or(""), "}");
+    });
+    if (!invariant) return;
+    std::vector<Stmt> defs;
+    for (const Stmt& s : *block()) {
+      if (needed.contains(s.result)) defs.push_back(s);
+    }
+    load->cache_slot = CacheSlot(load->buffer, key, load->index, load->dtype, std::move(defs));
   }
 
   Shape row_shape_;
   std::vector<IndexExpr> full_index_, row_index_, squeezed_index_;
   absl::flat_hash_set<NodeId> row_value_;
   absl::flat_hash_map<NodeId, int> accumulator_;
-  absl::flat_hash_map<std::pair<int, IndexExpr>, int> cache_slot_;  // (buffer, index): its slot
+  absl::flat_hash_map<std::pair<int, std::string>, int> cache_slot_;  // (buffer, index as CacheSlot's key): its slot
   bool caches_row_ = false;  // per-element loads get register slots (CachedLoad)
 };
 

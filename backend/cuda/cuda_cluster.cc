@@ -91,9 +91,7 @@ class ClusterPrinter : public CPrinter {
     for (size_t c = 0; c < k.cached_loads.size(); ++c) w.Line(ComputeCType(k.cached_loads[c].dtype), " c", c, "[", c_.slots, "];");
     RowLoop(w, k, [&] {
       auto guarded = w.Indented();  // RowLoop's body is a level short of its guard
-      for (size_t c = 0; c < k.cached_loads.size(); ++c) {
-        w.Line("c", c, "[k] = ", LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index), ";");
-      }
+      for (size_t c = 0; c < k.cached_loads.size(); ++c) PreloadSlot(w, k, c);
     });
   }
   // Two scopes, closed on one line (`}}`): the loop and its guard. The

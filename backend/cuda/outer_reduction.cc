@@ -150,9 +150,7 @@ class OuterPrinter : public CPrinter {
     RowLoop(w, k, [&] {
       auto guarded = w.Indented();  // RowLoop's body is a level short of its check
       for (size_t c = 0; c < k.cached_loads.size(); ++c) {
-        if (held_.contains(static_cast<int>(c))) {
-          w.Line("c", c, "[k] = ", LoadExpression(k, k.cached_loads[c].buffer, k.cached_loads[c].index), ";");
-        }
+        if (held_.contains(static_cast<int>(c))) PreloadSlot(w, k, c);
       }
     });
   }

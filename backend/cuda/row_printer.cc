@@ -256,8 +256,19 @@ class RowPrinter {
         shared_offset += layout_.shared_groups * v_ * layout_.block_size;
       }
       LoopPlan plan{.lanes = k_};
-      for (int slot : preloaded_) plan.loads.push_back(CachedAccess(slot, /*next_loop=*/0));
-      if (!plan.loads.empty()) Loop(w, plan, nullptr, /*preload=*/true);
+      std::vector<Stmt> index_defs;  // gathered rows' indices (the token id), in a scope of the preload's own
+      std::set<int> defined;
+      for (int slot : preloaded_) {
+        plan.loads.push_back(CachedAccess(slot, /*next_loop=*/0));
+        for (const Stmt& s : k_.cached_loads[slot].index_defs) {
+          if (defined.insert(s.result).second) index_defs.push_back(s);
+        }
+      }
+      {
+        auto scope = index_defs.empty() ? w.Indented(0) : w.Block();
+        CPrinter::Statements(w, k_, index_defs, OpTemplate);
+        if (!plan.loads.empty()) Loop(w, plan, nullptr, /*preload=*/true);
+      }
       if (AsyncPreload(plan)) w.Line("fb_cp_async_wait();");
     }
     for (size_t p = 0; p < k_.passes.size(); ++p) {
@@ -352,6 +363,7 @@ class RowPrinter {
   // `next_loop`, of an element of `buffer` at `index` that a row touches
   // once per pass: kept while a later loop reads it again, else streamed.
   CacheHint LoadHint(int buffer, const IndexExpr& index, size_t next_loop) const {
+    if (index.HasTemp()) return CacheHint::kNormal;  // a gathered row: other rows may gather it too
     if (!TouchesEachElementOnce(index)) {
       const bool kept = rereads_rows_ && BroadcastOverRows(index) && (CudaL1HintBits(tuning_) & 4);
       return kept ? CacheHint::kKeep : CacheHint::kNormal;
@@ -424,6 +436,8 @@ class RowPrinter {
   // stores are (the vectorizable ones).
   LoopPlan Plan(size_t loop) const {
     LoopPlan plan{.lanes = k_, .body = k_.RowLoop(loop)};
+    const std::set<int> varying = loop < k_.passes.size() ? AccumulatorTemps(k_.passes[loop].accumulators) : std::set<int>{};
+    const std::set<int> per_row = RowInvariantTemps(plan.body, varying);
     std::set<int> staged;
     for (Stmt& s : plan.body) {
       if (s.kind == StmtKind::kLoad && layout_.on_chip && s.cache_slot >= 0) {
@@ -432,8 +446,12 @@ class RowPrinter {
         }
       } else if (s.kind == StmtKind::kLoad) {
         s.cache_slot = -1;  // a plain load, unless staged below
-        // Gathered and masked loads stay in the body, after their index and mask.
-        if (!s.index.DependsOn("j") || s.is_data_dependent()) continue;
+        // Masked loads, and gathered ones whose index changes along the row,
+        // stay in the body after their index and mask. A gathered row (an
+        // embedding's: the token id once per row, then its row of the table)
+        // is staged and moved in vectors as the row's own loads are.
+        // (Rows held on chip give every such row a slot: lower_reduction.cc.)
+        if (!s.index.DependsOn("j") || layout_.on_chip || !StagesAlongRow(s, per_row)) continue;
         s.cache_slot = static_cast<int>(plan.loads.size());
         plan.loads.push_back({s.buffer, s.index, s.cache_slot, MovesVectors(k_.buffers[s.buffer].dtype, s.index),
                               LoadHint(s.buffer, s.index, loop + 1)});
@@ -445,9 +463,27 @@ class RowPrinter {
         s.index = IndexExpr::Var("e", v_);
       }
     }
-    HoistRowInvariant(&plan.body, &plan.once,
-                      loop < k_.passes.size() ? AccumulatorTemps(k_.passes[loop].accumulators) : std::set<int>{});
+    HoistRowInvariant(&plan.body, &plan.once, varying);
     return plan;
+  }
+  // The temporaries of `body` that HoistRowInvariant computes once per row.
+  static std::set<int> RowInvariantTemps(std::vector<Stmt> body, const std::set<int>& varying) {
+    std::vector<Stmt> once;
+    HoistRowInvariant(&body, &once, varying);
+    std::set<int> temps;
+    for (const Stmt& s : once) {
+      if (s.result >= 0) temps.insert(s.result);
+    }
+    return temps;
+  }
+  // Whether load `s` can be staged (loaded a group at a time before the
+  // element loop): unmasked, its index's temporaries all computed per row.
+  static bool StagesAlongRow(const Stmt& s, const std::set<int>& per_row) {
+    if (s.mask >= 0) return false;
+    for (int t : s.index.Temps()) {
+      if (!per_row.contains(t)) return false;
+    }
+    return true;
   }
 
   // The loop over the row's groups. Persistent rows: one unrolled step of

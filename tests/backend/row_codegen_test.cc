@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cache_hints.h"
@@ -512,6 +513,52 @@ TEST(RowCodegenTest, GatheredRowsNormalizedTwiceCompile) {
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+// GPT-2's first layer norm: the token's row of wte plus the position's row of
+// wpe (two gathers, each index computed once per row), normalized over 768 in
+// bf16. Both gathered rows take one register slot each across the passes
+// (lower_reduction.cc), loaded once per row in 16-byte vectors: the kernel's
+// 16-byte loads are its four row operands (wte, wpe, weight, bias) times the
+// three groups of 8 a lane holds.
+TEST(RowCodegenTest, GatheredEmbeddingRowsAreReadOnceInSixteenBytes) {
+  constexpr int64_t kVocab = 100, kT = 64, kC = 768;
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 4 * kT; ++i) ids.push_back((i * 37) % kVocab);
+  const DType bf16 = DType::kBFloat16;
+  auto fn = [](const std::vector<Tensor>& in) {
+    const Tensor x = embedding(in[0], in[1]) + embedding(arange(kT), in[2]);
+    return layer_norm(x, {kC}, in[3], in[4], 1e-5);
+  };
+  const std::vector<backend::Kernel> kernels =
+      testing_backend::LowerAll(fn, {Tensor::from_vector(ids, {4, kT}), randn({kVocab, kC}).to(bf16),
+                                     randn({kT, kC}).to(bf16), randn({kC}).to(bf16), randn({kC}).to(bf16)});
+  ASSERT_EQ(kernels.size(), 1u);
+  const backend::Kernel& k = kernels[0];
+  // Every load of a table, in every pass and the stores' loop, reads one
+  // slot, whose index statements (the id and its check) come with it.
+  std::map<int, std::set<int>> slots;  // table buffer: the slots its loads read
+  for (size_t l = 0; l < k.NumRowLoops(); ++l) {
+    for (const backend::Stmt& s : k.RowLoop(l)) {
+      if (s.kind == backend::StmtKind::kLoad && s.index.HasTemp()) slots[s.buffer].insert(s.cache_slot);
+    }
+  }
+  ASSERT_EQ(slots.size(), 2u) << k.ToString();
+  for (const auto& [buffer, read] : slots) {
+    ASSERT_EQ(read.size(), 1u) << "buffer " << buffer << "\n" << k.ToString();
+    const int slot = *read.begin();
+    ASSERT_GE(slot, 0) << k.ToString();
+    EXPECT_FALSE(k.cached_loads[slot].index_defs.empty()) << k.ToString();
+  }
+  const Compiled c = CompileCuda(k);
+  EXPECT_EQ(Count(c.summary.global_loads, 16), 4 * 3) << c.summary.ToString() << "\n" << c.source;
+  EXPECT_EQ(c.summary.spill_store_bytes + c.summary.spill_load_bytes, 0) << c.summary.ToString();
 }
 
 }  // namespace
