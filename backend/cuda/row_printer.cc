@@ -494,8 +494,12 @@ class RowPrinter {
   void Loop(CodeWriter& w, const LoopPlan& plan, const Pass* pass, bool preload = false) const {
     const std::vector<Accumulator>* accumulators = pass != nullptr ? &pass->accumulators : nullptr;
     // Online sums of whole groups fold each group once (its max, then its
-    // exp sum): per element a max, an exp and an add, as the two passes.
-    const bool grouped = pass != nullptr && v_ > 1 && !layout_.aligned_groups && FoldsOnline();
+    // exp sum): per element a max, an exp and an add, as the two passes
+    // (one element at a time takes an exp and the rescaling's arithmetic
+    // each). Groups aligned to memory hold -inf where they pass the row's
+    // ends, which the fold rescales away (or counts, then ends NaN, in a row
+    // of -inf alone, whose sum is NaN anyway).
+    const bool grouped = pass != nullptr && v_ > 1 && FoldsOnline();
     const int64_t width = int64_t{layout_.threads_per_row} * v_;  // elements per group of all the row's threads
     const int64_t step = width * layout_.groups;                      // elements per step of a looped row
     const bool persistent = layout_.on_chip;
@@ -572,7 +576,12 @@ class RowPrinter {
       for (const Access& a : plan.stores) w.Line(StorageCType(k_.buffers[a.buffer].dtype), " s", a.array, "[", v_, "];");
       if (grouped) {
         for (const Accumulator& a : pass->accumulators) {
-          if (a.online_max >= 0) w.Line("float fb_y", a.temp, "[", v_, "];");
+          if (a.online_max < 0) continue;
+          w.Line("float fb_y", a.temp, "[", v_, "];");
+          if (layout_.aligned_groups) {
+            w.Line("#pragma unroll");
+            w.Line("for (int e = 0; e < ", v_, "; ++e) fb_y", a.temp, "[e] = -fb_inf();");
+          }
         }
       }
       {
