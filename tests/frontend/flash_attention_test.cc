@@ -235,8 +235,9 @@ TEST_P(FlashAttentionTest, BoolAndFloatMasksAndAnAllMaskedRow) {
 
 // Bool masks whose trailing keys drop out for a block's rows (a causal mask
 // given as a tensor, padded keys, one far key kept): the CUDA kernel skips
-// those tiles and must agree with float64; 1024 keys take the mask's rows in
-// 16-byte loads, 1000 byte by byte.
+// those tiles, and reads the mask only in tiles it does not keep whole, and
+// must agree with float64; 1024 keys take the mask's rows in 16-byte loads,
+// 1000 byte by byte.
 TEST_P(FlashAttentionTest, BoolMasksDroppingTrailingKeysMatchFloat64) {
   for (auto [dtype, e] : {std::pair{kBF16, int64_t{64}}, std::pair{kF32, int64_t{64}}, std::pair{kBF16, int64_t{128}}}) {
     for (int64_t t : {1024, 1000}) {
@@ -254,6 +255,11 @@ TEST_P(FlashAttentionTest, BoolMasksDroppingTrailingKeysMatchFloat64) {
           {"padded", mask_of([](int64_t, int64_t j) { return j < 130; })},
           // causal, and row 5 also sees the last key.
           {"far key", mask_of([&](int64_t i, int64_t j) { return j <= i || (i == 5 && j == t - 1); })},
+          // Tiles the mask keeps whole skip its loads (fb_tile_kept_whole):
+          // every key kept, and causal with one key dropped far below the
+          // diagonal (its tile is not whole).
+          {"all kept", mask_of([](int64_t, int64_t) { return true; })},
+          {"causal with a hole", mask_of([](int64_t i, int64_t j) { return j <= i && !(i == 700 && j == 3); })},
       };
       auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
         return scaled_dot_product_attention(a, b, c, d);
