@@ -23,11 +23,6 @@ struct CudaRowHooks {
   std::function<void(CodeWriter&, const Accumulator&, const std::string& combine_lambda, int lanes)> after_pass;
   std::function<void(CodeWriter&)> open_row_stores;
 };
-// The running pair of online exp sums (online_exp_sums.h) and its fold,
-// fb_online_exp_sum: the prelude of the kernels (rows and split columns)
-// that fold sums of exp(x - max) online.
-extern const char kCudaOnlineExpSum[];
-
 // `spread` and `layout`: the kernel's schedule's (ChooseCudaRowLayout, chosen once).
 std::string PrintCudaRows(const Kernel& kernel, const CudaRowSpread& spread, const CudaRowLayout& layout,
                           const CudaRowHooks& hooks, const TuningSnapshot& tuning);

@@ -9,6 +9,7 @@
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/column_tiles.h"
 #include "backend/cuda/cuda_printer.h"
+#include "backend/cuda/online_exp_sum_source.h"
 #include "tensor/error.h"
 
 namespace fusebox::backend {
