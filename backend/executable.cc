@@ -55,6 +55,7 @@ struct PendingLaunch {
   absl::InlinedVector<void*, 16> args;  // buffers
   long long n = 0;                      // fb_n, when the kernel takes its extent
   bool pass_n = false;
+  absl::InlinedVector<long long, 2> sizes;  // Kernel::size_args' values, after fb_n
 };
 
 // cuLaunchKernel's parameter arrays (a pointer to each argument's value) of
@@ -62,13 +63,14 @@ struct PendingLaunch {
 void PointParams(absl::Span<PendingLaunch> pending, absl::InlinedVector<void*, 64>* params,
                  absl::InlinedVector<cuda::KernelLaunch, 4>* launches) {
   size_t total = 0;
-  for (const PendingLaunch& p : pending) total += p.args.size() + (p.pass_n ? 1 : 0);
+  for (const PendingLaunch& p : pending) total += p.args.size() + (p.pass_n ? 1 : 0) + p.sizes.size();
   params->resize(total);  // no regrowth below: the launches point into it
   size_t at = 0;
   for (PendingLaunch& p : pending) {
     const size_t first = at;
     for (void*& a : p.args) (*params)[at++] = &a;
     if (p.pass_n) (*params)[at++] = &p.n;
+    for (long long& size : p.sizes) (*params)[at++] = &size;
     launches->push_back({.function = p.function, .dims = p.dims, .params = params->data() + first});
   }
 }
@@ -393,6 +395,10 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
       }
     }
     if (k->ir.checks_indices) args.push_back(flag_words);
+    // The C++ kernels read run-time sizes through pointers after the buffers.
+    if (device.is_cpu()) {
+      for (int32_t symbol : k->ir.size_args) args.push_back(&sizes.at(symbol));
+    }
     // A reduction over an empty dim still stores its identity in every row.
     const int64_t iterations = k->ir.Iterations(sizes);
     if (iterations == 0) continue;
@@ -415,6 +421,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
         }
       }
       PendingLaunch launch{.args = args, .n = iterations, .pass_n = k->ir.dynamic_extent};
+      for (int32_t symbol : k->ir.size_args) launch.sizes.push_back(sizes.at(symbol));
       cuda::LaunchDims dims;
       const CudaSchedule& schedule = k->schedule;
       dims.grid_x = static_cast<unsigned>(schedule.Grid(iterations, k->sm_count));

@@ -52,6 +52,16 @@ IndexExpr IndexExpr::Temp(int temp, int64_t bound) {
   return IndexExpr(std::make_shared<const Rep>(Rep{Kind::kTemp, temp, bound, {}, {}}));
 }
 
+const char* SizeArgName(int32_t symbol) {
+  static constexpr const char* kNames[IndexExpr::kMaxSizeArgs] = {
+      "fb_s0", "fb_s1", "fb_s2",  "fb_s3",  "fb_s4",  "fb_s5",  "fb_s6",  "fb_s7",
+      "fb_s8", "fb_s9", "fb_s10", "fb_s11", "fb_s12", "fb_s13", "fb_s14", "fb_s15"};
+  FUSEBOX_CHECK(symbol >= 0 && symbol < IndexExpr::kMaxSizeArgs, "no size argument for symbol ", symbol);
+  return kNames[symbol];
+}
+
+IndexExpr IndexExpr::Size(int32_t symbol) { return Var(SizeArgName(symbol), kUnbounded); }
+
 bool operator==(const IndexExpr& a, const IndexExpr& b) {
   const IndexExpr::Rep* x = a.rep_.get();
   const IndexExpr::Rep* y = b.rep_.get();
@@ -88,6 +98,8 @@ int64_t IndexExpr::Eval(const std::function<int64_t(const char* var)>& var,
     case Kind::kMul: return rep_->a.Eval(var, temp) * rep_->value;
     case Kind::kDiv: return rep_->a.Eval(var, temp) / rep_->value;
     case Kind::kMod: return rep_->a.Eval(var, temp) % rep_->value;
+    case Kind::kDivBy: return rep_->a.Eval(var, temp) / rep_->b.Eval(var, temp);
+    case Kind::kModBy: return rep_->a.Eval(var, temp) % rep_->b.Eval(var, temp);
   }
   return 0;
 }
@@ -170,6 +182,18 @@ IndexExpr operator%(const IndexExpr& a, int64_t m) {
   return IndexExpr::Make(IndexExpr::Kind::kMod, m, m, a, IndexExpr::Const(m));
 }
 
+IndexExpr operator/(const IndexExpr& a, const IndexExpr& d) {
+  if (d.is_const()) return a / d.const_value();
+  if (a.is_const() && a.const_value() == 0) return a;
+  return IndexExpr::Make(IndexExpr::Kind::kDivBy, 0, a.bound(), a, d);
+}
+
+IndexExpr operator%(const IndexExpr& a, const IndexExpr& m) {
+  if (m.is_const()) return a % m.const_value();
+  if (a.is_const() && a.const_value() == 0) return a;
+  return IndexExpr::Make(IndexExpr::Kind::kModBy, 0, std::min(a.bound(), m.bound()), a, m);
+}
+
 std::string IndexExpr::Operand(const IndexExpr& e, const TempName& temp_name) {
   return e.rep_->kind == Kind::kAdd ? absl::StrCat("(", e.ToString(temp_name), ")") : e.ToString(temp_name);
 }
@@ -187,6 +211,14 @@ std::string IndexExpr::ToString(const TempName& temp_name) const {
     case Kind::kMul: return absl::StrCat(Operand(rep_->a, temp_name), " * ", literal(rep_->value));
     case Kind::kDiv: return absl::StrCat(Operand(rep_->a, temp_name), " / ", literal(rep_->value));
     case Kind::kMod: return absl::StrCat(Operand(rep_->a, temp_name), " % ", literal(rep_->value));
+    // A divisor that is not a leaf is parenthesized: x / (s * 4).
+    case Kind::kDivBy:
+    case Kind::kModBy: {
+      const Kind d = rep_->b.rep_->kind;
+      const std::string divisor = rep_->b.ToString(temp_name);
+      return absl::StrCat(Operand(rep_->a, temp_name), rep_->kind == Kind::kDivBy ? " / " : " % ",
+                          d == Kind::kVar || d == Kind::kConst || d == Kind::kTemp ? divisor : "(" + divisor + ")");
+    }
     case Kind::kTemp: {
       const int t = static_cast<int>(rep_->value);
       return temp_name ? temp_name(t) : absl::StrCat("t", t);
@@ -204,6 +236,8 @@ bool IndexExpr::DependsOn(const char* var) const {
     case Kind::kMul:
     case Kind::kDiv:
     case Kind::kMod: return rep_->a.DependsOn(var);
+    case Kind::kDivBy:
+    case Kind::kModBy: return rep_->a.DependsOn(var) || rep_->b.DependsOn(var);
   }
   return true;
 }
@@ -217,6 +251,8 @@ bool IndexExpr::HasTemp() const {
     case Kind::kMul:
     case Kind::kDiv:
     case Kind::kMod: return rep_->a.HasTemp();
+    case Kind::kDivBy:
+    case Kind::kModBy: return rep_->a.HasTemp() || rep_->b.HasTemp();
   }
   return true;
 }
@@ -231,7 +267,9 @@ std::vector<int> IndexExpr::Temps() const {
       case Kind::kTemp: temps.push_back(static_cast<int>(e->rep_->value)); break;
       case Kind::kVar:
       case Kind::kConst: break;
-      case Kind::kAdd: stack.push_back(&e->rep_->b); [[fallthrough]];
+      case Kind::kAdd:
+      case Kind::kDivBy:
+      case Kind::kModBy: stack.push_back(&e->rep_->b); [[fallthrough]];
       case Kind::kMul:
       case Kind::kDiv:
       case Kind::kMod: stack.push_back(&e->rep_->a); break;
@@ -309,6 +347,9 @@ IndexExpr::RunProps IndexExpr::PropsOverAlignedRun(const char* var, int64_t v) c
         const RunProps a = self(self, r.a);
         return {a.same, a.run && r.value % v == 0};
       }
+      // By a run-time size: one value where both are one, else unknown.
+      case Kind::kDivBy:
+      case Kind::kModBy: return {self(self, r.a).same && self(self, r.b).same, false};
     }
     return {false, false};
   };

@@ -27,6 +27,11 @@ class IndexExpr {
   // The value of integer temporary t<temp> of the kernel body, 0 <= it <
   // bound (an index read from a tensor and checked: StmtKind::kIndexCheck).
   static IndexExpr Temp(int temp, int64_t bound);
+  // A run-time size (dynamic shapes): the kernel argument `fb_s<symbol>`,
+  // the size of fusion::DimSymbols' symbol, at least 1. Index math divides by
+  // it where a dim of the iteration space has that size (SizeArgName).
+  static IndexExpr Size(int32_t symbol);
+  static constexpr int32_t kMaxSizeArgs = 16;
   // Bound of a loop index whose extent is only known at run time (dynamic
   // shapes): large enough that no fold depends on it. Bounds saturate here.
   static constexpr int64_t kUnbounded = int64_t{1} << 61;
@@ -35,6 +40,10 @@ class IndexExpr {
   friend IndexExpr operator*(const IndexExpr& a, int64_t c);
   friend IndexExpr operator/(const IndexExpr& a, int64_t d);
   friend IndexExpr operator%(const IndexExpr& a, int64_t m);
+  // By an expression: a constant one folds as above; a run-time size divides
+  // at run time (nothing folds through it).
+  friend IndexExpr operator/(const IndexExpr& a, const IndexExpr& d);
+  friend IndexExpr operator%(const IndexExpr& a, const IndexExpr& m);
 
   bool is_const() const;
   int64_t const_value() const;
@@ -84,7 +93,8 @@ class IndexExpr {
   }
 
  private:
-  enum class Kind { kVar, kConst, kAdd, kMul, kDiv, kMod, kTemp };
+  // kDivBy, kModBy: by the expression b (a run-time size), not a constant.
+  enum class Kind { kVar, kConst, kAdd, kMul, kDiv, kMod, kTemp, kDivBy, kModBy };
   struct Rep;
   explicit IndexExpr(std::shared_ptr<const Rep> rep) : rep_(std::move(rep)) {}
   static std::string Operand(const IndexExpr& e, const TempName& temp_name);
@@ -104,5 +114,8 @@ class IndexExpr {
   std::pair<std::optional<IndexExpr>, std::optional<IndexExpr>> SplitTerms(int64_t d) const;
   std::shared_ptr<const Rep> rep_;
 };
+
+// The kernel argument that holds symbol `symbol`'s run-time size.
+const char* SizeArgName(int32_t symbol);
 
 }  // namespace fusebox::backend

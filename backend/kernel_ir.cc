@@ -19,7 +19,11 @@ int64_t Kernel::Iterations(const std::vector<int64_t>& symbol_values) const {
 
 std::string Kernel::ToString() const {
   std::string out = absl::StrCat("kernel ", name, " (numel=", numel, index64 ? ", index64" : "",
-                                 dynamic_extent ? ", iterations fb_n at run time" : "", ")\n");
+                                 dynamic_extent ? ", iterations fb_n at run time" : "");
+  for (size_t a = 0; a < size_args.size(); ++a) {
+    absl::StrAppend(&out, a == 0 ? ", run-time sizes " : " ", SizeArgName(size_args[a]));
+  }
+  absl::StrAppend(&out, ")\n");
   for (const BufferParam& b : buffers) {
     absl::StrAppend(&out, "  ", b.is_output ? "out " : "in  ", b.name, ": ", DTypeName(b.dtype), "  (%",
                     b.node, ")\n");

@@ -27,7 +27,7 @@ class Lowerer : public LoweringCore {
     for (size_t d = 0; d < symbols.size(); ++d) symbols[d] = plan_.symbols.symbol(group_.outputs.at(0), d);
     const int64_t bound = SetDynamicExtent(group_.iteration_shape, symbols, &kernel_) ? IndexExpr::kUnbounded : kernel_.numel;
     loop_index_ = IndexExpr::Var(bound);
-    PlanRootIndex();
+    PlanRootIndex(kernel_.dynamic_extent ? symbols : std::vector<int32_t>{});
     std::vector<int> values;
     for (NodeId out : group_.outputs) values.push_back(Eval(out, Ctx::kFull));
     for (size_t k = 0; k < group_.outputs.size(); ++k) {
@@ -43,7 +43,7 @@ class Lowerer : public LoweringCore {
  private:
   // Nodes evaluated at the kernel's own index whose strides shape the loop:
   // inputs and views reached from the outputs through pointwise ops.
-  void PlanRootIndex() {
+  void PlanRootIndex(const std::vector<int32_t>& symbols) {
     std::vector<NodeId> stack(group_.outputs.begin(), group_.outputs.end());
     absl::flat_hash_map<NodeId, bool> seen;
     std::vector<Strides> operands = {ContiguousStrides(group_.iteration_shape)};
@@ -70,11 +70,11 @@ class Lowerer : public LoweringCore {
         for (NodeId in : n.inputs) stack.push_back(in);
       }
     }
-    Layout layout = Coalesce(group_.iteration_shape, operands);
+    Layout layout = Coalesce(group_.iteration_shape, operands, symbols);
     root_shape_ = layout.shape;
     root_strides_ = std::move(layout.strides);
     out_strides_ = root_strides_[0];
-    root_index_ = Unravel(loop_index_, root_shape_);
+    root_index_ = Unravel(loop_index_, root_shape_, layout.symbols, &kernel_.size_args);
   }
 
   IndexExpr RootIndex(const Strides& strides, int64_t offset = 0) {

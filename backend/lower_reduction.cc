@@ -172,6 +172,16 @@ class ReductionLowerer : public LoweringCore {
   // text equal for every block's copy, with the temporaries it needs added
   // to `needed`; nothing where it varies along the row (reads a position in
   // it) or is not defined in the block (a running result).
+  // Names each temporary by RowInvariantValue, in braces; `*invariant`
+  // turns false (and stays) at the first that varies along the row.
+  IndexExpr::TempName InvariantNamer(std::set<int>* needed, bool* invariant) const {
+    return [this, needed, invariant](int t) {
+      std::optional<std::string> v = *invariant ? RowInvariantValue(t, needed) : std::nullopt;
+      *invariant = *invariant && v.has_value();
+      return absl::StrCat("{", v.value_or(""), "}");
+    };
+  }
+
   std::optional<std::string> RowInvariantValue(int t, std::set<int>* needed) const {
     const std::vector<Stmt>& body = *block();
     auto def = std::find_if(body.begin(), body.end(), [t](const Stmt& s) { return s.result == t; });
@@ -180,11 +190,7 @@ class ReductionLowerer : public LoweringCore {
       if (def->index.DependsOn(var)) return std::nullopt;
     }
     bool invariant = true;
-    auto name = [&](int u) {
-      std::optional<std::string> v = invariant ? RowInvariantValue(u, needed) : std::nullopt;
-      invariant = invariant && v.has_value();
-      return absl::StrCat("{", v.value_or(""), "}");
-    };
+    const IndexExpr::TempName name = InvariantNamer(needed, &invariant);
     std::string text = absl::StrCat(static_cast<int>(def->kind), " ", static_cast<int>(def->op), " ",
                                     static_cast<int>(def->dtype), " ", def->buffer, " [", def->index.ToString(name), "] ",
                                     absl::bit_cast<uint64_t>(def->constant), " ", def->lo, " ", def->hi, " ", def->dim);
@@ -248,11 +254,7 @@ class ReductionLowerer : public LoweringCore {
     }
     std::set<int> needed;
     bool invariant = true;
-    const std::string key = load->index.ToString([&](int t) {
-      std::optional<std::string> v = invariant ? RowInvariantValue(t, &needed) : std::nullopt;
-      invariant = invariant && v.has_value();
-      return absl::StrCat("{", v.value_or(""), "}");
-    });
+    const std::string key = load->index.ToString(InvariantNamer(&needed, &invariant));
     if (!invariant) return;
     std::vector<Stmt> defs;
     for (const Stmt& s : *block()) {

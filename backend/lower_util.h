@@ -1,6 +1,7 @@
 // Index helpers shared by the pointwise and reduction lowerings.
 #pragma once
 
+#include <algorithm>
 #include <climits>
 #include <vector>
 
@@ -17,15 +18,23 @@ namespace fusebox::backend {
 struct Layout {
   Shape shape;
   std::vector<Strides> strides;  // per operand
+  // Dynamic plans: each dim's symbol (fusion::DimSymbols), or -1; empty
+  // where the shape has none.
+  std::vector<int32_t> symbols;
 };
 
 // Drops size-1 dims and merges neighbours that every operand walks as one.
-inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands) {
+// A dim with a run-time size (`symbols[d] >= 0`, where given) merges with
+// none: index math divides by its size alone (Unravel).
+inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands,
+                       const std::vector<int32_t>& symbols = {}) {
   Layout out;
   out.strides.resize(operands.size());
+  auto symbol = [&](size_t d) { return symbols.empty() ? -1 : symbols[d]; };
+  bool any_symbol = false;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
-    bool merge = !out.shape.empty();
+    bool merge = !out.shape.empty() && symbol(d) < 0 && (out.symbols.empty() || out.symbols.back() < 0);
     for (size_t k = 0; merge && k < operands.size(); ++k) {
       merge = out.strides[k].back() == operands[k][d] * shape[d];
     }
@@ -34,9 +43,12 @@ inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands)
       for (size_t k = 0; k < operands.size(); ++k) out.strides[k].back() = operands[k][d];
     } else {
       out.shape.push_back(shape[d]);
+      out.symbols.push_back(symbol(d));
       for (size_t k = 0; k < operands.size(); ++k) out.strides[k].push_back(operands[k][d]);
     }
+    any_symbol |= symbol(d) >= 0;
   }
+  if (!any_symbol) out.symbols.clear();
   return out;
 }
 
@@ -44,15 +56,36 @@ inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands)
 // outermost first. The outermost dim of size > 1 needs no `% size` (and the
 // size-1 dims before it are 0), so its size never enters the index math: a
 // dynamic outer dim stays out of the kernel, also behind a batch of 1.
-inline std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shape) {
+// Another dim with a run-time size (`symbols[d] >= 0`) divides by its
+// kernel argument (IndexExpr::Size), added to `size_args`; without
+// `size_args` its compile-time size is used (the plan's check then finds
+// the kernel depends on it).
+inline std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shape,
+                                      const std::vector<int32_t>& symbols = {},
+                                      std::vector<int32_t>* size_args = nullptr) {
   // An empty shape has no element to index: the loop around it never runs.
   if (Numel(shape) == 0) return std::vector<IndexExpr>(shape.size(), IndexExpr::Const(0));
   std::vector<IndexExpr> index(shape.size(), IndexExpr::Const(0));
   int64_t outer = 0;
   while (outer + 1 < static_cast<int64_t>(shape.size()) && shape[outer] == 1) ++outer;
+  // index[d] = (rest / inner) % size[d], `rest` the linear index divided by
+  // the run-time sizes inside d.
+  IndexExpr rest = linear;
   int64_t inner = 1;
   for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= outer; --d) {
-    index[d] = d == outer ? linear / inner : (linear / inner) % shape[d];
+    const int32_t symbol = symbols.empty() ? -1 : symbols[d];
+    if (d == outer) {
+      index[d] = rest / inner;
+    } else if (symbol >= 0 && size_args != nullptr && symbol < IndexExpr::kMaxSizeArgs) {
+      const IndexExpr size = IndexExpr::Size(symbol);
+      index[d] = (rest / inner) % size;
+      rest = rest / inner / size;
+      inner = 1;
+      if (std::find(size_args->begin(), size_args->end(), symbol) == size_args->end()) size_args->push_back(symbol);
+      continue;
+    } else {
+      index[d] = (rest / inner) % shape[d];
+    }
     inner *= shape[d];
   }
   return index;

@@ -63,6 +63,11 @@ FB_INLINE float fb_cosf(float x) { return __builtin_cosf(x); }
       w.Line(type, " __restrict__ ", p.name, " = (", type, ")args[", b, "];");
     }
     if (k.checks_indices) w.Line("long long* fb_err = (long long*)args[", k.buffers.size(), "];");
+    // Run-time sizes (Kernel::size_args) follow, each a pointer to its value.
+    for (size_t a = 0; a < k.size_args.size(); ++a) {
+      w.Line("const long long ", SizeArgName(k.size_args[a]), " = *(const long long*)args[",
+             k.buffers.size() + (k.checks_indices ? 1 : 0) + a, "];");
+    }
     w.Open("for (long long ", var, " = begin; ", var, " < end; ++", var, ")");
   }
 };

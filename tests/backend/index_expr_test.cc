@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash_testing.h"
 #include "backend/index_expr.h"
+#include "backend/lower_util.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -110,6 +111,39 @@ TEST(IndexExprTest, FoldsKeepTheValueEverywhere) {
       }
     }
   }
+}
+
+
+// Run-time sizes (dynamic shapes): Unravel divides by the kernel argument of
+// an inner dim whose size is a symbol, and the index it builds has the value
+// of the compile-time one at every point, for every size; nothing folds
+// through a run-time divisor, so the pointwise printer never takes such an
+// operand for a vector run.
+TEST(IndexExprTest, RunTimeSizesDivideAtRunTime) {
+  const IndexExpr i = IndexExpr::Var(IndexExpr::kUnbounded);
+  for (int64_t t : {1, 2, 5, 16}) {
+    const Shape shape = {3, t, t, 4};
+    const Strides strides = {1000, 37, 1, 200};  // a slice of a larger buffer, permuted
+    std::vector<int32_t> used;
+    const std::vector<IndexExpr> dynamic = Unravel(i, shape, {-1, 0, 0, -1}, &used);
+    const std::vector<IndexExpr> fixed = Unravel(IndexExpr::Var(Numel(shape)), shape);
+    EXPECT_EQ(used, std::vector<int32_t>{0});
+    const IndexExpr a = Dot(dynamic, strides), b = Dot(fixed, strides);
+    EXPECT_EQ(a.ToString().find(std::to_string(t) + " "), std::string::npos) << a.ToString();
+    for (int64_t at = 0; at < Numel(shape); ++at) {
+      auto var = [&](const char* v) { return std::string(v) == SizeArgName(0) ? t : at; };
+      ASSERT_EQ(a.Eval(var), b.Eval(var)) << a.ToString() << " at " << at << ", t " << t;
+    }
+  }
+  const IndexExpr s = IndexExpr::Size(1);
+  EXPECT_EQ((i / 4 % s).ToString(), "i / 4 % fb_s1");
+  EXPECT_EQ((i % (s * 3)).ToString(), "i % (fb_s1 * 3)");
+  EXPECT_EQ(i / IndexExpr::Const(4), i / 4) << "a constant divisor folds as before";
+  EXPECT_TRUE((i / s).DependsOn("i"));
+  EXPECT_FALSE((i % s).IsAlignedRunOf("i", 4));
+  EXPECT_FALSE((i / s).IsUniformOverAlignedRunOf("i", 4));
+  EXPECT_TRUE((IndexExpr::Var("r", 8) / s).IsUniformOverAlignedRunOf("i", 4));
+  EXPECT_NE(i % s, i % IndexExpr::Size(2));
 }
 
 }  // namespace

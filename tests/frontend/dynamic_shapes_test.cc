@@ -137,24 +137,47 @@ TEST(DynamicShapesTest, DynamicRowsOfAReductionAndAnInnerPointwiseDim) {
   EXPECT_THAT(inner.explain(), HasSubstr("run-time size: s0 = input 0 dim 1"));
 }
 
-TEST(DynamicShapesTest, DimsTheIndexMathNeedsStayCompiledInAndResultsStayRight) {
-  // Transposed, the dynamic dim is no longer outermost: its size enters the
-  // index math, so the runtime keeps it compiled in (and says so by not
-  // listing it), rather than reusing a kernel made for another size.
-  auto compiled = compile([](const Tensor& x) { return (x.transpose(0, 1) * 2.0).contiguous(); });
+// Transposed, the dynamic dim is no longer outermost: the index math divides
+// by its size, which the kernel takes as an argument (fb_s0), so one plan
+// serves every later size. A stride that is the size (x.t() of a [20, n]
+// argument steps n along its rows) is compiled in: such a dim stays static
+// rather than reusing a kernel made for another size.
+void DynamicSizeInTheIndexMath(Device device) {
+  auto divides = compile([](const Tensor& x) { return (x.transpose(0, 1) * 2.0).contiguous(); });
+  auto strides = compile([](const Tensor& x) { return (x.transpose(0, 1) * 2.0).contiguous(); });
   const uint64_t seed = FreshSeed();
-  for (int64_t n : {3, 5, 8}) {
-    Tensor x = randn({n, 20}, Device::cpu(), seed + n);
+  for (int64_t n : {3, 5, 8, 13}) {
+    SCOPED_TRACE(testing::Message() << "n " << n);
+    Tensor x = randn({n, 20}, device, seed + n);
     const auto xv = x.to_double_vector();
     std::vector<double> want(xv.size());
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < 20; ++j) want[j * n + i] = 2 * xv[i * 20 + j];
     }
-    Tensor y = compiled(x);
+    Tensor y = divides(x);
     ASSERT_EQ(y.shape(), (Shape{20, n}));
     ExpectClose(y.to_vector(), want, 1e-6);
+
+    Tensor z = randn({20, n}, device, seed + 100 + n);
+    const auto zv = z.to_double_vector();
+    std::vector<double> want_t(zv.size());
+    for (int64_t i = 0; i < 20; ++i) {
+      for (int64_t j = 0; j < n; ++j) want_t[j * 20 + i] = 2 * zv[i * n + j];
+    }
+    ExpectClose(strides(z).to_vector(), want_t, 1e-6);
   }
-  EXPECT_EQ(compiled.stats().plan_compiles, 3);
+  EXPECT_EQ(divides.stats().plan_compiles, 2) << divides.explain();
+  ASSERT_EQ(divides.kernels().size(), 1u);
+  EXPECT_THAT(divides.kernels()[0].source, HasSubstr("% fb_s0"));
+  EXPECT_THAT(divides.explain(), HasSubstr("run-time size: s0 = input 0 dim 0"));
+  EXPECT_EQ(strides.stats().plan_compiles, 4) << strides.explain();
+}
+
+TEST(DynamicShapesTest, DimsTheIndexMathDividesByAreKernelArguments) { DynamicSizeInTheIndexMath(Device::cpu()); }
+
+TEST(DynamicShapesCudaTest, DimsTheIndexMathDividesByAreKernelArguments) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  DynamicSizeInTheIndexMath(Device::cuda(0));
 }
 
 TEST(DynamicShapesTest, EqualDynamicSizesShareASymbolAndBroadcastStaysRight) {
