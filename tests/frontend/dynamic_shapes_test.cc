@@ -171,6 +171,30 @@ void DynamicSizeInTheIndexMath(Device device) {
   EXPECT_THAT(divides.kernels()[0].source, HasSubstr("% fb_s0"));
   EXPECT_THAT(divides.explain(), HasSubstr("run-time size: s0 = input 0 dim 0"));
   EXPECT_EQ(strides.stats().plan_compiles, 4) << strides.explain();
+
+  // Two run-time sizes in one index: a buffer sliced to [:, :n, :m] (n and
+  // m grow apart, so they are two symbols) divides by both.
+  const Tensor buffer = randn({3, 24, 24}, device, seed + 500);
+  auto sliced = compile([&](const Tensor& x) {
+    return x * buffer.narrow(1, 0, x.size(1)).narrow(2, 0, x.size(2)) + 1.0;
+  });
+  const std::vector<double> bv = buffer.to_double_vector();
+  for (auto [n, m] : {std::pair<int64_t, int64_t>{4, 9}, {5, 11}, {7, 12}, {9, 17}, {3, 23}}) {
+    SCOPED_TRACE(testing::Message() << "n " << n << ", m " << m);
+    Tensor x = randn({3, n, m}, device, seed + 600 + n);
+    const auto xv = x.to_double_vector();
+    std::vector<double> want(xv.size());
+    for (int64_t a = 0; a < 3; ++a) {
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < m; ++j) want[(a * n + i) * m + j] = xv[(a * n + i) * m + j] * bv[(a * 24 + i) * 24 + j] + 1;
+      }
+    }
+    ExpectClose(sliced(x).to_vector(), want, 1e-6);
+  }
+  EXPECT_EQ(sliced.stats().plan_compiles, 2) << sliced.explain();
+  ASSERT_EQ(sliced.kernels().size(), 1u);
+  EXPECT_THAT(sliced.kernels()[0].source, HasSubstr("% fb_s0"));
+  EXPECT_THAT(sliced.kernels()[0].source, HasSubstr("% fb_s1"));
 }
 
 TEST(DynamicShapesTest, DimsTheIndexMathDividesByAreKernelArguments) { DynamicSizeInTheIndexMath(Device::cpu()); }
