@@ -143,6 +143,18 @@ std::string CPrinter::ParamList(const Kernel& kernel, bool restrict_qualified) {
   return params;
 }
 
+std::string CPrinter::SizeParams(const Kernel& kernel) {
+  std::string params;
+  for (int32_t symbol : kernel.size_args) absl::StrAppend(&params, ", long long ", SizeArgName(symbol));
+  return params;
+}
+
+std::string CPrinter::SizeArgs(const Kernel& kernel) {
+  std::string args;
+  for (int32_t symbol : kernel.size_args) absl::StrAppend(&args, ", ", SizeArgName(symbol));
+  return args;
+}
+
 std::string CPrinter::IndexCheckHelpers(const char* record_first) {
   return absl::StrCat(R"(// An index out of [0, n): the first one seen is recorded in err (set, index,
 // n, code), read and reported by the host after the launch; 0 is read instead.

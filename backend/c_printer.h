@@ -91,6 +91,10 @@ class CPrinter {
   // Helpers both targets define the same way, written with FB_INLINE.
   static const char* CommonPrelude();
   static std::string ParamList(const Kernel& kernel, bool restrict_qualified);
+  // CUDA kernels: the run-time sizes' parameters (Kernel::size_args) after
+  // fb_n, ", long long fb_s0, ...", and the same names as arguments.
+  static std::string SizeParams(const Kernel& kernel);
+  static std::string SizeArgs(const Kernel& kernel);
   // fb_check_index over `record_first`, the target's expression that claims
   // err[0] (0 -> 1) atomically and is true for the one thread that did.
   static std::string IndexCheckHelpers(const char* record_first);

@@ -322,7 +322,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
   auto shape_of = [&](graph::NodeId id) {
     Shape shape = g.node(id).shape;
     for (size_t d = 0; !sizes.empty() && d < shape.size(); ++d) {
-      if (const int32_t k = plan_.symbols.symbol(id, d); k >= 0) shape[d] = sizes[k];
+      if (const int32_t k = plan_.symbols.symbol(id, d); k >= 0) shape[d] = plan_.symbols.factor(id, d) * sizes[k];
     }
     return shape;
   };

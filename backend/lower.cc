@@ -24,10 +24,19 @@ class Lowerer : public LoweringCore {
   Kernel Run() {
     kernel_.numel = Numel(group_.iteration_shape);
     std::vector<int32_t> symbols(group_.iteration_shape.size(), -1);
-    for (size_t d = 0; d < symbols.size(); ++d) symbols[d] = plan_.symbols.symbol(group_.outputs.at(0), d);
-    const int64_t bound = SetDynamicExtent(group_.iteration_shape, symbols, &kernel_) ? IndexExpr::kUnbounded : kernel_.numel;
+    std::vector<int64_t> factors(symbols.size(), 1);
+    for (size_t d = 0; d < symbols.size(); ++d) {
+      symbols[d] = plan_.symbols.symbol(group_.outputs.at(0), d);
+      factors[d] = plan_.symbols.factor(group_.outputs.at(0), d);
+    }
+    const int64_t bound =
+        SetDynamicExtent(group_.iteration_shape, symbols, factors, &kernel_) ? IndexExpr::kUnbounded : kernel_.numel;
     loop_index_ = IndexExpr::Var(bound);
-    PlanRootIndex(kernel_.dynamic_extent ? symbols : std::vector<int32_t>{});
+    if (kernel_.dynamic_extent) {
+      PlanRootIndex(symbols, factors);
+    } else {
+      PlanRootIndex({}, {});
+    }
     std::vector<int> values;
     for (NodeId out : group_.outputs) values.push_back(Eval(out, Ctx::kFull));
     for (size_t k = 0; k < group_.outputs.size(); ++k) {
@@ -43,7 +52,7 @@ class Lowerer : public LoweringCore {
  private:
   // Nodes evaluated at the kernel's own index whose strides shape the loop:
   // inputs and views reached from the outputs through pointwise ops.
-  void PlanRootIndex(const std::vector<int32_t>& symbols) {
+  void PlanRootIndex(const std::vector<int32_t>& symbols, const std::vector<int64_t>& factors) {
     std::vector<NodeId> stack(group_.outputs.begin(), group_.outputs.end());
     absl::flat_hash_map<NodeId, bool> seen;
     std::vector<Strides> operands = {ContiguousStrides(group_.iteration_shape)};
@@ -70,11 +79,11 @@ class Lowerer : public LoweringCore {
         for (NodeId in : n.inputs) stack.push_back(in);
       }
     }
-    Layout layout = Coalesce(group_.iteration_shape, operands, symbols);
+    Layout layout = Coalesce(group_.iteration_shape, operands, symbols, factors);
     root_shape_ = layout.shape;
     root_strides_ = std::move(layout.strides);
     out_strides_ = root_strides_[0];
-    root_index_ = Unravel(loop_index_, root_shape_, layout.symbols, &kernel_.size_args);
+    root_index_ = Unravel(loop_index_, root_shape_, layout.symbols, &kernel_.size_args, layout.factors);
   }
 
   IndexExpr RootIndex(const Strides& strides, int64_t offset = 0) {

@@ -35,6 +35,7 @@ class ReductionLowerer : public LoweringCore {
     row_shape_ = fusion::RowShape(group_);
     Shape row_dims, reduced_dims;
     std::vector<int32_t> row_symbols;  // reduced dims are never run-time sizes
+    std::vector<int64_t> row_factors;
     const NodeId reduced = g_.node(group_.reductions.at(0)).inputs[0];
     for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
       if (IsAxis(d)) {
@@ -42,12 +43,13 @@ class ReductionLowerer : public LoweringCore {
       } else {
         row_dims.push_back(shape[d]);
         row_symbols.push_back(plan_.symbols.symbol(reduced, d));
+        row_factors.push_back(plan_.symbols.factor(reduced, d));
       }
     }
     kernel_.num_rows = Numel(row_dims);
     kernel_.row_length = Numel(reduced_dims);
     kernel_.numel = kernel_.num_rows * kernel_.row_length;
-    const bool dynamic_rows = SetDynamicExtent(row_dims, row_symbols, &kernel_);
+    const bool dynamic_rows = SetDynamicExtent(row_dims, row_symbols, row_factors, &kernel_);
     kernel_.axis = fusion::RowsInnermost(rows()) ? ReductionAxis::kInner : ReductionAxis::kOuter;
     // Looped rows that end in the innermost dim record their cached loads
     // too: on CUDA a thread-block cluster may hold them (cuda_cluster.h).
@@ -56,8 +58,10 @@ class ReductionLowerer : public LoweringCore {
     caches_row_ = kernel_.kind == fusion::KernelKind::kPersistent ||
                   (kernel_.kind == fusion::KernelKind::kReduction && kernel_.axis == ReductionAxis::kInner) ||
                   kernel_.is_column_reduction();
+    // Rows of run-time count divide by their run-time sizes (Kernel::size_args).
     const std::vector<IndexExpr> r =
-        Unravel(IndexExpr::Var("r", dynamic_rows ? IndexExpr::kUnbounded : kernel_.num_rows), row_dims);
+        dynamic_rows ? Unravel(IndexExpr::Var("r", IndexExpr::kUnbounded), row_dims, row_symbols, &kernel_.size_args, row_factors)
+                     : Unravel(IndexExpr::Var("r", kernel_.num_rows), row_dims);
     const std::vector<IndexExpr> j = Unravel(IndexExpr::Var("j", kernel_.row_length), reduced_dims);
     for (size_t d = 0, ri = 0, ji = 0; d < shape.size(); ++d) {
       if (IsAxis(d)) {

@@ -18,16 +18,17 @@ namespace fusebox::backend {
 struct Layout {
   Shape shape;
   std::vector<Strides> strides;  // per operand
-  // Dynamic plans: each dim's symbol (fusion::DimSymbols), or -1; empty
-  // where the shape has none.
+  // Dynamic plans: each dim's symbol (fusion::DimSymbols), or -1, and the
+  // factor its size is of the symbol's; empty where the shape has none.
   std::vector<int32_t> symbols;
+  std::vector<int64_t> factors;
 };
 
 // Drops size-1 dims and merges neighbours that every operand walks as one.
 // A dim with a run-time size (`symbols[d] >= 0`, where given) merges with
 // none: index math divides by its size alone (Unravel).
 inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands,
-                       const std::vector<int32_t>& symbols = {}) {
+                       const std::vector<int32_t>& symbols = {}, const std::vector<int64_t>& factors = {}) {
   Layout out;
   out.strides.resize(operands.size());
   auto symbol = [&](size_t d) { return symbols.empty() ? -1 : symbols[d]; };
@@ -44,11 +45,12 @@ inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands,
     } else {
       out.shape.push_back(shape[d]);
       out.symbols.push_back(symbol(d));
+      out.factors.push_back(factors.empty() ? 1 : factors[d]);
       for (size_t k = 0; k < operands.size(); ++k) out.strides[k].push_back(operands[k][d]);
     }
     any_symbol |= symbol(d) >= 0;
   }
-  if (!any_symbol) out.symbols.clear();
+  if (!any_symbol) out.symbols.clear(), out.factors.clear();
   return out;
 }
 
@@ -56,13 +58,14 @@ inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands,
 // outermost first. The outermost dim of size > 1 needs no `% size` (and the
 // size-1 dims before it are 0), so its size never enters the index math: a
 // dynamic outer dim stays out of the kernel, also behind a batch of 1.
-// Another dim with a run-time size (`symbols[d] >= 0`) divides by its
-// kernel argument (IndexExpr::Size), added to `size_args`; without
-// `size_args` its compile-time size is used (the plan's check then finds
-// the kernel depends on it).
+// Another dim with a run-time size (`symbols[d] >= 0`, `factors[d]` times
+// the symbol's) divides by its kernel argument (IndexExpr::Size), added to
+// `size_args`; without `size_args` its compile-time size is used (the plan's
+// check then finds the kernel depends on it).
 inline std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shape,
                                       const std::vector<int32_t>& symbols = {},
-                                      std::vector<int32_t>* size_args = nullptr) {
+                                      std::vector<int32_t>* size_args = nullptr,
+                                      const std::vector<int64_t>& factors = {}) {
   // An empty shape has no element to index: the loop around it never runs.
   if (Numel(shape) == 0) return std::vector<IndexExpr>(shape.size(), IndexExpr::Const(0));
   std::vector<IndexExpr> index(shape.size(), IndexExpr::Const(0));
@@ -77,7 +80,7 @@ inline std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shap
     if (d == outer) {
       index[d] = rest / inner;
     } else if (symbol >= 0 && size_args != nullptr && symbol < IndexExpr::kMaxSizeArgs) {
-      const IndexExpr size = IndexExpr::Size(symbol);
+      const IndexExpr size = IndexExpr::Size(symbol) * (factors.empty() ? 1 : factors[d]);
       index[d] = (rest / inner) % size;
       rest = rest / inner / size;
       inner = 1;
@@ -111,14 +114,16 @@ inline Strides OperandStrides(const graph::Node& n, bool stored_by_earlier_kerne
 }
 
 // Dynamic plans: sets `k`'s run-time extent from the symbols of `dims` (the
-// dims it iterates over, with `symbols` their symbols or -1) and returns
-// whether it has one. Then the loop index bound is unknown, and index64
-// follows the plan.
-inline bool SetDynamicExtent(const Shape& dims, const std::vector<int32_t>& symbols, Kernel* k) {
+// dims it iterates over, with `symbols` their symbols or -1, `factors` what
+// their sizes are of the symbols') and returns whether it has one. Then the
+// loop index bound is unknown, and index64 follows the plan.
+inline bool SetDynamicExtent(const Shape& dims, const std::vector<int32_t>& symbols,
+                             const std::vector<int64_t>& factors, Kernel* k) {
   k->extent_factor = 1;
   for (size_t d = 0; d < dims.size(); ++d) {
     if (symbols[d] >= 0) {
       k->extent_symbols.push_back(symbols[d]);
+      k->extent_factor *= factors[d];
     } else {
       k->extent_factor *= dims[d];
     }

@@ -4,6 +4,7 @@
 #include <climits>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -76,6 +77,86 @@ int64_t KeptInputDim(const Node& view, int64_t e, const Node& in) {
   return -1;
 }
 
+// A view that reshapes its input's contiguous value (contiguous strides, no
+// offset, the same elements): its dims and the input's, size-1 dims left
+// out, in runs of equal product. A run of one dim each keeps the dim; one
+// input dim into several splits it; several into one merge.
+struct ReshapeGroup {
+  std::vector<int64_t> in, out;
+};
+std::optional<std::vector<ReshapeGroup>> ReshapeGroups(const Node& view, const Node& in) {
+  if (view.offset != 0 || Numel(view.shape) == 0 || Numel(view.shape) != Numel(in.shape) ||
+      view.strides != ContiguousStrides(view.shape)) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> a, b;
+  for (size_t d = 0; d < in.shape.size(); ++d) {
+    if (in.shape[d] != 1) a.push_back(static_cast<int64_t>(d));
+  }
+  for (size_t e = 0; e < view.shape.size(); ++e) {
+    if (view.shape[e] != 1) b.push_back(static_cast<int64_t>(e));
+  }
+  std::vector<ReshapeGroup> groups;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    ReshapeGroup g{{a[i]}, {b[j]}};
+    int64_t pa = in.shape[a[i++]], pb = view.shape[b[j++]];
+    while (pa != pb) {
+      if (pa < pb) {
+        if (i == a.size()) return std::nullopt;
+        pa *= in.shape[a[i]], g.in.push_back(a[i++]);
+      } else {
+        if (j == b.size()) return std::nullopt;
+        pb *= view.shape[b[j]], g.out.push_back(b[j++]);
+      }
+    }
+    groups.push_back(std::move(g));
+  }
+  if (i != a.size() || j != b.size()) return std::nullopt;
+  return groups;
+}
+
+// The dims of view `view` that step through input dim d of `in` (of size
+// >= 2) in several parts, as a strided view splits it: [B * T, 3 C] read as
+// heads [B, nh, T, hs] steps T * 3 C along B and 3 C along T, the two
+// tiling dim 0 exactly (in any order of the view's dims). Ordered from the
+// innermost step; empty where they do not tile it.
+std::vector<int64_t> StridedSplit(const Node& view, const Node& in, size_t d) {
+  const Strides contiguous = ContiguousStrides(in.shape);
+  std::vector<int64_t> parts;
+  for (size_t e = 0; e < view.shape.size(); ++e) {
+    const int64_t step = view.strides[e];
+    if (view.shape[e] >= 2 && step > 0 && step % contiguous[d] == 0 && step < contiguous[d] * in.shape[d]) {
+      parts.push_back(static_cast<int64_t>(e));
+    }
+  }
+  if (parts.size() < 2) return {};
+  std::sort(parts.begin(), parts.end(), [&](int64_t a, int64_t b) { return view.strides[a] < view.strides[b]; });
+  int64_t step = contiguous[d];
+  for (int64_t e : parts) {
+    if (view.strides[e] != step) return {};
+    step *= view.shape[e];
+  }
+  return step == contiguous[d] * in.shape[d] ? parts : std::vector<int64_t>{};
+}
+
+// A merge or split of a reshape view (ReshapeGroups), as slots: `whole` is
+// the one dim, `parts` the several, with their sizes.
+struct Regroup {
+  NodeId view;
+  int32_t whole;
+  std::vector<int32_t> parts;
+  std::vector<int64_t> part_sizes;
+  bool merge;  // parts are the input's dims
+};
+
+// A pin found after the classes are: the slot, the node and why.
+struct LatePin {
+  int32_t slot;
+  NodeId by;
+  const char* why;
+};
+
 }  // namespace
 
 std::vector<int64_t> DimSymbols::Values(const Graph& g) const {
@@ -147,10 +228,16 @@ void JoinExternDims(const graph::Graph& g, NodeId id, Slots& slots) {
 
 }  // namespace
 
-DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
-  DimSymbols out;
-  if (dynamic.empty()) return out;
+namespace {
+
+// One pass of FindDimSymbols with `late` pins added: fills `out`, or returns
+// the pins the reshapes' merges and splits call for (then `out` is not the
+// answer and the caller tries again with them).
+std::vector<LatePin> Attempt(const Graph& g, absl::Span<const InputDim> dynamic, absl::Span<const LatePin> late,
+                             DimSymbols& out) {
   Slots slots(g);
+  for (const LatePin& p : late) slots.Pin(p.slot, p.by, p.why);
+  std::vector<Regroup> regroups;
   absl::flat_hash_map<int64_t, int32_t> dynamic_of_size;  // duck sizing
   for (NodeId id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
@@ -175,8 +262,45 @@ DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
       // size prints differently when resized, which pins that symbol).
     } else if (n.op == graph::Op::kView) {
       const Node& in = g.node(n.inputs[0]);
+      if (const std::optional<std::vector<ReshapeGroup>> groups = ReshapeGroups(n, in)) {
+        // A reshape: kept dims join; merges and splits are resolved once
+        // the classes are known (below); several dims into several pin.
+        for (const ReshapeGroup& group : *groups) {
+          if (group.in.size() == 1 && group.out.size() == 1) {
+            slots.Join(slots.At(id, group.out[0]), slots.At(n.inputs[0], group.in[0]));
+            continue;
+          }
+          if (group.in.size() > 1 && group.out.size() > 1) {
+            for (int64_t e : group.out) slots.Pin(slots.At(id, e), id, "a view reshapes it");
+            for (int64_t d : group.in) slots.Pin(slots.At(n.inputs[0], d), id, "a view reshapes it");
+            continue;
+          }
+          const bool merge = group.out.size() == 1;
+          Regroup r{.view = id, .whole = merge ? slots.At(id, group.out[0]) : slots.At(n.inputs[0], group.in[0]), .merge = merge};
+          for (int64_t d : merge ? group.in : group.out) {
+            r.parts.push_back(merge ? slots.At(n.inputs[0], d) : slots.At(id, d));
+            r.part_sizes.push_back(merge ? in.shape[d] : n.shape[d]);
+          }
+          regroups.push_back(std::move(r));
+        }
+        continue;
+      }
+      // Other views: an input dim split by strides over several dims is a
+      // split as a reshape's (resolved below); each other dim is kept or pinned.
+      std::vector<bool> split(rank, false);
+      for (size_t d = 0; d < in.shape.size(); ++d) {
+        const std::vector<int64_t> parts = StridedSplit(n, in, d);
+        if (parts.empty()) continue;
+        Regroup r{.view = id, .whole = slots.At(n.inputs[0], static_cast<int64_t>(d)), .merge = false};
+        for (int64_t e : parts) {
+          r.parts.push_back(slots.At(id, e));
+          r.part_sizes.push_back(n.shape[e]);
+          split[e] = true;
+        }
+        regroups.push_back(std::move(r));
+      }
       for (int64_t e = 0; e < rank; ++e) {
-        if (n.strides[e] == 0) continue;  // broadcast: any size
+        if (n.strides[e] == 0 || split[e]) continue;  // broadcast: any size
         const int64_t d = KeptInputDim(n, e, in);
         if (d >= 0) {
           slots.Join(slots.At(id, e), slots.At(n.inputs[0], d));
@@ -242,23 +366,123 @@ DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
                                              ShapeToString(by.shape), "): ", reason.why));
     }
   }
-  absl::flat_hash_map<int32_t, int32_t> symbol_of_root;
+  // Each class's size: symbol k (a provisional number) times f; k -1: fixed.
+  struct Size {
+    int32_t k = -1;
+    int64_t f = 1;
+  };
+  std::vector<Size> size_of_root(slots.size());
+  int32_t provisional = 0;
+  for (int32_t s = 0; s < slots.size(); ++s) {
+    if (slots.Find(s) == s && class_dynamic[s] && class_pinned_by[s] < 0) size_of_root[s] = {provisional++, 1};
+  }
+  auto size_of = [&](int32_t slot) { return size_of_root[slots.Find(slot)]; };
+  // Makes slot's class `target` in size: a fixed, free class takes it; a
+  // symbol of its own becomes target's times a factor everywhere it is.
+  auto assign = [&](int32_t slot, Size target) {
+    const int32_t root = slots.Find(slot);
+    const Size now = size_of_root[root];
+    if (now.k == target.k) return now.f == target.f;
+    if (now.k < 0) {
+      if (class_pinned_by[root] >= 0) return false;
+      size_of_root[root] = target;
+      return true;
+    }
+    for (const Size& other : size_of_root) {
+      if (other.k == now.k && other.f * target.f % now.f != 0) return false;
+    }
+    for (Size& other : size_of_root) {
+      if (other.k == now.k) other = {target.k, other.f * target.f / now.f};
+    }
+    return true;
+  };
+  // Merges and splits in graph order (a split finds what its input merged).
+  std::vector<LatePin> pins;
+  for (const Regroup& r : regroups) {
+    const Size whole = size_of(r.whole);
+    std::vector<size_t> run_time;  // the parts of run-time size
+    int64_t fixed = 1;             // the others' product
+    for (size_t p = 0; p < r.parts.size(); ++p) {
+      if (size_of(r.parts[p]).k >= 0) {
+        run_time.push_back(p);
+      } else {
+        fixed *= r.part_sizes[p];
+      }
+    }
+    bool ok = run_time.size() <= 1;
+    if (ok && run_time.size() == 1) {
+      // Merge or split, the whole is the fixed parts times the run-time one.
+      const Size part = size_of(r.parts[run_time[0]]);
+      ok = assign(r.whole, {part.k, part.f * fixed});
+    } else if (ok && whole.k >= 0) {
+      if (r.merge) {
+        ok = false;  // a multiple of a run-time size made of fixed sizes
+      } else {
+        // The part of run-time size: the one whose companions' product
+        // divides the factor ([2 T] as [2, T]: T). Where two could be
+        // (T = 2), none is taken.
+        std::optional<size_t> fit;
+        for (size_t p = 0; p < r.parts.size() && ok; ++p) {
+          if (whole.f % (fixed / r.part_sizes[p]) != 0) continue;
+          ok = !fit.has_value();
+          fit = p;
+        }
+        ok = ok && fit.has_value() && assign(r.parts[*fit], {whole.k, whole.f / (fixed / r.part_sizes[*fit])});
+      }
+    }
+    if (!ok) {
+      const char* why = "a view merges or splits it with another run-time size";
+      pins.push_back({r.whole, r.view, why});
+      for (int32_t part : r.parts) pins.push_back({part, r.view, why});
+    }
+  }
+  if (!pins.empty()) return pins;
+
+  // Symbols numbered in order of first sight; an input dim of factor 1 is a source.
+  absl::flat_hash_map<int32_t, int32_t> symbol_of;
   out.of_node.resize(g.size());
+  out.factor_of_node.resize(g.size());
   for (NodeId id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
     for (int64_t d = 0; d < static_cast<int64_t>(n.shape.size()); ++d) {
-      const int32_t root = slots.Find(slots.At(id, d));
+      const Size size = size_of(slots.At(id, d));
       int32_t symbol = -1;
-      if (class_dynamic[root] && class_pinned_by[root] < 0) {
-        auto [it, inserted] = symbol_of_root.emplace(root, out.num_symbols());
+      if (size.k >= 0) {
+        auto [it, inserted] = symbol_of.emplace(size.k, out.num_symbols());
         if (inserted) out.sources.emplace_back();
         symbol = it->second;
-        if (n.op == graph::Op::kInput) out.sources[symbol].push_back({n.input_index, static_cast<int32_t>(d)});
+        if (n.op == graph::Op::kInput && size.f == 1) out.sources[symbol].push_back({n.input_index, static_cast<int32_t>(d)});
       }
       out.of_node[id].push_back(symbol);
+      out.factor_of_node[id].push_back(symbol >= 0 ? size.f : 1);
     }
   }
-  return out;
+  // A symbol no input dim gives alone (only its multiples): its dims stay fixed.
+  for (int32_t k = 0; k < out.num_symbols(); ++k) {
+    if (!out.sources[k].empty()) continue;
+    for (NodeId id = 0; id < g.size(); ++id) {
+      for (size_t d = 0; d < out.of_node[id].size(); ++d) {
+        if (out.of_node[id][d] == k) pins.push_back({slots.At(id, static_cast<int64_t>(d)), id, "no input dim has the size alone"});
+      }
+    }
+  }
+  return pins;
+}
+
+}  // namespace
+
+DimSymbols FindDimSymbols(const Graph& g, absl::Span<const InputDim> dynamic) {
+  if (dynamic.empty()) return {};
+  // Each round pins what the last one's merges and splits could not keep;
+  // pins only grow, so it ends (the bound is a safeguard: all fixed).
+  std::vector<LatePin> late;
+  for (int round = 0; round < 16; ++round) {
+    DimSymbols out;
+    const std::vector<LatePin> more = Attempt(g, dynamic, late, out);
+    if (more.empty()) return out;
+    late.insert(late.end(), more.begin(), more.end());
+  }
+  return {};
 }
 
 namespace {
@@ -302,22 +526,28 @@ void RestrideInput(const DimSymbols& symbols, NodeId id, const Shape& was_shape,
 // Resize's rewrite; `key` writes a key instead (markers for sizes and for the
 // strides that follow them, size-1 dims' strides left out).
 Graph Rewrite(const Graph& g, const DimSymbols& symbols, absl::Span<const int64_t> values, bool key) {
+  // A key's size marker names the symbol and the factor (values[k] is -1 - k).
   auto resized_shape = [&](NodeId id) {
     Shape shape = g.node(id).shape;
     for (size_t d = 0; d < shape.size(); ++d) {
-      if (const int32_t k = symbols.symbol(id, d); k >= 0) shape[d] = values[k];
+      if (const int32_t k = symbols.symbol(id, d); k >= 0) {
+        const int64_t f = symbols.factor(id, d);
+        shape[d] = key ? values[k] - (f - 1) * symbols.num_symbols() : f * values[k];
+      }
     }
     return shape;
   };
   return g.Rewritten([&](NodeId id, Node& n) {
     if (symbols.empty()) return;
     const bool contiguous_input = n.op == graph::Op::kInput && IsContiguous(n.shape, n.strides);
+    // A reshape's strides are its shape's contiguous ones at every size.
+    const bool reshape = n.op == graph::Op::kView && ReshapeGroups(n, g.node(n.inputs[0])).has_value();
     const Shape was_shape = n.shape;
     n.shape = resized_shape(id);
     // A contiguous input's strides follow from its sizes: a key leaves them out.
-    if (contiguous_input) n.strides = key ? Strides{} : ContiguousStrides(n.shape);
+    if (contiguous_input || reshape) n.strides = key ? Strides{} : ContiguousStrides(n.shape);
     if (n.op == graph::Op::kInput && !contiguous_input) RestrideInput(symbols, id, was_shape, key, n);
-    if (n.op != graph::Op::kView) return;
+    if (n.op != graph::Op::kView || reshape) return;
     const Shape input_shape = resized_shape(n.inputs[0]);
     const Strides input_strides = ContiguousStrides(input_shape);
     // The offset, as a position along each input dim: along a run-time size,
@@ -340,8 +570,22 @@ Graph Rewrite(const Graph& g, const DimSymbols& symbols, absl::Span<const int64_
         }
       }
     }
+    // A strided split's steps: the input dim's, then times each part's size.
+    std::vector<bool> split(n.shape.size(), false);
+    const Node& in = g.node(n.inputs[0]);
+    for (size_t d = 0; d < in.shape.size(); ++d) {
+      const std::vector<int64_t> parts = StridedSplit(g.node(id), in, d);
+      int64_t step = input_strides[d];
+      for (size_t p = 0; p < parts.size(); ++p) {
+        // In a key: a marker naming the input dim and the part.
+        n.strides[parts[p]] = key ? std::numeric_limits<int64_t>::min() + 4096 + static_cast<int64_t>(d * 64 + p) : step;
+        step *= n.shape[parts[p]];
+        split[parts[p]] = true;
+      }
+    }
     for (size_t e = 0; e < n.shape.size(); ++e) {
       int64_t d = 0;
+      if (split[e]) continue;
       if (StrideFollowsSizes(g, symbols, id, static_cast<int64_t>(e), &d)) {
         // In a key: a marker no real stride (>= 0) equals, naming the dim.
         n.strides[e] = key ? std::numeric_limits<int64_t>::min() + d : input_strides[d];

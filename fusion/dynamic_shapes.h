@@ -9,7 +9,10 @@
 // graph pins its size: a reduction over it, a view that reshapes it, an
 // operand of fixed size it meets, a GEMM's reduced dim, batch dims of a
 // library call, a head dim, or a size of 0 or 1 (broadcasting and empty
-// tensors need the value).
+// tensors need the value). A reshape that merges a run-time dim with fixed
+// ones makes a dim of a multiple of its size (`linear`'s [B, T, C] as
+// [B * T, C]: 2 T at B = 2), and one that splits such a dim gives the
+// symbol back; merging two run-time dims pins both.
 //
 // The plan-cache key of a graph with symbols is the graph with each symbolic
 // size written as -1 - symbol, contiguous inputs' strides left out (they
@@ -44,6 +47,9 @@ struct DimSymbols {
   std::vector<std::vector<InputDim>> sources;
   // Per node, per dim: the symbol its size is, or -1 (a fixed size).
   std::vector<absl::InlinedVector<int32_t, 4>> of_node;
+  // Per node, per dim: the size is factor times the symbol's (a reshape that
+  // merges a run-time dim with fixed ones: [B, T, C] viewed as [B * T, C]).
+  std::vector<absl::InlinedVector<int64_t, 4>> factor_of_node;
   // Per input dim marked dynamic that stays static: which node fixes its
   // size and why ("input 0 dim 1 (size 8) stays static: node 12 (sum [8, 1]):
   // a reduction's row length").
@@ -52,6 +58,8 @@ struct DimSymbols {
   bool empty() const { return sources.empty(); }
   int32_t num_symbols() const { return static_cast<int32_t>(sources.size()); }
   int32_t symbol(graph::NodeId node, int64_t dim) const { return empty() ? -1 : of_node[node][dim]; }
+  // The size's factor over its symbol's (1 without one).
+  int64_t factor(graph::NodeId node, int64_t dim) const { return empty() ? 1 : factor_of_node[node][dim]; }
   // The symbols' sizes in `g` (the graph these symbols were found in).
   std::vector<int64_t> Values(const graph::Graph& g) const;
 };

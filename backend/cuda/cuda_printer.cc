@@ -166,9 +166,8 @@ FB_INLINE T fb_block_reduce(T v, F combine, T identity) {
     return absl::StrCat(k.is_reduction() ? k.num_rows : k.numel, k.index64 ? "LL" : "");
   }
   static std::string Params(const Kernel& k) {
-    std::string params = absl::StrCat(ParamList(k, /*restrict_qualified=*/true), k.dynamic_extent ? ", long long fb_n" : "");
-    for (int32_t symbol : k.size_args) absl::StrAppend(&params, ", long long ", SizeArgName(symbol));
-    return params;
+    return absl::StrCat(ParamList(k, /*restrict_qualified=*/true), k.dynamic_extent ? ", long long fb_n" : "",
+                        SizeParams(k));
   }
 
   // Reductions reach Print only as unsplit thread-per-row (column) kernels:
@@ -394,10 +393,10 @@ int CudaPointwiseElementsPerThread(const Kernel& k, const TuningSnapshot& tuning
 std::string PrintCuda(const Kernel& lowered, const CudaSchedule& schedule, const TuningSnapshot& tuning) {
   // The CUDA passes that follow from the schedule (kernel_passes.h).
   const Kernel kernel = RunKernelPasses(lowered, CudaKernelPasses(), &schedule, tuning);
-  // Only the pointwise printers take run-time sizes (Kernel::size_args).
-  FUSEBOX_CHECK(kernel.size_args.empty() || schedule.kind == CudaScheduleKind::kPointwise ||
-                    schedule.kind == CudaScheduleKind::kPointwiseVector,
-                "kernel ", kernel.name, " divides by run-time sizes but is not pointwise");
+  // Split and cluster layouts never take dynamic kernels, so no run-time
+  // sizes (Kernel::size_args) either.
+  FUSEBOX_CHECK(kernel.size_args.empty() || (schedule.spread.split <= 1 && schedule.kind != CudaScheduleKind::kCluster),
+                "kernel ", kernel.name, " divides by run-time sizes in a split or cluster layout");
   if (schedule.kind == CudaScheduleKind::kCluster) return PrintCudaCluster(kernel, schedule.cluster, tuning);
   const CudaPrinter printer(tuning, schedule.spread);
   if (schedule.spread.split > 1) return printer.PrintSplit(kernel);

@@ -117,7 +117,7 @@ class OuterPrinter : public CPrinter {
            " (outer_reduction.h)");
     w.Open("extern \"C\" __global__ void ", l_.blocks > 1 ? absl::StrCat("__cluster_dims__(", l_.blocks, ", 1, 1) ") : "",
            "__launch_bounds__(", l_.threads(), ") ", k.name, "(", ParamList(k, /*restrict_qualified=*/true),
-           k.dynamic_extent ? ", long long fb_n" : "", ")");
+           k.dynamic_extent ? ", long long fb_n" : "", SizeParams(k), ")");
     w.Line("const int fb_w = threadIdx.x / 32, fb_t = threadIdx.x % 32;");
     w.Line("const ", idx, " r = (", idx, ")(", tile, ") * ", l_.block_columns(), " + fb_w / ", l_.warps, " * ", l_.columns,
            " + fb_t % ", l_.columns, ";");

@@ -125,7 +125,8 @@ class RowPrinter {
                        lane_bits > 0 ? absl::StrCat("(threadIdx.x >> ", lane_bits, ")") : "threadIdx.x")
         : absl::StrCat("(", idx_, ")blockIdx.x");
     const std::string params =
-        absl::StrCat(CPrinter::ParamList(k_, /*restrict_qualified=*/true), k_.dynamic_extent ? ", long long fb_n" : "");
+        absl::StrCat(CPrinter::ParamList(k_, /*restrict_qualified=*/true), k_.dynamic_extent ? ", long long fb_n" : "",
+                     CPrinter::SizeParams(k_));
     const std::string aligned = AlignedPointers();
     // Rows held on chip with vectorized accesses are a function template on
     // whether the pointers are aligned (`fb_vec`), which the kernel picks
@@ -143,6 +144,7 @@ class RowPrinter {
       for (const BufferParam& b : k_.buffers) absl::StrAppend(&args, args.empty() ? "" : ", ", b.name);
       if (k_.checks_indices) absl::StrAppend(&args, ", fb_err");
       if (k_.dynamic_extent) absl::StrAppend(&args, ", fb_n");
+      absl::StrAppend(&args, CPrinter::SizeArgs(k_));
       w.Line("template <bool fb_vec>");
       w.Line(rows, ";");
       {

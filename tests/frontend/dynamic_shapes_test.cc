@@ -199,6 +199,46 @@ void DynamicSizeInTheIndexMath(Device device) {
 
 TEST(DynamicShapesTest, DimsTheIndexMathDividesByAreKernelArguments) { DynamicSizeInTheIndexMath(Device::cpu()); }
 
+// A reshape that merges a run-time dim with fixed ones ([2, T, 64] as
+// [2 T, 64], as `linear` flattens its rows) makes a dim of twice the size;
+// one that splits it back gives T again: one plan serves every T.
+void ReshapesKeepRunTimeSizes(Device device) {
+  const uint64_t seed = FreshSeed();
+  const Tensor w = randn({64}, device, seed);
+  auto f = compile([&](const Tensor& x) {  // x: [2, T, 64]
+    const int64_t t = x.size(1);
+    const Tensor rows = x.view({2 * t, 64});
+    const Tensor normed = rows * rsqrt(mean(rows * rows, -1, true) + 1e-6) * w;
+    return normed.view({2, t, 64}) + x;
+  });
+  const std::vector<double> wv = w.to_double_vector();
+  for (int64_t t : {5, 6, 9, 12, 17}) {
+    SCOPED_TRACE(testing::Message() << "T " << t);
+    const Tensor x = randn({2, t, 64}, device, seed + t);
+    const std::vector<double> xv = x.to_double_vector();
+    std::vector<double> want(xv.size());
+    for (int64_t r = 0; r < 2 * t; ++r) {
+      double ss = 0;
+      for (int64_t j = 0; j < 64; ++j) ss += xv[r * 64 + j] * xv[r * 64 + j];
+      const double scale = 1 / std::sqrt(ss / 64 + 1e-6);
+      for (int64_t j = 0; j < 64; ++j) want[r * 64 + j] = xv[r * 64 + j] * scale * wv[j] + xv[r * 64 + j];
+    }
+    const Tensor got = f(x);
+    ASSERT_EQ(got.shape(), (Shape{2, t, 64}));
+    ExpectClose(got.to_vector(), want, 1e-5);
+  }
+  EXPECT_EQ(f.stats().plan_compiles, 2) << f.explain();
+  // The argument is read twice, as [2 T, 64] (input 0) and as [2, T, 64].
+  EXPECT_THAT(f.explain(), HasSubstr("run-time size: s0 = input 2 dim 1"));
+}
+
+TEST(DynamicShapesTest, ReshapesKeepRunTimeSizes) { ReshapesKeepRunTimeSizes(Device::cpu()); }
+
+TEST(DynamicShapesCudaTest, ReshapesKeepRunTimeSizes) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  ReshapesKeepRunTimeSizes(Device::cuda(0));
+}
+
 TEST(DynamicShapesCudaTest, DimsTheIndexMathDividesByAreKernelArguments) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   DynamicSizeInTheIndexMath(Device::cuda(0));
