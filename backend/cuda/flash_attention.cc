@@ -105,11 +105,10 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
     // 184-211, 305-360, 237-289; one (before the pipelining) 175-253. So two
     // warpgroups, 64 keys at head dim 64, 128 at 128 (S, P and the output in
     // registers: 64 + 32 + 64 floats a thread, 249 registers; a float mask's
-    // loads spill there, and so does a bool mask's with its whole-tile test
-    // (fb_tile_kept_whole), so they take 64 keys). Every choice fits sm_90's
+    // loads spill there, so it takes 64 keys). Every choice fits sm_90's
     // 227 KB of shared memory a block (Q, three K/V stages).
     c.warps = 8;
-    c.block_n = head_dim == 64 || mask == AttentionMask::kFloat || mask == AttentionMask::kBool ? 64 : 128;
+    c.block_n = head_dim == 64 || mask == AttentionMask::kFloat ? 64 : 128;
     if (const int block_n = tuning.GetInt(backend::Knob::kFlashBlockN); block_n == 64 || block_n == 128) {
       c.block_n = block_n;
     }

@@ -93,7 +93,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
     }
     // The online softmax of the thread's rows; the half warp shares each.
     const bool edge = n0 + kBN > p.s, diagonal = kMask == 1 && n0 + kBN - 1 > m0;
-    const bool mask_loads = kMask == 3 || (kMask == 2 && !fb_tile_kept_whole(n0));
     if (!idle) {
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
@@ -102,7 +101,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
 #pragma unroll
         for (int c = 0; c < kCols; ++c) {
           float x = s[i][c] * p.scale_log2;
-          if (mask_loads || edge || diagonal) x = fb_masked(x, p, mo, row, n0 + tx + 16 * c);
+          if (kMask >= 2 || edge || diagonal) x = fb_masked(x, p, mo, row, n0 + tx + 16 * c);
           s[i][c] = x;
           top = fmaxf(top, x);
         }

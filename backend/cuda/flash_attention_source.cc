@@ -101,55 +101,6 @@ __device__ __forceinline__ int fb_mask_tiles(const FbAttnParams& p, long long mo
   return 1;
 }
 
-// Which of the block's first 128 K/V tiles a bool mask keeps whole (every
-// key for every row of the block), one bit a tile: their scores skip the
-// mask's loads (fb_tile_kept_whole). A causal mask given as a tensor keeps
-// every tile below the diagonal whole, so only the diagonal ones read it
-// (each score loaded the mask's byte before: 2.8x the time of the causal
-// kernel in GPT-2's written-out attention). The block reads its rows of the
-// mask once here, 16 bytes a load where its rows are whole 16-byte chunks;
-// tiles past 128 count as not whole. Every thread calls it.
-__device__ __forceinline__ unsigned long long* fb_whole_tile_bits() {
-  __shared__ unsigned long long bits[2];
-  return bits;
-}
-__device__ __forceinline__ void fb_find_whole_tiles(const FbAttnParams& p, long long mo, int m0, int tiles) {
-  unsigned long long* bits = fb_whole_tile_bits();
-  const unsigned char* m = (const unsigned char*)p.mask + mo;
-  const int rows = min(kBM, p.l - m0), width = min(min(tiles, 128) * kBN, p.s);
-  const bool wide = p.m_col == 1 && p.m_row % 16 == 0 && p.s % 16 == 0 && ((unsigned long long)m) % 16 == 0;
-  if (threadIdx.x < 2) bits[threadIdx.x] = ~0ull;
-  __syncthreads();
-  // The tiles where this thread's share drops a key (two words, not an
-  // array: indexed at run time, an array would live on the stack).
-  unsigned long long holes0 = 0ull, holes1 = 0ull;
-  auto hole = [&](int t) {
-    if (t < 64) holes0 |= 1ull << t;
-    else holes1 |= 1ull << (t - 64);
-  };
-  if (wide) {
-    const int chunks = width / 16;  // 16-byte chunks never straddle tiles (kBN is a multiple of 16)
-    for (int i = threadIdx.x; i < rows * chunks; i += kThreads) {
-      const int c = 16 * (i % chunks), t = c / kBN;
-      const uint4 w = *(const uint4*)(m + (long long)(m0 + i / chunks) * p.m_row + c);
-      if (__vcmpeq4(w.x, 0u) | __vcmpeq4(w.y, 0u) | __vcmpeq4(w.z, 0u) | __vcmpeq4(w.w, 0u)) hole(t);
-    }
-  } else {
-    for (int i = threadIdx.x; i < rows * width; i += kThreads) {
-      const int c = i % width, t = c / kBN;
-      if (!m[(long long)(m0 + i / width) * p.m_row + (long long)c * p.m_col]) hole(t);
-    }
-  }
-  if (holes0 != 0ull) atomicAnd(&bits[0], ~holes0);
-  if (holes1 != 0ull) atomicAnd(&bits[1], ~holes1);
-  __syncthreads();
-}
-// Whether the K/V tile from key n0 is one the bool mask keeps whole.
-__device__ __forceinline__ bool fb_tile_kept_whole(int n0) {
-  const int t = n0 / kBN;
-  return kMask == 2 && t < 128 && ((fb_whole_tile_bits()[t >> 6] >> (t & 63)) & 1ull);
-}
-
 // What a block works on: batch b (its q, k, v and mask offset), query rows
 // from m0, and the K/V tiles that count (causal: none past the block's last
 // row; a bool mask: fb_mask_tiles). Causal blocks of the last rows (the most
@@ -173,10 +124,7 @@ __device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
   blk.mo = mo, blk.q = p.q + qo, blk.k = p.k + ko, blk.v = p.v + vo;
   const int n_end = kMask == 1 ? min(p.s, blk.m0 + kBM) : p.s;
   blk.tiles = (n_end + kBN - 1) / kBN;
-  if (kMask == 2) {
-    blk.tiles = fb_mask_tiles(p, mo, blk.m0, blk.tiles);
-    fb_find_whole_tiles(p, mo, blk.m0, blk.tiles);
-  }
+  if (kMask == 2) blk.tiles = fb_mask_tiles(p, mo, blk.m0, blk.tiles);
   return true;
 }
 // The block's output rows, found again when it stores them (a register held
@@ -251,13 +199,12 @@ __device__ __forceinline__ void fb_softmax_tile(float (&s)[NB][4], float (&m)[2]
                                                 const FbAttnParams& p, long long mo, int n0, int trow, int lane) {
   const float kNegInf = __int_as_float(0xff800000);
   const bool edge = n0 + NB * 8 > p.s, diagonal = kMask == 1 && n0 + NB * 8 - 1 > trow;
-  const bool mask_loads = kMask == 3 || (kMask == 2 && !fb_tile_kept_whole(n0));
 #pragma unroll
   for (int n = 0; n < NB; ++n) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       float x = s[n][c] * p.scale_log2;
-      if (mask_loads || edge || diagonal) {
+      if (kMask >= 2 || edge || diagonal) {
         x = fb_masked(x, p, mo, trow + (lane >> 2) + (c >> 1) * 8, n0 + n * 8 + (lane & 3) * 2 + (c & 1));
       }
       s[n][c] = x;
