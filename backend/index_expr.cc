@@ -100,6 +100,7 @@ int64_t IndexExpr::Eval(const std::function<int64_t(const char* var)>& var,
     case Kind::kMod: return rep_->a.Eval(var, temp) % rep_->value;
     case Kind::kDivBy: return rep_->a.Eval(var, temp) / rep_->b.Eval(var, temp);
     case Kind::kModBy: return rep_->a.Eval(var, temp) % rep_->b.Eval(var, temp);
+    case Kind::kMulBy: return rep_->a.Eval(var, temp) * rep_->b.Eval(var, temp);
   }
   return 0;
 }
@@ -109,11 +110,13 @@ bool IndexExpr::IsMultipleOf(int64_t d) const {
     case Kind::kConst: return rep_->value % d == 0;
     case Kind::kMul: return rep_->value % d == 0 || rep_->a.IsMultipleOf(d / std::gcd(rep_->value, d));
     case Kind::kAdd: return rep_->a.IsMultipleOf(d) && rep_->b.IsMultipleOf(d);
+    case Kind::kMulBy: return rep_->a.IsMultipleOf(d) || rep_->b.IsMultipleOf(d);
     default: return d == 1;
   }
 }
 
-std::pair<std::optional<IndexExpr>, std::optional<IndexExpr>> IndexExpr::SplitTerms(int64_t d) const {
+std::pair<std::optional<IndexExpr>, std::optional<IndexExpr>> IndexExpr::SplitTermsWhere(
+    const std::function<bool(const IndexExpr&)>& multiple) const {
   std::optional<IndexExpr> multiples, rest;
   std::vector<const IndexExpr*> stack = {this};
   while (!stack.empty()) {
@@ -124,10 +127,18 @@ std::pair<std::optional<IndexExpr>, std::optional<IndexExpr>> IndexExpr::SplitTe
       stack.push_back(&e->rep_->a);
       continue;
     }
-    std::optional<IndexExpr>& sum = e->IsMultipleOf(d) ? multiples : rest;
+    std::optional<IndexExpr>& sum = multiple(*e) ? multiples : rest;
     sum = sum.has_value() ? *sum + *e : *e;
   }
   return {multiples, rest};
+}
+
+std::pair<std::optional<IndexExpr>, std::optional<IndexExpr>> IndexExpr::SplitTerms(int64_t d) const {
+  return SplitTermsWhere([d](const IndexExpr& e) { return e.IsMultipleOf(d); });
+}
+
+std::pair<std::optional<IndexExpr>, std::optional<IndexExpr>> IndexExpr::SplitTermsBy(const IndexExpr& s) const {
+  return SplitTermsWhere([&s](const IndexExpr& e) { return e.rep_->kind == Kind::kMulBy && e.rep_->b == s; });
 }
 
 IndexExpr operator+(const IndexExpr& a, const IndexExpr& b) {
@@ -143,6 +154,13 @@ IndexExpr operator+(const IndexExpr& a, const IndexExpr& b) {
         div.a == r->rep_->a) {
       return div.a;
     }
+  }
+  // x / s * s + x % s (either order) is x, for a run-time s too.
+  for (const auto& [q, r] : {std::pair(&a, &b), std::pair(&b, &a)}) {
+    const IndexExpr::Rep& mul = *q->rep_;
+    if (mul.kind != IndexExpr::Kind::kMulBy || r->rep_->kind != IndexExpr::Kind::kModBy) continue;
+    const IndexExpr::Rep& div = *mul.a.rep_;
+    if (div.kind == IndexExpr::Kind::kDivBy && div.b == mul.b && r->rep_->b == mul.b && div.a == r->rep_->a) return div.a;
   }
   return IndexExpr::Make(IndexExpr::Kind::kAdd, 0, SaturatingAdd(a.bound(), b.bound()) - 1, a, b);
 }
@@ -185,13 +203,29 @@ IndexExpr operator%(const IndexExpr& a, int64_t m) {
 IndexExpr operator/(const IndexExpr& a, const IndexExpr& d) {
   if (d.is_const()) return a / d.const_value();
   if (a.is_const() && a.const_value() == 0) return a;
+  if (a.rep_->kind == IndexExpr::Kind::kMulBy && a.rep_->b == d) return a.rep_->a;  // k s / s
+  if (a.rep_->kind == IndexExpr::Kind::kModBy && a.rep_->b == d) return IndexExpr::Const(0);  // (x % s) / s
+  // (k s + y) / s = k + y / s for y >= 0.
+  if (auto [multiples, rest] = a.SplitTermsBy(d); multiples.has_value() && rest.has_value()) {
+    return *multiples / d + *rest / d;
+  }
   return IndexExpr::Make(IndexExpr::Kind::kDivBy, 0, a.bound(), a, d);
 }
 
 IndexExpr operator%(const IndexExpr& a, const IndexExpr& m) {
   if (m.is_const()) return a % m.const_value();
   if (a.is_const() && a.const_value() == 0) return a;
+  if (a.rep_->kind == IndexExpr::Kind::kMulBy && a.rep_->b == m) return IndexExpr::Const(0);  // k s % s
+  if (a.rep_->kind == IndexExpr::Kind::kModBy && a.rep_->b == m) return a;                    // (x % s) % s
+  // (k s + y) % s = y % s.
+  if (auto [multiples, rest] = a.SplitTermsBy(m); multiples.has_value() && rest.has_value()) return *rest % m;
   return IndexExpr::Make(IndexExpr::Kind::kModBy, 0, std::min(a.bound(), m.bound()), a, m);
+}
+
+IndexExpr operator*(const IndexExpr& a, const IndexExpr& s) {
+  if (s.is_const()) return a * s.const_value();
+  if (a.is_const() && a.const_value() == 0) return a;
+  return IndexExpr::Make(IndexExpr::Kind::kMulBy, 0, IndexExpr::kUnbounded, a, s);
 }
 
 std::string IndexExpr::Operand(const IndexExpr& e, const TempName& temp_name) {
@@ -213,10 +247,12 @@ std::string IndexExpr::ToString(const TempName& temp_name) const {
     case Kind::kMod: return absl::StrCat(Operand(rep_->a, temp_name), " % ", literal(rep_->value));
     // A divisor that is not a leaf is parenthesized: x / (s * 4).
     case Kind::kDivBy:
-    case Kind::kModBy: {
+    case Kind::kModBy:
+    case Kind::kMulBy: {
       const Kind d = rep_->b.rep_->kind;
       const std::string divisor = rep_->b.ToString(temp_name);
-      return absl::StrCat(Operand(rep_->a, temp_name), rep_->kind == Kind::kDivBy ? " / " : " % ",
+      const char* op = rep_->kind == Kind::kDivBy ? " / " : rep_->kind == Kind::kModBy ? " % " : " * ";
+      return absl::StrCat(Operand(rep_->a, temp_name), op,
                           d == Kind::kVar || d == Kind::kConst || d == Kind::kTemp ? divisor : "(" + divisor + ")");
     }
     case Kind::kTemp: {
@@ -237,7 +273,8 @@ bool IndexExpr::DependsOn(const char* var) const {
     case Kind::kDiv:
     case Kind::kMod: return rep_->a.DependsOn(var);
     case Kind::kDivBy:
-    case Kind::kModBy: return rep_->a.DependsOn(var) || rep_->b.DependsOn(var);
+    case Kind::kModBy:
+    case Kind::kMulBy: return rep_->a.DependsOn(var) || rep_->b.DependsOn(var);
   }
   return true;
 }
@@ -252,7 +289,8 @@ bool IndexExpr::HasTemp() const {
     case Kind::kDiv:
     case Kind::kMod: return rep_->a.HasTemp();
     case Kind::kDivBy:
-    case Kind::kModBy: return rep_->a.HasTemp() || rep_->b.HasTemp();
+    case Kind::kModBy:
+    case Kind::kMulBy: return rep_->a.HasTemp() || rep_->b.HasTemp();
   }
   return true;
 }
@@ -269,7 +307,8 @@ std::vector<int> IndexExpr::Temps() const {
       case Kind::kConst: break;
       case Kind::kAdd:
       case Kind::kDivBy:
-      case Kind::kModBy: stack.push_back(&e->rep_->b); [[fallthrough]];
+      case Kind::kModBy:
+      case Kind::kMulBy: stack.push_back(&e->rep_->b); [[fallthrough]];
       case Kind::kMul:
       case Kind::kDiv:
       case Kind::kMod: stack.push_back(&e->rep_->a); break;
@@ -349,7 +388,8 @@ IndexExpr::RunProps IndexExpr::PropsOverAlignedRun(const char* var, int64_t v) c
       }
       // By a run-time size: one value where both are one, else unknown.
       case Kind::kDivBy:
-      case Kind::kModBy: return {self(self, r.a).same && self(self, r.b).same, false};
+      case Kind::kModBy:
+      case Kind::kMulBy: return {self(self, r.a).same && self(self, r.b).same, false};
     }
     return {false, false};
   };

@@ -44,6 +44,9 @@ class IndexExpr {
   // at run time (nothing folds through it).
   friend IndexExpr operator/(const IndexExpr& a, const IndexExpr& d);
   friend IndexExpr operator%(const IndexExpr& a, const IndexExpr& m);
+  // Times an expression (a run-time size): x / s * s + x % s folds to x,
+  // and (k * s + y) / s, % s split as for constants.
+  friend IndexExpr operator*(const IndexExpr& a, const IndexExpr& s);
 
   bool is_const() const;
   int64_t const_value() const;
@@ -93,8 +96,8 @@ class IndexExpr {
   }
 
  private:
-  // kDivBy, kModBy: by the expression b (a run-time size), not a constant.
-  enum class Kind { kVar, kConst, kAdd, kMul, kDiv, kMod, kTemp, kDivBy, kModBy };
+  // kDivBy, kModBy, kMulBy: by the expression b (a run-time size), not a constant.
+  enum class Kind { kVar, kConst, kAdd, kMul, kDiv, kMod, kTemp, kDivBy, kModBy, kMulBy };
   struct Rep;
   explicit IndexExpr(std::shared_ptr<const Rep> rep) : rep_(std::move(rep)) {}
   static std::string Operand(const IndexExpr& e, const TempName& temp_name);
@@ -112,6 +115,11 @@ class IndexExpr {
   // The terms of the sum (left to right) that are multiples of d, and the
   // others, each summed; nullopt where there are none.
   std::pair<std::optional<IndexExpr>, std::optional<IndexExpr>> SplitTerms(int64_t d) const;
+  // The same for a run-time divisor s: the terms that are products by s.
+  std::pair<std::optional<IndexExpr>, std::optional<IndexExpr>> SplitTermsBy(const IndexExpr& s) const;
+  // The terms `multiple` says yes to, and the others.
+  std::pair<std::optional<IndexExpr>, std::optional<IndexExpr>> SplitTermsWhere(
+      const std::function<bool(const IndexExpr&)>& multiple) const;
   std::shared_ptr<const Rep> rep_;
 };
 

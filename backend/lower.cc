@@ -83,13 +83,14 @@ class Lowerer : public LoweringCore {
     root_shape_ = layout.shape;
     root_strides_ = std::move(layout.strides);
     out_strides_ = root_strides_[0];
-    root_index_ = Unravel(loop_index_, root_shape_, layout.symbols, &kernel_.size_args, layout.factors);
+    root_sizes_ = DimSizes(root_shape_, layout.symbols, layout.factors);
+    root_index_ = Unravel(loop_index_, root_shape_, root_sizes_);
   }
 
   IndexExpr RootIndex(const Strides& strides, int64_t offset = 0) {
     // A dense walk in loop order is the loop index itself.
     if (strides == ContiguousStrides(root_shape_)) return loop_index_ + IndexExpr::Const(offset);
-    return Dot(root_index_, strides, offset);
+    return DotSized(root_index_, root_shape_, root_sizes_, strides, offset);
   }
 
   // The root index walks each operand with its merged strides (PlanRootIndex).
@@ -102,7 +103,7 @@ class Lowerer : public LoweringCore {
   Shape root_shape_;
   std::vector<Strides> root_strides_;
   Strides out_strides_;
-  std::vector<IndexExpr> root_index_;
+  std::vector<IndexExpr> root_index_, root_sizes_;
   absl::flat_hash_map<NodeId, int> root_operand_;
   absl::flat_hash_map<NodeId, int> store_operand_;  // in-place outputs: their strides in root_strides_
 };

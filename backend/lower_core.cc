@@ -46,7 +46,31 @@ void LoweringCore::EmitStore(NodeId out, int value, IndexExpr index) {
 
 Kernel LoweringCore::Finish() {
   kernel_.index64 = NeedsIndex64(plan_, kernel_, max_bound_);
+  // The run-time sizes some index names are the kernel's size arguments.
+  std::vector<const IndexExpr*> indices;
+  auto add = [&](const std::vector<Stmt>& block) {
+    for (const Stmt& s : block) indices.push_back(&s.index);
+  };
+  add(kernel_.body), add(kernel_.elementwise), add(kernel_.row_body);
+  for (const Pass& pass : kernel_.passes) add(pass.body);
+  kernel_.size_args.clear();
+  for (int32_t k = 0; k < std::min(plan_.symbols.num_symbols(), IndexExpr::kMaxSizeArgs); ++k) {
+    if (std::any_of(indices.begin(), indices.end(), [&](const IndexExpr* e) { return e->DependsOn(SizeArgName(k)); })) {
+      kernel_.size_args.push_back(k);
+    }
+  }
   return std::move(kernel_);
+}
+
+std::vector<IndexExpr> LoweringCore::NodeSizes(NodeId id) const {
+  const Shape& shape = g_.node(id).shape;
+  std::vector<int32_t> symbols(shape.size(), -1);
+  std::vector<int64_t> factors(shape.size(), 1);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    symbols[d] = plan_.symbols.symbol(id, static_cast<int64_t>(d));
+    factors[d] = plan_.symbols.factor(id, static_cast<int64_t>(d));
+  }
+  return DimSizes(shape, symbols, factors);
 }
 
 int LoweringCore::InputBuffer(NodeId id) {
@@ -56,7 +80,15 @@ int LoweringCore::InputBuffer(NodeId id) {
 }
 
 IndexExpr LoweringCore::Index(NodeId id, Ctx ctx, const IndexExpr& linear, const Strides& strides, int64_t offset) {
-  if (ctx == Ctx::kLinear) return Address(linear, g_.node(id).shape, strides) + IndexExpr::Const(offset);
+  if (ctx == Ctx::kLinear) {
+    const Shape& shape = g_.node(id).shape;
+    const std::vector<IndexExpr> sizes = NodeSizes(id);
+    if (std::all_of(sizes.begin(), sizes.end(), [](const IndexExpr& e) { return e.is_const(); })) {
+      return Address(linear, shape, strides) + IndexExpr::Const(offset);
+    }
+    // Run-time sizes: by dim, each divided by its size at run time.
+    return DotSized(Unravel(linear, shape, sizes), shape, sizes, strides, offset);
+  }
   return IndexAt(id, ctx, strides, offset);
 }
 
@@ -93,6 +125,7 @@ int LoweringCore::Eval(NodeId id, Ctx ctx, const IndexExpr& linear) {
     const IndexExpr pos = ctx == Ctx::kLinear ? linear : IndexAt(id, ctx, ContiguousStrides(n.shape), 0);
     result = LowerMove(g_, id, pos,
                        {.eval = [this](NodeId in, const IndexExpr& at) { return Eval(in, Ctx::kLinear, at); },
+                        .sizes = [this](NodeId in) { return NodeSizes(in); },
                         .emit = [this](Stmt st) { return Emit(std::move(st)); }, .mask = &mask_,
                         .kernel = &kernel_});
   } else {

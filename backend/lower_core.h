@@ -39,8 +39,11 @@ class LoweringCore {
   const std::vector<Stmt>* block() const { return block_; }
   // Whether `id` is a value an earlier kernel stored, loaded here.
   bool IsBuffer(graph::NodeId id) const;
-  // The finished kernel (its index width from the bounds seen).
+  // The finished kernel (its index width from the bounds seen, the
+  // run-time sizes its index math names).
   Kernel Finish();
+  // Node `id`'s dims' sizes as index math (run-time ones in dynamic plans).
+  std::vector<IndexExpr> NodeSizes(graph::NodeId id) const;
 
   // The index of node `id` read in context `ctx` (not kLinear) with
   // `strides` and `offset`.

@@ -15,6 +15,8 @@ struct MoveLowering {
   // Evaluates node `id` at contiguous position `linear` of its own shape,
   // under the current mask; returns the temporary.
   std::function<int(graph::NodeId id, const IndexExpr& linear)> eval;
+  // Node `id`'s dims' sizes as index math (run-time ones: DimSizes).
+  std::function<std::vector<IndexExpr>(graph::NodeId id)> sizes;
   // Appends a statement to the body; returns its temporary.
   std::function<int(Stmt s)> emit;
   // The mask (a bool temporary, -1: none) the loads are emitted under; cat

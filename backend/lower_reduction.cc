@@ -59,17 +59,24 @@ class ReductionLowerer : public LoweringCore {
                   (kernel_.kind == fusion::KernelKind::kReduction && kernel_.axis == ReductionAxis::kInner) ||
                   kernel_.is_column_reduction();
     // Rows of run-time count divide by their run-time sizes (Kernel::size_args).
+    const std::vector<IndexExpr> row_sizes =
+        dynamic_rows ? DimSizes(row_dims, row_symbols, row_factors) : DimSizes(row_dims);
     const std::vector<IndexExpr> r =
-        dynamic_rows ? Unravel(IndexExpr::Var("r", IndexExpr::kUnbounded), row_dims, row_symbols, &kernel_.size_args, row_factors)
-                     : Unravel(IndexExpr::Var("r", kernel_.num_rows), row_dims);
+        Unravel(IndexExpr::Var("r", dynamic_rows ? IndexExpr::kUnbounded : kernel_.num_rows), row_dims, row_sizes);
     const std::vector<IndexExpr> j = Unravel(IndexExpr::Var("j", kernel_.row_length), reduced_dims);
+    row_dims_ = row_dims;
     for (size_t d = 0, ri = 0, ji = 0; d < shape.size(); ++d) {
       if (IsAxis(d)) {
         full_index_.push_back(j[ji++]);
         row_index_.push_back(IndexExpr::Const(0));
+        full_sizes_.push_back(IndexExpr::Const(shape[d]));
+        row_sizes_.push_back(IndexExpr::Const(1));
       } else {
         full_index_.push_back(r[ri]);
         squeezed_index_.push_back(r[ri]);
+        full_sizes_.push_back(row_sizes[ri]);
+        row_sizes_.push_back(row_sizes[ri]);
+        squeezed_sizes_.push_back(row_sizes[ri]);
         row_index_.push_back(r[ri++]);
       }
     }
@@ -123,11 +130,13 @@ class ReductionLowerer : public LoweringCore {
       }
     }
     StartBlock(&kernel_.elementwise);
-    for (auto [out, value] : full) EmitStore(out, value, Dot(full_index_, ContiguousStrides(shape)));
+    for (auto [out, value] : full) EmitStore(out, value, DotSized(full_index_, shape, full_sizes_, ContiguousStrides(shape)));
     StartBlock(&kernel_.row_body);
-    for (auto [out, value] : row) EmitStore(out, value, Dot(row_index_, ContiguousStrides(row_shape_)));
+    for (auto [out, value] : row) {
+      EmitStore(out, value, DotSized(row_index_, row_shape_, row_sizes_, ContiguousStrides(row_shape_)));
+    }
     for (auto [out, value] : squeezed) {
-      EmitStore(out, value, Dot(squeezed_index_, ContiguousStrides(g_.node(out).shape)));
+      EmitStore(out, value, DotSized(squeezed_index_, row_dims_, squeezed_sizes_, ContiguousStrides(g_.node(out).shape)));
     }
     return Finish();
   }
@@ -208,9 +217,9 @@ class ReductionLowerer : public LoweringCore {
   // The multi-index a context reads a node at.
   IndexExpr IndexAt(NodeId id, Ctx ctx, const Strides& strides, int64_t offset) override {
     switch (ctx) {
-      case Ctx::kFull: return Dot(full_index_, strides, offset);
-      case Ctx::kRow: return Dot(row_index_, strides, offset);
-      case Ctx::kSqueezedRow: return Dot(squeezed_index_, strides, offset);
+      case Ctx::kFull: return DotSized(full_index_, group_.iteration_shape, full_sizes_, strides, offset);
+      case Ctx::kRow: return DotSized(row_index_, row_shape_, row_sizes_, strides, offset);
+      case Ctx::kSqueezedRow: return DotSized(squeezed_index_, row_dims_, squeezed_sizes_, strides, offset);
       case Ctx::kLinear: break;
     }
     FUSEBOX_CHECK(false, "%", id, " has no row index in kLinear");
@@ -267,8 +276,10 @@ class ReductionLowerer : public LoweringCore {
     load->cache_slot = CacheSlot(load->buffer, key, load->index, load->dtype, std::move(defs));
   }
 
-  Shape row_shape_;
+  Shape row_shape_, row_dims_;
   std::vector<IndexExpr> full_index_, row_index_, squeezed_index_;
+  // Each context's dims' sizes as index math (run-time ones: DimSizes).
+  std::vector<IndexExpr> full_sizes_, row_sizes_, squeezed_sizes_;
   absl::flat_hash_set<NodeId> row_value_;
   absl::flat_hash_map<NodeId, int> accumulator_;
   absl::flat_hash_map<std::pair<int, std::string>, int> cache_slot_;  // (buffer, index as CacheSlot's key): its slot

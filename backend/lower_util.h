@@ -54,18 +54,28 @@ inline Layout Coalesce(const Shape& shape, const std::vector<Strides>& operands,
   return out;
 }
 
+// Each dim's size as index math: a run-time size (`symbols[d] >= 0`,
+// `factors[d]` times symbol's; IndexExpr::Size) or the constant.
+inline std::vector<IndexExpr> DimSizes(const Shape& shape, const std::vector<int32_t>& symbols = {},
+                                       const std::vector<int64_t>& factors = {}) {
+  std::vector<IndexExpr> sizes;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int32_t symbol = symbols.empty() ? -1 : symbols[d];
+    sizes.push_back(symbol >= 0 && symbol < IndexExpr::kMaxSizeArgs
+                        ? IndexExpr::Size(symbol) * (factors.empty() ? 1 : factors[d])
+                        : IndexExpr::Const(shape[d]));
+  }
+  return sizes;
+}
+
 // Multi-index of a linear index `linear` (< Numel(shape)) over `shape`,
 // outermost first. The outermost dim of size > 1 needs no `% size` (and the
 // size-1 dims before it are 0), so its size never enters the index math: a
 // dynamic outer dim stays out of the kernel, also behind a batch of 1.
-// Another dim with a run-time size (`symbols[d] >= 0`, `factors[d]` times
-// the symbol's) divides by its kernel argument (IndexExpr::Size), added to
-// `size_args`; without `size_args` its compile-time size is used (the plan's
-// check then finds the kernel depends on it).
+// Another dim of run-time size (`sizes[d]` not a constant; DimSizes)
+// divides by it at run time (the kernel takes it: Kernel::size_args).
 inline std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shape,
-                                      const std::vector<int32_t>& symbols = {},
-                                      std::vector<int32_t>* size_args = nullptr,
-                                      const std::vector<int64_t>& factors = {}) {
+                                      const std::vector<IndexExpr>& sizes = {}) {
   // An empty shape has no element to index: the loop around it never runs.
   if (Numel(shape) == 0) return std::vector<IndexExpr>(shape.size(), IndexExpr::Const(0));
   std::vector<IndexExpr> index(shape.size(), IndexExpr::Const(0));
@@ -76,15 +86,12 @@ inline std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shap
   IndexExpr rest = linear;
   int64_t inner = 1;
   for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= outer; --d) {
-    const int32_t symbol = symbols.empty() ? -1 : symbols[d];
     if (d == outer) {
       index[d] = rest / inner;
-    } else if (symbol >= 0 && size_args != nullptr && symbol < IndexExpr::kMaxSizeArgs) {
-      const IndexExpr size = IndexExpr::Size(symbol) * (factors.empty() ? 1 : factors[d]);
-      index[d] = (rest / inner) % size;
-      rest = rest / inner / size;
+    } else if (!sizes.empty() && !sizes[d].is_const()) {
+      index[d] = (rest / inner) % sizes[d];
+      rest = rest / inner / sizes[d];
       inner = 1;
-      if (std::find(size_args->begin(), size_args->end(), symbol) == size_args->end()) size_args->push_back(symbol);
       continue;
     } else {
       index[d] = (rest / inner) % shape[d];
@@ -92,6 +99,27 @@ inline std::vector<IndexExpr> Unravel(const IndexExpr& linear, const Shape& shap
     inner *= shape[d];
   }
   return index;
+}
+
+// index . strides where dims may have run-time sizes (`sizes`, DimSizes):
+// a dim whose stride is the next dim's size times its stride, that size a
+// run-time one, is folded in Horner's way, (i_d * size + i_next) * stride,
+// so no stride prints a run-time size (and i / s * s + i % s folds to i).
+inline IndexExpr DotSized(const std::vector<IndexExpr>& index, const Shape& shape, const std::vector<IndexExpr>& sizes,
+                          const Strides& strides, int64_t offset = 0) {
+  IndexExpr sum = IndexExpr::Const(offset);
+  for (size_t d = 0; d < index.size();) {
+    IndexExpr run = index[d];
+    size_t e = d;
+    while (e + 1 < index.size() && !sizes[e + 1].is_const() && strides[e + 1] != 0 &&
+           strides[e] == shape[e + 1] * strides[e + 1]) {
+      run = run * sizes[e + 1] + index[e + 1];
+      ++e;
+    }
+    sum = sum + run * strides[e];
+    d = e + 1;
+  }
+  return sum;
 }
 
 inline IndexExpr Dot(const std::vector<IndexExpr>& index, const Strides& strides, int64_t offset = 0) {

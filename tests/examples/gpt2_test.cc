@@ -275,15 +275,18 @@ TEST(Gpt2Generate, GrowingContextRecompilesUpToTheLimit) {
 // embeddings' positions, the heads' transposes (views whose strides follow
 // the sizes) and the last position's narrow. The manual path reads the mask
 // from nanoGPT's `bias` buffer sliced to [:T, :T]: a kernel whose index math
-// takes the run-time T as an argument.
+// takes the run-time T as an argument. At a batch of 2, linear's [B * T, C]
+// rows are 2 T, and the kernels index [B, T] values by b * T + t with T an
+// argument.
 TEST(Gpt2Generate, GrowingContextCompilesAFewPlans) {
-  for (Attention attention : {Attention::kSdpa, Attention::kManual}) {
-    SCOPED_TRACE(attention == Attention::kSdpa ? "SDPA" : "manual");
+  for (auto [attention, batch] : {std::pair{Attention::kSdpa, 1}, {Attention::kManual, 1}, {Attention::kSdpa, 2},
+                                  {Attention::kManual, 2}}) {
+    SCOPED_TRACE(testing::Message() << (attention == Attention::kSdpa ? "SDPA" : "manual") << ", batch " << batch);
     const GPTConfig config = {
         .block_size = 16, .vocab_size = 67, .n_layer = 2, .n_head = 2, .n_embd = 128, .attention = attention};
     const GPT model(config, Device::cpu(), DType::kFloat32, 3);
     auto logits = compile([&](const Tensor& x) { return model(x).logits; });
-    const Tensor idx = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4}, {1, 4});
+    const Tensor idx = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}, {2, 4}).narrow(0, 0, batch);
     const Tensor out = model.generate(idx, 16, 1.0, std::nullopt, 0, [&](const Tensor& x) { return logits(x); });
     EXPECT_EQ(out.to_double_vector(), model.generate(idx, 16, 1.0, std::nullopt, 0).to_double_vector());
     const CompileStats stats = logits.stats();

@@ -234,6 +234,48 @@ void ReshapesKeepRunTimeSizes(Device device) {
 
 TEST(DynamicShapesTest, ReshapesKeepRunTimeSizes) { ReshapesKeepRunTimeSizes(Device::cpu()); }
 
+// Token and position embeddings of [2, T] ids, normalized per row: the
+// kernel reads the ids at b * T + t and the positions at t, with T a kernel
+// argument (IndexExpr times a run-time size; i / T * T + i % T folds to i),
+// so one plan serves every T.
+void EmbeddingRowsWithARunTimeLength(Device device) {
+  const uint64_t seed = FreshSeed();
+  const int64_t vocab = 11, width = 48;
+  const Tensor table = randn({vocab, width}, device, seed), positions = randn({32, width}, device, seed + 1);
+  auto f = compile([&](const Tensor& ids) {  // [2, T]
+    const Tensor x = embedding(ids, table) + embedding(arange(ids.size(1), device), positions);
+    return x * rsqrt(mean(x * x, -1, true) + 1e-5);
+  });
+  const std::vector<double> tv = table.to_double_vector(), pv = positions.to_double_vector();
+  std::mt19937_64 rng(seed);
+  for (int64_t t : {3, 4, 7, 12, 20, 31}) {
+    SCOPED_TRACE(testing::Message() << "T " << t);
+    std::vector<int64_t> ids(2 * t);
+    for (int64_t& id : ids) id = static_cast<int64_t>(rng() % vocab);
+    std::vector<double> want(2 * t * width);
+    for (int64_t r = 0; r < 2 * t; ++r) {
+      double ss = 0;
+      for (int64_t j = 0; j < width; ++j) {
+        const double v = tv[ids[r] * width + j] + pv[(r % t) * width + j];
+        want[r * width + j] = v;
+        ss += v * v;
+      }
+      for (int64_t j = 0; j < width; ++j) want[r * width + j] /= std::sqrt(ss / width + 1e-5);
+    }
+    ExpectClose(f(Tensor::from_vector(ids, {2, t}, device)).to_vector(), want, 1e-5);
+  }
+  EXPECT_EQ(f.stats().plan_compiles, 2) << f.explain();
+  ASSERT_EQ(f.kernels().size(), 1u);
+  EXPECT_THAT(f.kernels()[0].source, HasSubstr("fb_s0"));
+}
+
+TEST(DynamicShapesTest, EmbeddingRowsWithARunTimeLength) { EmbeddingRowsWithARunTimeLength(Device::cpu()); }
+
+TEST(DynamicShapesCudaTest, EmbeddingRowsWithARunTimeLength) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  EmbeddingRowsWithARunTimeLength(Device::cuda(0));
+}
+
 TEST(DynamicShapesCudaTest, ReshapesKeepRunTimeSizes) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   ReshapesKeepRunTimeSizes(Device::cuda(0));
