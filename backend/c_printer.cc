@@ -145,7 +145,11 @@ std::string CPrinter::ParamList(const Kernel& kernel, bool restrict_qualified) {
 
 std::string CPrinter::SizeParams(const Kernel& kernel) {
   std::string params;
-  for (int32_t symbol : kernel.size_args) absl::StrAppend(&params, ", long long ", SizeArgName(symbol));
+  // In the index's type: 32-bit index math divides in 32 bits (a plan whose
+  // sizes pass 2^31 - 2^16 is index64, NeedsIndex64).
+  for (int32_t symbol : kernel.size_args) {
+    absl::StrAppend(&params, kernel.index64 ? ", long long " : ", int ", SizeArgName(symbol));
+  }
   return params;
 }
 

@@ -92,7 +92,8 @@ class CPrinter {
   static const char* CommonPrelude();
   static std::string ParamList(const Kernel& kernel, bool restrict_qualified);
   // CUDA kernels: the run-time sizes' parameters (Kernel::size_args) after
-  // fb_n, ", long long fb_s0, ...", and the same names as arguments.
+  // fb_n, ", int fb_s0, ..." (long long where index64), and the same names
+  // as arguments.
   static std::string SizeParams(const Kernel& kernel);
   static std::string SizeArgs(const Kernel& kernel);
   // fb_check_index over `record_first`, the target's expression that claims

@@ -55,7 +55,10 @@ struct PendingLaunch {
   absl::InlinedVector<void*, 16> args;  // buffers
   long long n = 0;                      // fb_n, when the kernel takes its extent
   bool pass_n = false;
-  absl::InlinedVector<long long, 2> sizes;  // Kernel::size_args' values, after fb_n
+  // Kernel::size_args' values, after fb_n: `int` parameters unless index64
+  // (CPrinter::SizeParams).
+  absl::InlinedVector<long long, 2> sizes;
+  absl::InlinedVector<int, 2> sizes32;
 };
 
 // cuLaunchKernel's parameter arrays (a pointer to each argument's value) of
@@ -63,7 +66,7 @@ struct PendingLaunch {
 void PointParams(absl::Span<PendingLaunch> pending, absl::InlinedVector<void*, 64>* params,
                  absl::InlinedVector<cuda::KernelLaunch, 4>* launches) {
   size_t total = 0;
-  for (const PendingLaunch& p : pending) total += p.args.size() + (p.pass_n ? 1 : 0) + p.sizes.size();
+  for (const PendingLaunch& p : pending) total += p.args.size() + (p.pass_n ? 1 : 0) + p.sizes.size() + p.sizes32.size();
   params->resize(total);  // no regrowth below: the launches point into it
   size_t at = 0;
   for (PendingLaunch& p : pending) {
@@ -71,6 +74,7 @@ void PointParams(absl::Span<PendingLaunch> pending, absl::InlinedVector<void*, 6
     for (void*& a : p.args) (*params)[at++] = &a;
     if (p.pass_n) (*params)[at++] = &p.n;
     for (long long& size : p.sizes) (*params)[at++] = &size;
+    for (int& size : p.sizes32) (*params)[at++] = &size;
     launches->push_back({.function = p.function, .dims = p.dims, .params = params->data() + first});
   }
 }
@@ -421,7 +425,13 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(absl::Span<const Tensor> inp
         }
       }
       PendingLaunch launch{.args = args, .n = iterations, .pass_n = k->ir.dynamic_extent};
-      for (int32_t symbol : k->ir.size_args) launch.sizes.push_back(sizes.at(symbol));
+      for (int32_t symbol : k->ir.size_args) {
+        if (k->ir.index64) {
+          launch.sizes.push_back(sizes.at(symbol));
+        } else {
+          launch.sizes32.push_back(static_cast<int>(sizes.at(symbol)));
+        }
+      }
       cuda::LaunchDims dims;
       const CudaSchedule& schedule = k->schedule;
       dims.grid_x = static_cast<unsigned>(schedule.Grid(iterations, k->sm_count));
