@@ -29,7 +29,8 @@ class IndexExpr {
   static IndexExpr Temp(int temp, int64_t bound);
   // A run-time size (dynamic shapes): the kernel argument `fb_s<symbol>`,
   // the size of fusion::DimSymbols' symbol, at least 1. Index math divides by
-  // it where a dim of the iteration space has that size (SizeArgName).
+  // it where a dim has that size and multiplies by it where a stride holds it
+  // (lower_util.h: Unravel, DotSized).
   static IndexExpr Size(int32_t symbol);
   static constexpr int32_t kMaxSizeArgs = 16;
   // Bound of a loop index whose extent is only known at run time (dynamic

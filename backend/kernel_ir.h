@@ -143,9 +143,10 @@ struct Kernel {
   bool dynamic_extent = false;
   int64_t extent_factor = 1;
   std::vector<int32_t> extent_symbols;
-  // Pointwise kernels of dynamic plans: the symbols whose run-time sizes the
-  // index math divides by (an inner dim of run-time size, as nanoGPT's
-  // `bias[:T, :T]` has), the kernel arguments SizeArgName(k) after fb_n.
+  // Dynamic plans: the symbols whose run-time sizes the index math names (an
+  // inner dim of run-time size divided by, a stride that holds one: nanoGPT's
+  // `bias[:T, :T]`, ids [B, T] read at b * T + t), the kernel arguments
+  // SizeArgName(k) after fb_n (LoweringCore::Finish collects them).
   std::vector<int32_t> size_args;
   std::vector<Pass> passes;
   std::vector<Stmt> elementwise;
