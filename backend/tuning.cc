@@ -139,6 +139,9 @@ constexpr KnobInfo kKnobs[] = {
     {Knob::kFlashWarpTiles, "FUSEBOX_TUNE_FLASH_WARP_TILES", kInt, 0, 0, 2,
      "CUDA flash attention: 16-row query tiles per warp, 1 (Q held in registers) or 2 (Q read from shared memory, "
      "each K/V fragment feeding two tiles); 0 chooses (2 at head dim 64, unmasked or causal; else 1)"},
+    {Knob::kFlashMaskRowsReversed, "FUSEBOX_TUNE_FLASH_MASK_ROWS_REVERSED", kBool, 0, 0, 1,
+     "CUDA flash attention under a bool or float mask: 1 starts the blocks of the last query rows first, as causal "
+     "ones do (a tril mask's longest rows); 0 in row order. An experiment, not yet measured"},
 };
 static_assert(std::size(kKnobs) == kNumKnobs, "one row per Knob");
 

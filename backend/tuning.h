@@ -57,6 +57,7 @@ enum class Knob : int {
   kFlashWarps,
   kFlashMinBlocks,
   kFlashWarpTiles,
+  kFlashMaskRowsReversed,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(Knob::kCount);

@@ -68,12 +68,14 @@ std::string FlashConfig::KernelName() const {
                       "_n", block_n, wgmma ? absl::StrCat("_wg", warps / 4) : absl::StrCat("_w", warps),
                       !wgmma && m_tiles > 1 ? absl::StrCat("_t", m_tiles) : "",
                       dtype == DType::kFloat32 && thread_rows != 4 ? absl::StrCat("_r", thread_rows) : "",
-                      min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "");
+                      min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "", rows_reversed ? "_rev" : "");
 }
 
 FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
                               const backend::TuningSnapshot& tuning) {
   FlashConfig c{.head_dim = static_cast<int>(head_dim), .dtype = dtype, .mask = mask};
+  c.rows_reversed = (mask == AttentionMask::kBool || mask == AttentionMask::kFloat) &&
+                    tuning.On(backend::Knob::kFlashMaskRowsReversed);
   if (dtype == DType::kFloat32) {
     // f32 (FMA, every architecture): 256 threads, two blocks an SM (128
     // registers). Head dim 64: 8 query rows a thread (128 a block), 64 keys a

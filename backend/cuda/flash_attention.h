@@ -42,6 +42,9 @@ struct FlashConfig {
   // (compiled for sm_90a); m_tiles is then unused.
   bool wgmma = false;
   int thread_rows = 4;  // f32: query rows a thread holds (a block of 16 x 16 threads takes 16 x this)
+  // Masked: the last query rows' blocks start first (causal ones always do;
+  // Knob::kFlashMaskRowsReversed).
+  bool rows_reversed = false;
   int block_m() const;  // query rows a block
 
   int threads() const { return 32 * warps; }

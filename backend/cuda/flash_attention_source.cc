@@ -104,7 +104,8 @@ __device__ __forceinline__ int fb_mask_tiles(const FbAttnParams& p, long long mo
 // What a block works on: batch b (its q, k, v and mask offset), query rows
 // from m0, and the K/V tiles that count (causal: none past the block's last
 // row; a bool mask: fb_mask_tiles). Causal blocks of the last rows (the most
-// keys) start first.
+// keys) start first (kLastRowsFirst; masked ones under
+// Knob::kFlashMaskRowsReversed).
 struct FbBlock {
   long long mo;
   int m0, tiles;
@@ -113,7 +114,7 @@ struct FbBlock {
 __device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
   const long long b = (long long)blockIdx.z * gridDim.y + blockIdx.y;
   if (b >= p.batch) return false;
-  blk.m0 = (kMask == 1 ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
+  blk.m0 = (kLastRowsFirst ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
   long long rest = b, qo = 0, ko = 0, vo = 0, mo = 0;
 #pragma unroll
   for (int d = 3; d >= 0; --d) {
@@ -400,7 +401,9 @@ std::string FlashAttentionSource(const FlashConfig& c) {
                 : absl::StrCat(c.warps, " warps of ", 16 * c.m_tiles, " rows"),
       "\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n,
       ", kBM = ", c.block_m(), ", kThreads = ", c.threads(), ", kMask = ", static_cast<int>(c.mask),
-      ", kMinBlocks = ", c.min_blocks, ";\ntypedef ", f32 ? "float" : "unsigned short",
+      ", kMinBlocks = ", c.min_blocks, ";\nconstexpr bool kLastRowsFirst = ",
+      c.mask == backend::AttentionMask::kCausal || c.rows_reversed ? "true" : "false", ";\ntypedef ",
+      f32 ? "float" : "unsigned short",
       " fb_elem;\nconstexpr bool kBF16 = ", bf16 ? "true" : "false", ";\n", kBlockCommon);
   if (f32) return absl::StrCat(out, FlashF32Body());
   absl::StrAppend(&out, "#define FB_T \"", bf16 ? "bf16" : "f16", "\"\n", kTensorCoreCommon);

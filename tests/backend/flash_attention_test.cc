@@ -108,6 +108,26 @@ TEST(FlashAttentionTest, TheKnobsOtherTilesCompileToo) {
   }
 }
 
+// Knob::kFlashMaskRowsReversed (an experiment): masked kernels start the
+// last query rows' blocks first, as causal ones always do; unmasked ones
+// keep row order; the kernel is named apart and compiles without spills.
+TEST(FlashAttentionTest, MaskedBlocksCanStartWithTheLastRows) {
+  backend::TuningSnapshot t;
+  t.Set(backend::Knob::kFlashMaskRowsReversed, 1);
+  for (AttentionMask m : {AttentionMask::kBool, AttentionMask::kFloat, AttentionMask::kNone, AttentionMask::kCausal}) {
+    const bool masked = m == AttentionMask::kBool || m == AttentionMask::kFloat;
+    const FlashConfig c = cuda::ChooseFlashConfig(64, DType::kBFloat16, m, 90, t);
+    const FlashConfig plain = cuda::ChooseFlashConfig(64, DType::kBFloat16, m, 90, {});
+    EXPECT_EQ(c.rows_reversed, masked);
+    EXPECT_FALSE(plain.rows_reversed);
+    EXPECT_EQ(c.KernelName() != plain.KernelName(), masked) << c.KernelName();
+    const bool last_first = masked || m == AttentionMask::kCausal;
+    EXPECT_THAT(cuda::FlashAttentionSource(c),
+                ::testing::HasSubstr(absl::StrCat("constexpr bool kLastRowsFirst = ", last_first ? "true" : "false")));
+    if (masked) ExpectCompilesWithoutSpills(c);
+  }
+}
+
 TEST(FlashAttentionTest, OneTileAWarpCompilesWithoutSpillsAtHeadDim64) {
   backend::TuningSnapshot t;
   t.Set(backend::Knob::kFlashWarpTiles, 1).Set(backend::Knob::kFlashWarps, 8);
