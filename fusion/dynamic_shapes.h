@@ -20,9 +20,10 @@
 // heads' transpose of [B, T, C] steps T * C along B) written as a marker,
 // and size-1 view dims' strides (never stepped) as 0: graphs that differ
 // only in symbolic sizes share a key and a plan. Resize recomputes those
-// strides. The backend then keeps those sizes out of the kernels
-// (kernel arguments for the element or row count); the runtime checks that
-// by lowering the graph again at other sizes (Resize) and comparing.
+// strides. The backend then keeps those sizes out of the kernels' text
+// (kernel arguments: the element or row count, and the sizes the index math
+// divides or multiplies by); the runtime checks that by lowering the graph
+// again at other sizes (Resize) and comparing.
 #pragma once
 
 #include <cstdint>
