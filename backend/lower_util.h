@@ -1,7 +1,6 @@
 // Index helpers shared by the pointwise and reduction lowerings.
 #pragma once
 
-#include <algorithm>
 #include <climits>
 #include <vector>
 
