@@ -23,20 +23,11 @@ class Lowerer : public LoweringCore {
 
   Kernel Run() {
     kernel_.numel = Numel(group_.iteration_shape);
-    std::vector<int32_t> symbols(group_.iteration_shape.size(), -1);
-    std::vector<int64_t> factors(symbols.size(), 1);
-    for (size_t d = 0; d < symbols.size(); ++d) {
-      symbols[d] = plan_.symbols.symbol(group_.outputs.at(0), d);
-      factors[d] = plan_.symbols.factor(group_.outputs.at(0), d);
-    }
+    const auto [symbols, factors] = SymbolsOf(group_.outputs.at(0));
     const int64_t bound =
         SetDynamicExtent(group_.iteration_shape, symbols, factors, &kernel_) ? IndexExpr::kUnbounded : kernel_.numel;
     loop_index_ = IndexExpr::Var(bound);
-    if (kernel_.dynamic_extent) {
-      PlanRootIndex(symbols, factors);
-    } else {
-      PlanRootIndex({}, {});
-    }
+    PlanRootIndex(symbols, factors);
     std::vector<int> values;
     for (NodeId out : group_.outputs) values.push_back(Eval(out, Ctx::kFull));
     for (size_t k = 0; k < group_.outputs.size(); ++k) {

@@ -62,15 +62,20 @@ Kernel LoweringCore::Finish() {
   return std::move(kernel_);
 }
 
-std::vector<IndexExpr> LoweringCore::NodeSizes(NodeId id) const {
-  const Shape& shape = g_.node(id).shape;
-  std::vector<int32_t> symbols(shape.size(), -1);
-  std::vector<int64_t> factors(shape.size(), 1);
-  for (size_t d = 0; d < shape.size(); ++d) {
+std::pair<std::vector<int32_t>, std::vector<int64_t>> LoweringCore::SymbolsOf(NodeId id) const {
+  const size_t rank = g_.node(id).shape.size();
+  std::vector<int32_t> symbols(rank);
+  std::vector<int64_t> factors(rank);
+  for (size_t d = 0; d < rank; ++d) {
     symbols[d] = plan_.symbols.symbol(id, static_cast<int64_t>(d));
     factors[d] = plan_.symbols.factor(id, static_cast<int64_t>(d));
   }
-  return DimSizes(shape, symbols, factors);
+  return {std::move(symbols), std::move(factors)};
+}
+
+std::vector<IndexExpr> LoweringCore::NodeSizes(NodeId id) const {
+  const auto [symbols, factors] = SymbolsOf(id);
+  return DimSizes(g_.node(id).shape, symbols, factors);
 }
 
 int LoweringCore::InputBuffer(NodeId id) {

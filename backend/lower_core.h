@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -42,6 +43,9 @@ class LoweringCore {
   // The finished kernel (its index width from the bounds seen, the
   // run-time sizes its index math names).
   Kernel Finish();
+  // Node `id`'s dims' symbols (fusion::DimSymbols, -1 for a fixed size) and
+  // the factors their sizes are of the symbols'.
+  std::pair<std::vector<int32_t>, std::vector<int64_t>> SymbolsOf(graph::NodeId id) const;
   // Node `id`'s dims' sizes as index math (run-time ones in dynamic plans).
   std::vector<IndexExpr> NodeSizes(graph::NodeId id) const;
 

@@ -36,14 +36,14 @@ class ReductionLowerer : public LoweringCore {
     Shape row_dims, reduced_dims;
     std::vector<int32_t> row_symbols;  // reduced dims are never run-time sizes
     std::vector<int64_t> row_factors;
-    const NodeId reduced = g_.node(group_.reductions.at(0)).inputs[0];
+    const auto [symbols, factors] = SymbolsOf(g_.node(group_.reductions.at(0)).inputs[0]);
     for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
       if (IsAxis(d)) {
         reduced_dims.push_back(shape[d]);
       } else {
         row_dims.push_back(shape[d]);
-        row_symbols.push_back(plan_.symbols.symbol(reduced, d));
-        row_factors.push_back(plan_.symbols.factor(reduced, d));
+        row_symbols.push_back(symbols[d]);
+        row_factors.push_back(factors[d]);
       }
     }
     kernel_.num_rows = Numel(row_dims);
@@ -59,8 +59,7 @@ class ReductionLowerer : public LoweringCore {
                   (kernel_.kind == fusion::KernelKind::kReduction && kernel_.axis == ReductionAxis::kInner) ||
                   kernel_.is_column_reduction();
     // Rows of run-time count divide by their run-time sizes (Kernel::size_args).
-    const std::vector<IndexExpr> row_sizes =
-        dynamic_rows ? DimSizes(row_dims, row_symbols, row_factors) : DimSizes(row_dims);
+    const std::vector<IndexExpr> row_sizes = DimSizes(row_dims, row_symbols, row_factors);
     const std::vector<IndexExpr> r =
         Unravel(IndexExpr::Var("r", dynamic_rows ? IndexExpr::kUnbounded : kernel_.num_rows), row_dims, row_sizes);
     const std::vector<IndexExpr> j = Unravel(IndexExpr::Var("j", kernel_.row_length), reduced_dims);
@@ -181,10 +180,6 @@ class ReductionLowerer : public LoweringCore {
     return it->second;
   }
 
-  // What the current block's statement defining temporary `t` computes, as
-  // text equal for every block's copy, with the temporaries it needs added
-  // to `needed`; nothing where it varies along the row (reads a position in
-  // it) or is not defined in the block (a running result).
   // Names each temporary by RowInvariantValue, in braces; `*invariant`
   // turns false (and stays) at the first that varies along the row.
   IndexExpr::TempName InvariantNamer(std::set<int>* needed, bool* invariant) const {
@@ -195,6 +190,10 @@ class ReductionLowerer : public LoweringCore {
     };
   }
 
+  // What the current block's statement defining temporary `t` computes, as
+  // text equal for every block's copy, with the temporaries it needs added
+  // to `needed`; nothing where it varies along the row (reads a position in
+  // it) or is not defined in the block (a running result).
   std::optional<std::string> RowInvariantValue(int t, std::set<int>* needed) const {
     const std::vector<Stmt>& body = *block();
     auto def = std::find_if(body.begin(), body.end(), [t](const Stmt& s) { return s.result == t; });
