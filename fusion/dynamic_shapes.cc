@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "fusion/view_dims.h"
 
 namespace fusebox::fusion {
 namespace {
@@ -65,80 +66,6 @@ class Slots {
   std::vector<PinReason> pinned_;
   std::vector<bool> dynamic_;
 };
-
-// The dim of view input `in` that view dim `e` walks unchanged: same size and
-// the stride that dim has in the input's contiguous value. -1 if none (the
-// view reshapes, slices or broadcasts there).
-int64_t KeptInputDim(const Node& view, int64_t e, const Node& in) {
-  const Strides contiguous = ContiguousStrides(in.shape);
-  for (size_t d = 0; d < in.shape.size(); ++d) {
-    if (in.shape[d] >= 2 && in.shape[d] == view.shape[e] && contiguous[d] == view.strides[e]) return d;
-  }
-  return -1;
-}
-
-// A view that reshapes its input's contiguous value (contiguous strides, no
-// offset, the same elements): its dims and the input's, size-1 dims left
-// out, in runs of equal product. A run of one dim each keeps the dim; one
-// input dim into several splits it; several into one merge.
-struct ReshapeGroup {
-  std::vector<int64_t> in, out;
-};
-std::optional<std::vector<ReshapeGroup>> ReshapeGroups(const Node& view, const Node& in) {
-  if (view.offset != 0 || Numel(view.shape) == 0 || Numel(view.shape) != Numel(in.shape) ||
-      view.strides != ContiguousStrides(view.shape)) {
-    return std::nullopt;
-  }
-  std::vector<int64_t> a, b;
-  for (size_t d = 0; d < in.shape.size(); ++d) {
-    if (in.shape[d] != 1) a.push_back(static_cast<int64_t>(d));
-  }
-  for (size_t e = 0; e < view.shape.size(); ++e) {
-    if (view.shape[e] != 1) b.push_back(static_cast<int64_t>(e));
-  }
-  std::vector<ReshapeGroup> groups;
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    ReshapeGroup g{{a[i]}, {b[j]}};
-    int64_t pa = in.shape[a[i++]], pb = view.shape[b[j++]];
-    while (pa != pb) {
-      if (pa < pb) {
-        if (i == a.size()) return std::nullopt;
-        pa *= in.shape[a[i]], g.in.push_back(a[i++]);
-      } else {
-        if (j == b.size()) return std::nullopt;
-        pb *= view.shape[b[j]], g.out.push_back(b[j++]);
-      }
-    }
-    groups.push_back(std::move(g));
-  }
-  if (i != a.size() || j != b.size()) return std::nullopt;
-  return groups;
-}
-
-// The dims of view `view` that step through input dim d of `in` (of size
-// >= 2) in several parts, as a strided view splits it: [B * T, 3 C] read as
-// heads [B, nh, T, hs] steps T * 3 C along B and 3 C along T, the two
-// tiling dim 0 exactly (in any order of the view's dims). Ordered from the
-// innermost step; empty where they do not tile it.
-std::vector<int64_t> StridedSplit(const Node& view, const Node& in, size_t d) {
-  const Strides contiguous = ContiguousStrides(in.shape);
-  std::vector<int64_t> parts;
-  for (size_t e = 0; e < view.shape.size(); ++e) {
-    const int64_t step = view.strides[e];
-    if (view.shape[e] >= 2 && step > 0 && step % contiguous[d] == 0 && step < contiguous[d] * in.shape[d]) {
-      parts.push_back(static_cast<int64_t>(e));
-    }
-  }
-  if (parts.size() < 2) return {};
-  std::sort(parts.begin(), parts.end(), [&](int64_t a, int64_t b) { return view.strides[a] < view.strides[b]; });
-  int64_t step = contiguous[d];
-  for (int64_t e : parts) {
-    if (view.strides[e] != step) return {};
-    step *= view.shape[e];
-  }
-  return step == contiguous[d] * in.shape[d] ? parts : std::vector<int64_t>{};
-}
 
 // A merge or split of a reshape view (ReshapeGroups), as slots: `whole` is
 // the one dim, `parts` the several, with their sizes.
