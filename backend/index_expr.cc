@@ -145,22 +145,17 @@ IndexExpr operator+(const IndexExpr& a, const IndexExpr& b) {
   if (a.is_const() && b.is_const()) return IndexExpr::Const(a.const_value() + b.const_value());
   if (a.is_const() && a.const_value() == 0) return b;
   if (b.is_const() && b.const_value() == 0) return a;
-  // x / d * d + x % d (either order) is x.
+  // x / d * d + x % d (either order) is x, for a constant d and a run-time
+  // one alike: both keep the divisor in b (Make's second operand).
+  using K = IndexExpr::Kind;
   for (const auto& [q, r] : {std::pair(&a, &b), std::pair(&b, &a)}) {
     const IndexExpr::Rep& mul = *q->rep_;
-    if (mul.kind != IndexExpr::Kind::kMul || r->rep_->kind != IndexExpr::Kind::kMod) continue;
+    const IndexExpr::Rep& mod = *r->rep_;
+    if ((mul.kind != K::kMul || mod.kind != K::kMod) && (mul.kind != K::kMulBy || mod.kind != K::kModBy)) continue;
     const IndexExpr::Rep& div = *mul.a.rep_;
-    if (div.kind == IndexExpr::Kind::kDiv && div.value == mul.value && r->rep_->value == mul.value &&
-        div.a == r->rep_->a) {
+    if ((div.kind == K::kDiv || div.kind == K::kDivBy) && div.b == mul.b && mod.b == mul.b && div.a == mod.a) {
       return div.a;
     }
-  }
-  // x / s * s + x % s (either order) is x, for a run-time s too.
-  for (const auto& [q, r] : {std::pair(&a, &b), std::pair(&b, &a)}) {
-    const IndexExpr::Rep& mul = *q->rep_;
-    if (mul.kind != IndexExpr::Kind::kMulBy || r->rep_->kind != IndexExpr::Kind::kModBy) continue;
-    const IndexExpr::Rep& div = *mul.a.rep_;
-    if (div.kind == IndexExpr::Kind::kDivBy && div.b == mul.b && r->rep_->b == mul.b && div.a == r->rep_->a) return div.a;
   }
   return IndexExpr::Make(IndexExpr::Kind::kAdd, 0, SaturatingAdd(a.bound(), b.bound()) - 1, a, b);
 }
