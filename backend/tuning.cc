@@ -142,6 +142,10 @@ constexpr KnobInfo kKnobs[] = {
     {Knob::kFlashMaskRowsReversed, "FUSEBOX_TUNE_FLASH_MASK_ROWS_REVERSED", kBool, 0, 0, 1,
      "CUDA flash attention under a bool or float mask: 1 starts the blocks of the last query rows first, as causal "
      "ones do (a tril mask's longest rows); 0 in row order. An experiment, not yet measured"},
+    {Knob::kFlashWarpSpecialized, "FUSEBOX_TUNE_FLASH_WARP_SPECIALIZED", kBool, 0, 0, 1,
+     "CUDA flash attention on sm_90, 16-bit: 1 loads K and V by TMA from a producer warpgroup beside two consumer "
+     "warpgroups (mbarriers, ping-pong; FlashAttention-3's schedule); 0 every warp loads by cp.async. An experiment, "
+     "not yet measured"},
 };
 static_assert(std::size(kKnobs) == kNumKnobs, "one row per Knob");
 

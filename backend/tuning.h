@@ -58,6 +58,7 @@ enum class Knob : int {
   kFlashMinBlocks,
   kFlashWarpTiles,
   kFlashMaskRowsReversed,
+  kFlashWarpSpecialized,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(Knob::kCount);

@@ -52,6 +52,7 @@ struct Driver::Api : ErrorText {
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
   decltype(&::cuLaunchKernelEx) launch_kernel_ex = nullptr;  // CUDA 12.0+; optional (LaunchDims::programmatic)
   decltype(&::cuFuncSetAttribute) func_set_attribute = nullptr;
+  decltype(&::cuTensorMapEncodeTiled) tensor_map_encode_tiled = nullptr;  // CUDA 12.0+; optional (TMA)
   // CUDA graphs (optional, all or none: Driver::graphs_available).
   decltype(&::cuGraphCreate) graph_create = nullptr;
   decltype(&::cuGraphAddKernelNode) graph_add_kernel_node = nullptr;
@@ -204,6 +205,9 @@ Driver::Driver() {
     dlclose(library);
     return;
   }
+  // Optional: without it, kernels that load by TMA take their cp.async twins.
+  api->tensor_map_encode_tiled =
+      reinterpret_cast<decltype(api->tensor_map_encode_tiled)>(dlsym(library, "cuTensorMapEncodeTiled"));
   // Optional: without it, programmatic launches are plain ones.
   api->launch_kernel_ex = reinterpret_cast<decltype(api->launch_kernel_ex)>(dlsym(library, "cuLaunchKernelEx"));
   // Optional: without them, plans launch kernel by kernel.
@@ -421,6 +425,27 @@ absl::Status Driver::SetMaxDynamicSharedBytes(CUfunction function, int bytes) {
     return CallError(api_, r, absl::StrCat("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, ", bytes, ")"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<CUtensorMap> Driver::EncodeTiledTensorMap(CUtensorMapDataType type, int rank, const void* address,
+                                                         const uint64_t* dims, const uint64_t* strides,
+                                                         const uint32_t* box, CUtensorMapSwizzle swizzle) {
+  if (absl::Status s = CheckAvailable(*this); !s.ok()) return s;
+  if (api_->tensor_map_encode_tiled == nullptr) {
+    return absl::UnimplementedError("the CUDA driver lacks cuTensorMapEncodeTiled (before CUDA 12.0)");
+  }
+  CUtensorMap map;
+  std::vector<cuuint32_t> element_strides(rank, 1);
+  static_assert(sizeof(cuuint64_t) == sizeof(uint64_t) && sizeof(cuuint32_t) == sizeof(uint32_t));
+  if (CUresult r = api_->tensor_map_encode_tiled(
+          &map, type, rank, const_cast<void*>(address), reinterpret_cast<const cuuint64_t*>(dims),
+          reinterpret_cast<const cuuint64_t*>(strides), reinterpret_cast<const cuuint32_t*>(box),
+          element_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      r != CUDA_SUCCESS) {
+    return CallError(api_, r, "cuTensorMapEncodeTiled");
+  }
+  return map;
 }
 
 absl::Status Driver::Launch(int device, CUfunction function, const LaunchDims& d, void** args) {

@@ -7,6 +7,7 @@
 #include <cuda.h>  // types and enums only; nothing is linked from libcuda
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -73,6 +74,13 @@ class Driver {
   // Lets launches of `function` ask for `bytes` of dynamic shared memory
   // (over the default 48 KB; up to the device's opt-in limit).
   absl::Status SetMaxDynamicSharedBytes(CUfunction function, int bytes);
+  // A TMA descriptor (sm_90 on) of a `rank`-dim tensor at `address`: dims
+  // innermost first, byte strides of dims 1.., the box each copy moves; no
+  // interleave, out-of-bounds elements read as zeros. Unimplemented where the
+  // driver predates CUDA 12.0; the driver's error where it rejects the layout.
+  absl::StatusOr<CUtensorMap> EncodeTiledTensorMap(CUtensorMapDataType type, int rank, const void* address,
+                                                   const uint64_t* dims, const uint64_t* strides, const uint32_t* box,
+                                                   CUtensorMapSwizzle swizzle);
   // `args` is the cuLaunchKernel parameter array (pointers to each argument).
   absl::Status Launch(int device, CUfunction function, const LaunchDims& dims, void** args);
 

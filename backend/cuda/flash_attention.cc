@@ -4,12 +4,15 @@
 #include "backend/cuda/flash_attention.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/driver.h"
 #include "backend/executable.h"
+#include "spdlog/spdlog.h"
 #include "tensor/mutex.h"
 
 namespace fusebox::cuda {
@@ -32,6 +35,16 @@ struct FlashParams {
 };
 static_assert(sizeof(FlashParams) == 304, "FlashParams must match the kernel's FbAttnParams");
 
+// The warp-specialized kernel's FbWsParams: the plain ones, q's, k's and v's
+// tensor maps (read in place by TMA), and each batch dim's map coordinate.
+struct FlashWsParams {
+  FlashParams a;
+  CUtensorMap tq, tk, tv;
+  signed char q_dim[4], k_dim[4], v_dim[4];
+};
+static_assert(sizeof(FlashWsParams) == 896 && offsetof(FlashWsParams, tq) == 384,
+              "FlashWsParams must match the kernel's FbWsParams");
+
 const char* DTypeTag(DType d) { return d == DType::kBFloat16 ? "bf16" : d == DType::kFloat16 ? "f16" : "f32"; }
 
 // Whether every row cp.async copies is 16-byte aligned: the base and every
@@ -43,6 +56,56 @@ bool Aligned16(const void* ptr, const std::array<int64_t, backend::kAttentionBat
   return std::all_of(batch.begin(), batch.end(), [&](int64_t s) { return s % step == 0; });
 }
 
+// A 16-bit [batch..., rows, E] operand as the 5-dim tensor map the
+// warp-specialized kernel reads (E, rows, three batch coordinates; boxes of
+// 64 values by `box_rows` rows, in the 128-byte swizzle). Batch dims of one
+// element or stride 0 add no coordinate; a dim whose stride times its size is
+// the stride of the dim before it (skipping those) merges into that one's
+// coordinate, as mixed radix. Nothing where TMA cannot read the operand.
+std::optional<CUtensorMap> OperandTensorMap(const void* ptr, const AttentionProblem& p,
+                                            const std::array<int64_t, backend::kAttentionBatchDims>& batch_strides,
+                                            int64_t row_stride, int64_t rows, int box_rows, signed char (&dims)[4]) {
+  const uint64_t esize = DTypeSize(p.dtype);
+  uint64_t sizes[5] = {static_cast<uint64_t>(p.e), static_cast<uint64_t>(rows), 1, 1, 1};
+  // A single row's stride is never used: any aligned one does.
+  uint64_t strides[4] = {rows > 1 ? static_cast<uint64_t>(row_stride) * esize : p.e * esize, 0, 0, 0};
+  int groups = 0, last = -1;
+  for (int d = 0; d < backend::kAttentionBatchDims; ++d) {
+    dims[d] = -1;
+    if (p.batch[d] == 1 || batch_strides[d] == 0) continue;
+    if (last >= 0 && batch_strides[last] == batch_strides[d] * p.batch[d]) {
+      sizes[1 + groups] *= p.batch[d], strides[groups] = batch_strides[d] * esize;
+    } else {
+      if (groups == 3) return std::nullopt;
+      ++groups;
+      sizes[1 + groups] = p.batch[d], strides[groups] = batch_strides[d] * esize;
+    }
+    dims[d] = static_cast<signed char>(groups - 1), last = d;
+  }
+  for (int g = groups + 1; g < 4; ++g) strides[g] = strides[0];
+  for (uint64_t s : strides) {
+    if (s % 16 != 0 || s >= (uint64_t{1} << 40)) return std::nullopt;
+  }
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return std::nullopt;
+  const uint32_t box[5] = {64, static_cast<uint32_t>(box_rows), 1, 1, 1};
+  absl::StatusOr<CUtensorMap> map = Driver::Get().EncodeTiledTensorMap(
+      p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 5, ptr, sizes,
+      strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
+  if (!map.ok()) {
+    spdlog::debug("flash attention: no tensor map for {}: {}", p.ToString(), map.status().ToString());
+    return std::nullopt;
+  }
+  return *map;
+}
+
+std::atomic<int64_t> tma_launches{0}, twin_launches{0};
+
+// The warp-specialized config's cp.async twin (same tiles).
+FlashConfig CpAsyncTwin(FlashConfig c) {
+  c.warp_specialized = false, c.warps = 8;
+  return c;
+}
+
 }  // namespace
 
 bool FlashAttentionSupports(DType dtype, int64_t head_dim) {
@@ -52,20 +115,23 @@ bool FlashAttentionSupports(DType dtype, int64_t head_dim) {
 
 int FlashConfig::block_m() const {
   if (dtype == DType::kFloat32) return 16 * thread_rows;
+  if (warp_specialized) return 16 * (warps - 4);
   return wgmma ? 16 * warps : 16 * m_tiles * warps;
 }
+
+int FlashConfig::stages() const { return wgmma ? 3 : 2; }
 
 int64_t FlashConfig::SharedBytes() const {
   // f32: Q, K and V in rows of E + 4 floats, P^T in rows of BM + 4.
   if (dtype == DType::kFloat32) return int64_t{4} * ((block_m() + 2 * block_n) * (head_dim + 4) + block_n * (block_m() + 4));
-  // wgmma: three K/V stages, and 1024 bytes to align them.
-  return wgmma ? int64_t{2} * head_dim * (block_m() + 6 * block_n) + 1024
-               : int64_t{2} * head_dim * (block_m() + 4 * block_n);
+  // wgmma: and 1024 bytes to align the tiles (the barriers are static).
+  return int64_t{2} * head_dim * (block_m() + 2 * stages() * block_n) + (wgmma ? 1024 : 0);
 }
 
 std::string FlashConfig::KernelName() const {
   return absl::StrCat("fb_flash_attention_e", head_dim, "_", DTypeTag(dtype), "_", backend::AttentionMaskName(mask),
                       "_n", block_n, wgmma ? absl::StrCat("_wg", warps / 4) : absl::StrCat("_w", warps),
+                      warp_specialized ? "_ws" : "",
                       !wgmma && m_tiles > 1 ? absl::StrCat("_t", m_tiles) : "",
                       dtype == DType::kFloat32 && thread_rows != 4 ? absl::StrCat("_r", thread_rows) : "",
                       min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "", rows_reversed ? "_rev" : "");
@@ -115,6 +181,9 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
       c.block_n = block_n;
     }
     if (const int blocks = tuning.GetInt(backend::Knob::kFlashMinBlocks); blocks > 0) c.min_blocks = blocks;
+    // Warp-specialized (Knob::kFlashWarpSpecialized, an experiment): a TMA
+    // producer warpgroup beside the two consumers, one block an SM.
+    if (tuning.On(backend::Knob::kFlashWarpSpecialized)) c.warp_specialized = true, c.warps = 12, c.min_blocks = 1;
     return c;
   }
   // 128 query rows a block, 64 keys a tile. Measured on the H200 (bf16, B 8,
@@ -168,6 +237,7 @@ absl::StatusOr<const FlashKernel*> GetFlashKernel(const FlashConfig& config, int
       backend::CompileCudaSource(kernel->source, name, arch, backend::TuningSnapshot(), config.wgmma);
   if (!binary.ok()) return binary.status();
   kernel->binary = *binary;
+  kernel->arch = arch;
   if (device >= 0) {
     Driver& driver = Driver::Get();
     absl::StatusOr<CUmodule> module = driver.LoadModule(device, kernel->binary->cubin);
@@ -205,14 +275,33 @@ absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const A
   f.scale_log2 = static_cast<float>(p.scale * 1.4426950408889634);
   f.aligned = Aligned16(q, p.q_batch, p.q_row, p.dtype) && Aligned16(k, p.k_batch, p.k_row, p.dtype) &&
               Aligned16(v, p.v_batch, p.v_row, p.dtype);
+  FlashWsParams ws{.a = f};
+  if (c.warp_specialized) {
+    std::optional<CUtensorMap> tq, tk, tv;
+    if (f.aligned && (tq = OperandTensorMap(q, p, p.q_batch, p.q_row, p.l, c.block_m(), ws.q_dim)) &&
+        (tk = OperandTensorMap(k, p, p.k_batch, p.k_row, p.s, c.block_n, ws.k_dim)) &&
+        (tv = OperandTensorMap(v, p, p.v_batch, p.v_row, p.s, c.block_n, ws.v_dim))) {
+      ws.tq = *tq, ws.tk = *tk, ws.tv = *tv;
+      tma_launches.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      twin_launches.fetch_add(1, std::memory_order_relaxed);
+      absl::StatusOr<const FlashKernel*> twin = GetFlashKernel(CpAsyncTwin(c), device, kernel.arch);
+      if (!twin.ok()) return twin.status();
+      return LaunchFlashAttention(device, **twin, p, q, k, v, mask, out);
+    }
+  }
   LaunchDims dims;
   dims.grid_x = static_cast<unsigned>((p.l + c.block_m() - 1) / c.block_m());
   dims.grid_y = static_cast<unsigned>(std::min<int64_t>(f.batch, 65535));
   dims.grid_z = static_cast<unsigned>((f.batch + dims.grid_y - 1) / dims.grid_y);
   dims.block_x = static_cast<unsigned>(c.threads());
   dims.shared_bytes = static_cast<unsigned>(c.SharedBytes());
-  void* args[] = {&f};
+  void* args[] = {c.warp_specialized ? static_cast<void*>(&ws) : static_cast<void*>(&f)};
   return Driver::Get().Launch(device, kernel.function, dims, args);
+}
+
+FlashTmaLaunches CountFlashTmaLaunches() {
+  return {.tma = tma_launches.load(std::memory_order_relaxed), .twin = twin_launches.load(std::memory_order_relaxed)};
 }
 
 }  // namespace fusebox::cuda

@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,9 @@ struct FlashConfig {
   // sm_90: warpgroups of 4 warps and 64 query rows multiply by wgmma
   // (compiled for sm_90a); m_tiles is then unused.
   bool wgmma = false;
+  // wgmma with a TMA producer warpgroup (FlashAttention-3's warp
+  // specialization): warps = 12, the first 4 load, 8 multiply (block_m 128).
+  bool warp_specialized = false;
   int thread_rows = 4;  // f32: query rows a thread holds (a block of 16 x 16 threads takes 16 x this)
   // Masked: the last query rows' blocks start first (causal ones always do;
   // Knob::kFlashMaskRowsReversed).
@@ -48,7 +52,8 @@ struct FlashConfig {
   int block_m() const;  // query rows a block
 
   int threads() const { return 32 * warps; }
-  int64_t SharedBytes() const;  // Q, then two stages of K and V (wgmma: three, and 1024 bytes to align)
+  int stages() const;           // K/V tiles in flight: 2 (mma.sync), 3 (wgmma)
+  int64_t SharedBytes() const;  // Q, then the stages of K and V (wgmma: and 1024 bytes to align)
   std::string KernelName() const;  // "fb_flash_attention_e64_bf16_causal_n64_w8"
   friend bool operator==(const FlashConfig&, const FlashConfig&) = default;
 };
@@ -72,16 +77,26 @@ struct FlashKernel {
   std::string source;
   std::shared_ptr<const backend::CompiledBinary> binary;
   CUfunction function = nullptr;  // null when only compiled (no device)
+  int arch = 0;                   // compiled for sm_<arch>
 };
 
 // Compiles `config` for sm_<arch> through the compile cache and, for a device
 // >= 0, loads it there (once per device and config).
 absl::StatusOr<const FlashKernel*> GetFlashKernel(const FlashConfig& config, int device, int arch);
 
+// Enqueues `p` on `device` (its context current). A warp-specialized kernel
+// whose operands TMA cannot read (unaligned, more than three batch
+// coordinates) runs its cp.async twin instead, compiled on first need.
 // Enqueues `p` on `device` (its context current): q, k, v, mask (kBool: one
 // byte per element; kFloat: p.dtype) are device pointers as `p`'s strides
 // describe them, and `out` as p.o_batch and p.o_row do. l, s > 0.
 absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const AttentionProblem& p, const void* q,
                                   const void* k, const void* v, const void* mask, void* out);
+// Launches of warp-specialized kernels so far, and those of them that ran
+// the cp.async twin instead (for tests and the debug log).
+struct FlashTmaLaunches {
+  int64_t tma = 0, twin = 0;
+};
+FlashTmaLaunches CountFlashTmaLaunches();
 
 }  // namespace fusebox::cuda

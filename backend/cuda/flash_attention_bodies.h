@@ -11,9 +11,13 @@
 
 namespace fusebox::cuda {
 
-// sm_90: warpgroups multiplying by wgmma (after the 16-bit common part), its
-// wgmma shapes spelled out for `config`.
+// sm_90: the wgmma helpers (fences, descriptors, the two wgmma shapes spelled
+// out for `config`, issuing S = Q K^T and O += P V), after the 16-bit common part.
+std::string FlashWgmmaCommon(const FlashConfig& config);
+// sm_90: warpgroups multiplying by wgmma, loading by cp.async (FlashWgmmaCommon first).
 std::string FlashWgmmaBody(const FlashConfig& config);
+// sm_90: a TMA producer warpgroup and two consumers (FlashWgmmaCommon first).
+std::string FlashWarpSpecializedBody(const FlashConfig& config);
 
 // f32 by FMA on 16 x 16 threads (any architecture).
 const char* FlashF32Body();

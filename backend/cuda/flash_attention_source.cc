@@ -397,7 +397,8 @@ std::string FlashAttentionSource(const FlashConfig& c) {
       "// fusebox flash attention (backend/cuda/flash_attention.h): ", DTypeName(c.dtype), ", E ", c.head_dim, ", ",
       backend::AttentionMaskName(c.mask), ", ", c.block_m(), " x ", c.block_n, " tiles, ",
       f32       ? absl::StrCat(c.warps, " warps (f32 FMA)")
-      : c.wgmma ? absl::StrCat(c.warps / 4, " warpgroups (wgmma)")
+      : c.warp_specialized ? "a TMA producer warpgroup and 2 wgmma consumers"
+      : c.wgmma            ? absl::StrCat(c.warps / 4, " warpgroups (wgmma)")
                 : absl::StrCat(c.warps, " warps of ", 16 * c.m_tiles, " rows"),
       "\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n,
       ", kBM = ", c.block_m(), ", kThreads = ", c.threads(), ", kMask = ", static_cast<int>(c.mask),
@@ -408,7 +409,8 @@ std::string FlashAttentionSource(const FlashConfig& c) {
   if (f32) return absl::StrCat(out, FlashF32Body());
   absl::StrAppend(&out, "#define FB_T \"", bf16 ? "bf16" : "f16", "\"\n", kTensorCoreCommon);
   if (!c.wgmma) return absl::StrCat(out, "constexpr int kMT = ", c.m_tiles, ";\n", kMmaSyncBody);
-  return absl::StrCat(out, FlashWgmmaBody(c));
+  absl::StrAppend(&out, "constexpr int kStages = ", c.stages(), ";\n");
+  return absl::StrCat(out, c.warp_specialized ? FlashWarpSpecializedBody(c) : FlashWgmmaBody(c));
 }
 
 }  // namespace fusebox::cuda

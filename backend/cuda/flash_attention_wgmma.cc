@@ -16,7 +16,7 @@ namespace {
 // beside this tile's P V, and the next softmax overlaps P V too (its
 // rescale of the output waits for P V). K/V tiles in three stages: step j
 // reads K of tile j + 1 and V of tile j while tile j + 2 loads.
-constexpr const char* kWgmmaBody = R"(
+constexpr const char* kWgmmaCommon = R"(
 // Orders the registers against the asynchronous wgmma: nothing reads or
 // writes them across this point.
 template <int NB, int W>
@@ -58,7 +58,11 @@ __device__ __forceinline__ void fb_issue_pv(float (&acc)[kE / 8][4], const fb_u3
   }
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const FbAttnParams p) {
+)";
+
+// The kernel: every warp loads its share of each tile by cp.async, and a
+// barrier a tile keeps the warpgroups in step.
+constexpr const char* kWgmmaKernel = R"(extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const FbAttnParams p) {
   extern __shared__ __align__(1024) unsigned char fb_shared[];
   FbBlock blk;
   if (!fb_block(p, blk)) return;
@@ -177,8 +181,10 @@ std::string WgmmaFunctions(const FlashConfig& c) {
 
 }  // namespace
 
-std::string FlashWgmmaBody(const FlashConfig& config) {
-  return absl::StrReplaceAll(kWgmmaBody, {{"FB_WGMMA_FUNCTIONS", WgmmaFunctions(config)}});
+std::string FlashWgmmaCommon(const FlashConfig& config) {
+  return absl::StrReplaceAll(kWgmmaCommon, {{"FB_WGMMA_FUNCTIONS", WgmmaFunctions(config)}});
 }
+
+std::string FlashWgmmaBody(const FlashConfig& config) { return FlashWgmmaCommon(config) + kWgmmaKernel; }
 
 }  // namespace fusebox::cuda

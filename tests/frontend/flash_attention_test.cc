@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/flash_attention.h"
+#include "backend/tuning.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -279,6 +282,74 @@ TEST_P(FlashAttentionTest, BoolMasksDroppingTrailingKeysMatchFloat64) {
         }
       }
     }
+  }
+}
+
+// Knob::kFlashWarpSpecialized (sm_90, 16-bit): the TMA producer kernel
+// against float64 over head dims, sizes off the tiles, causal and masked;
+// nanoGPT's head views (a 4-dim tensor map over [B, T, H, E] strides), k and
+// v broadcast over heads (a stride-0 batch dim), and rows TMA cannot read
+// (65 elements apart: the cp.async twin runs). Elsewhere the knob changes
+// nothing and the same results hold.
+TEST_P(FlashAttentionTest, WarpSpecializedKernelMatchesFloat64) {
+  backend::ScopedTuning ws({{backend::Knob::kFlashWarpSpecialized, 1}});
+  const cuda::FlashTmaLaunches before = cuda::CountFlashTmaLaunches();
+  auto sdpa = [](bool causal) {
+    return compile([causal](const Tensor& a, const Tensor& b, const Tensor& c) {
+      return scaled_dot_product_attention(a, b, c, Tensor(), 0.0, causal);
+    });
+  };
+  struct Case {
+    DType dtype;
+    int64_t e, l, s;
+  };
+  for (Case c : {Case{kBF16, 64, 1, 1}, Case{kBF16, 64, 1000, 1000}, Case{kF16, 128, 17, 130}, Case{kBF16, 128, 130, 17},
+                 Case{kBF16, 128, 1000, 1000}, Case{kBF16, 64, 300, 2000}, Case{kF16, 64, 2048, 2048}}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(testing::Message() << DTypeName(c.dtype) << " E " << c.e << " L " << c.l << " S " << c.s
+                                      << (causal ? " causal" : ""));
+      const Tensor q = Random({2, c.l, c.e}, c.dtype, 0.3), k = Random({2, c.s, c.e}, c.dtype, 0.3),
+                   v = Random({2, c.s, c.e}, c.dtype);
+      auto f = sdpa(causal);
+      EXPECT_TRUE(CloseToAttention(f(q, k, v), AttentionRef(q, k, v, 1 / std::sqrt(static_cast<double>(c.e)),
+                                                            causal ? +kCausal : +kAll, kNoBias),
+                                   "compiled"));
+    }
+  }
+  // nanoGPT: q, k, v split from one [B, T, 3C] tensor, heads viewed out of it.
+  const int64_t b = 2, t = 515, h = 3, e = 64;
+  const Tensor qkv = Random({b, t, 3 * h * e}, kBF16, 0.3);
+  const std::vector<Tensor> parts = split(qkv, h * e, 2);
+  auto heads = [&](const Tensor& x) { return x.view({b, t, h, e}).transpose(1, 2); };
+  const Expected want_heads = AttentionRef(heads(parts[0]).contiguous(), heads(parts[1]).contiguous(),
+                                           heads(parts[2]).contiguous(), 0.125, kCausal, kNoBias);
+  EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]),
+                                                            Tensor(), 0.0, true),
+                               want_heads, "head views"));
+  // k and v shared by every head, and a bool mask.
+  const Tensor q = Random({2, 4, 200, 128}, kBF16, 0.3), k = Random({2, 1, 333, 128}, kBF16, 0.3),
+               v = Random({2, 1, 333, 128}, kBF16);
+  const Tensor kx = k.expand({2, 4, 333, 128}).contiguous(), vx = v.expand({2, 4, 333, 128}).contiguous();
+  EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, 0.1),
+                               AttentionRef(q, kx, vx, 0.1, kAll, kNoBias), "broadcast"));
+  std::vector<double> keep(200 * 333);
+  for (size_t i = 0; i < keep.size(); ++i) keep[i] = (i * 7919) % 5 != 0;
+  const Tensor mask = Tensor::from_vector(keep, {200, 333}, kBool, device());
+  auto allowed = [&](int64_t, int64_t i, int64_t j) { return keep[i * 333 + j] != 0; };
+  EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(q, k, v, mask, 0.0, false, 0.1),
+                               AttentionRef(q, kx, vx, 0.1, allowed, kNoBias), "bool mask"));
+  const int64_t aligned = cuda::CountFlashTmaLaunches().twin;
+  // Rows 65 elements apart: TMA cannot read them.
+  const Tensor x = Random({2, 50, 65}, kBF16, 0.3);
+  const Tensor xq = split(x, 64, 2)[0];
+  EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(xq, xq, xq, Tensor(), 0.0, true),
+                               AttentionRef(xq.contiguous(), xq.contiguous(), xq.contiguous(), 0.125, kCausal, kNoBias),
+                               "unaligned rows"));
+  const cuda::FlashTmaLaunches after = cuda::CountFlashTmaLaunches();
+  if (device().is_cuda() && cuda::Driver::Get().ComputeCapability(device().index).value_or(0) == 90) {
+    EXPECT_EQ(aligned, before.twin) << "every aligned operand above has a tensor map";
+    EXPECT_GE(after.tma - before.tma, 17);  // 14 compiled calls, 3 eager
+    EXPECT_EQ(after.twin - before.twin, 1);
   }
 }
 

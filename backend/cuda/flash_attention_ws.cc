@@ -1,0 +1,220 @@
+// The sm_90 warp-specialized body of the flash-attention kernel
+// (flash_attention_bodies.h): FlashAttention-3's schedule.
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/flash_attention_bodies.h"
+
+namespace fusebox::cuda {
+namespace {
+
+// Three warpgroups. The first is the producer: one thread loads Q once and
+// then every K and V tile by TMA (cp.async.bulk.tensor, the 128-byte swizzle
+// the wgmma descriptors read) into kStages stages, each stage's K and V
+// behind their own "full" mbarrier (the copy's bytes complete it) and "empty"
+// one (each consumer warp arrives once it is done reading). It then gives
+// its registers away (setmaxnreg) to the two consumers, warpgroups of 64
+// query rows each, which multiply as the wgmma body does (S of tile j + 1
+// beside P V of tile j, the softmax overlapping P V) but never wait for one
+// another: no __syncthreads in the loop, so a warpgroup's softmax runs while
+// the other's GEMMs hold the tensor cores (ping-pong: named barriers 1 and 2
+// hand the issue of the GEMMs from one to the other, so their softmaxes fall
+// between the other's GEMMs rather than beside them).
+constexpr const char* kWarpSpecializedBody = R"(
+// The host's FlashWsParams: the plain parameters, then tensor maps of q, k
+// and v (cuTensorMapEncodeTiled: 5 dims, E, rows, three batch coordinates),
+// read in place by TMA (the kernel takes them as a __grid_constant__).
+struct __align__(128) FbTmap { unsigned long long v[16]; };
+struct FbWsParams {
+  FbAttnParams a;
+  FbTmap tq, tk, tv;
+  signed char q_dim[4], k_dim[4], v_dim[4];  // per batch dim: the map coordinate it adds to, -1 none
+};
+static_assert(sizeof(FbWsParams) == 896, "FbWsParams must match the host's FlashWsParams");
+
+
+__device__ __forceinline__ void fb_mbar_init(fb_u32 bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void fb_mbar_expect_tx(fb_u32 bar, fb_u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void fb_mbar_arrive(fb_u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+// Waits until the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ void fb_mbar_wait(fb_u32 bar, int parity) {
+  asm volatile("{\n.reg .pred done;\nFB_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra FB_WAIT;\n}" :: "r"(bar), "r"(parity) : "memory");
+}
+// A consumer warp is done reading a stage (its wgmma waited): lane 0 arrives.
+__device__ __forceinline__ void fb_release(fb_u32 bar, int lane) {
+  if (lane == 0) fb_mbar_arrive(bar);
+}
+// Ping-pong: consumer c waits for its turn to issue GEMMs (barrier 1 + c),
+// then hands the turn to the other (each barrier: 128 threads wait, 128 arrive).
+__device__ __forceinline__ void fb_turn_wait(int c) { asm volatile("bar.sync %0, 256;" :: "r"(1 + c) : "memory"); }
+__device__ __forceinline__ void fb_turn_give(int c) { asm volatile("bar.arrive %0, 256;" :: "r"(2 - c) : "memory"); }
+
+// ROWS rows of a tensor map from row0 into `dst` (kE / 64 boxes of [ROWS][64
+// values], the column blocks fb_swz lays out), completing `bar`'s bytes.
+template <int ROWS>
+__device__ __forceinline__ void fb_tma_tile(fb_u32 dst, const FbTmap* map, fb_u32 bar, int row0, const int (&c)[3]) {
+#pragma unroll
+  for (int h = 0; h < kE / 64; ++h) {
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, "
+        "%6}], [%7];" :: "r"(dst + h * ROWS * 128), "l"((unsigned long long)map), "r"(h * 64), "r"(row0), "r"(c[0]),
+        "r"(c[1]), "r"(c[2]), "r"(bar) : "memory");
+  }
+}
+// The block's batch index as each operand map's three batch coordinates:
+// batch dims merged into one map dim count in mixed radix.
+__device__ __forceinline__ void fb_add_coord(int (&c)[3], int (&radix)[3], int dim, int i, int n) {
+#pragma unroll
+  for (int g = 0; g < 3; ++g) {
+    if (dim == g) c[g] += i * radix[g], radix[g] *= n;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_constant__ FbWsParams p) {
+  extern __shared__ __align__(1024) unsigned char fb_shared[];
+  // Q full; per stage K full, V full, K empty, V empty.
+  __shared__ __align__(8) unsigned long long fb_bars[1 + 4 * kStages];
+  FbBlock blk;
+  if (!fb_block(p.a, blk)) return;
+  const long long mo = blk.mo;
+  const int m0 = blk.m0, tiles = blk.tiles;
+  const fb_u32 sq = (fb_smem(fb_shared) + 1023) & ~1023u;  // the host asks for 1024 bytes more
+  const fb_u32 bars = fb_smem(fb_bars);
+#define FB_STAGE(st) (sq + kQBytes + (st) * 2 * kTileBytes)
+#define FB_K_FULL(st) (bars + 8 * (1 + (st)))
+#define FB_V_FULL(st) (bars + 8 * (1 + kStages + (st)))
+#define FB_K_EMPTY(st) (bars + 8 * (1 + 2 * kStages + (st)))
+#define FB_V_EMPTY(st) (bars + 8 * (1 + 3 * kStages + (st)))
+  if (threadIdx.x == 0) {
+    fb_mbar_init(bars, 1);
+#pragma unroll
+    for (int st = 0; st < kStages; ++st) {
+      fb_mbar_init(FB_K_FULL(st), 1), fb_mbar_init(FB_V_FULL(st), 1);
+      fb_mbar_init(FB_K_EMPTY(st), 8), fb_mbar_init(FB_V_EMPTY(st), 8);  // the consumers' 8 warps
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0), lane = threadIdx.x & 31;
+
+  if (wg == 0) {  // the producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
+    if (threadIdx.x == 0) {
+      int cq[3] = {0, 0, 0}, ck[3] = {0, 0, 0}, cv[3] = {0, 0, 0};
+      int rq[3] = {1, 1, 1}, rk[3] = {1, 1, 1}, rv[3] = {1, 1, 1};
+      long long rest = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+#pragma unroll
+      for (int d = 3; d >= 0; --d) {
+        const int n = (int)p.a.batch_sizes[d], i = (int)(rest % n);
+        rest /= n;
+        fb_add_coord(cq, rq, p.q_dim[d], i, n), fb_add_coord(ck, rk, p.k_dim[d], i, n);
+        fb_add_coord(cv, rv, p.v_dim[d], i, n);
+      }
+      fb_mbar_expect_tx(bars, kQBytes);
+      fb_tma_tile<kBM>(sq, &p.tq, bars, m0, cq);
+      for (int j = 0; j < tiles; ++j) {
+        // Round j / kStages of a stage waits for the consumers' release of
+        // the round before (the first round's wait passes at once).
+        const int st = j % kStages, parity = ((j / kStages) & 1) ^ 1;
+        fb_mbar_wait(FB_K_EMPTY(st), parity);
+        fb_mbar_expect_tx(FB_K_FULL(st), kTileBytes);
+        fb_tma_tile<kBN>(FB_STAGE(st), &p.tk, FB_K_FULL(st), j * kBN, ck);
+        fb_mbar_wait(FB_V_EMPTY(st), parity);
+        fb_mbar_expect_tx(FB_V_FULL(st), kTileBytes);
+        fb_tma_tile<kBN>(FB_STAGE(st) + kTileBytes, &p.tv, FB_V_FULL(st), j * kBN, cv);
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;" ::: "memory");
+  const int c = wg - 1;  // the consumer: query rows m0 + 64 c on
+  const int wrow = m0 + c * 64 + ((threadIdx.x >> 5) & 3) * 16;  // the warp's first row
+  const fb_u32 qs = sq + c * 64 * 128;
+  float acc[kE / 8][4];
+#pragma unroll
+  for (int e = 0; e < kE / 8; ++e) acc[e][0] = acc[e][1] = acc[e][2] = acc[e][3] = 0.f;
+  float mrow[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, lrow[2] = {0.f, 0.f};
+  float s[kBN / 8][4];
+  fb_u32 pf[kBN / 16][4];
+  // Both consumers take every tile (the causal diagonal masks what the
+  // first's rows do not see), so the turns pair up: consumer 0 starts, and
+  // consumer 1 gives no turn after its last GEMM (none would take it).
+  if (c == 1) fb_turn_give(1);
+  fb_mbar_wait(bars, 0);
+  {  // tile 0's P
+    float corr[2];
+    fb_mbar_wait(FB_K_FULL(0), 0);
+    fb_turn_wait(c);
+    fb_wgmma_fence();
+    fb_issue_qk(s, qs, FB_STAGE(0));
+    fb_wgmma_commit();
+    fb_turn_give(c);
+    fb_wgmma_wait<0>();
+    fb_fence_regs(s);
+    fb_release(FB_K_EMPTY(0), lane);
+    fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, 0, wrow, lane);
+#pragma unroll
+    for (int t = 0; t < kBN / 16; ++t) fb_p_fragment(pf[t], s, t);
+  }
+  for (int j = 0; j < tiles; ++j) {
+    const int st = j % kStages, parity = (j / kStages) & 1;
+    if (j + 1 < tiles) {
+      const int next = (j + 1) % kStages;
+      fb_mbar_wait(FB_K_FULL(next), ((j + 1) / kStages) & 1);
+      fb_mbar_wait(FB_V_FULL(st), parity);
+      fb_turn_wait(c);
+      fb_fence_regs(acc);
+      fb_fence_regs(pf);
+      fb_wgmma_fence();
+      fb_issue_qk(s, qs, FB_STAGE(next));
+      fb_wgmma_commit();
+      fb_issue_pv(acc, pf, FB_STAGE(st) + kTileBytes);
+      fb_wgmma_commit();
+      fb_turn_give(c);
+      fb_wgmma_wait<1>();  // S of tile j + 1 is in; P V may still run
+      fb_fence_regs(s);
+      fb_release(FB_K_EMPTY(next), lane);
+      float corr[2];
+      fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, (j + 1) * kBN, wrow, lane);
+      fb_wgmma_wait<0>();
+      fb_fence_regs(acc);
+      fb_fence_regs(pf);
+      fb_release(FB_V_EMPTY(st), lane);
+      fb_rescale(acc, corr);
+#pragma unroll
+      for (int t = 0; t < kBN / 16; ++t) fb_p_fragment(pf[t], s, t);
+    } else {  // the last tile: P V alone
+      fb_mbar_wait(FB_V_FULL(st), parity);
+      fb_turn_wait(c);
+      fb_fence_regs(acc);
+      fb_fence_regs(pf);
+      fb_wgmma_fence();
+      fb_issue_pv(acc, pf, FB_STAGE(st) + kTileBytes);
+      fb_wgmma_commit();
+      if (c == 0) fb_turn_give(c);
+      fb_wgmma_wait<0>();
+      fb_fence_regs(acc);
+    }
+  }
+#undef FB_STAGE
+#undef FB_K_FULL
+#undef FB_V_FULL
+#undef FB_K_EMPTY
+#undef FB_V_EMPTY
+  fb_store_tile(acc, lrow, fb_out(p.a), p.a.o_row, wrow, p.a.l, lane);
+}
+)";
+
+}  // namespace
+
+std::string FlashWarpSpecializedBody(const FlashConfig& config) {
+  return FlashWgmmaCommon(config) + kWarpSpecializedBody;
+}
+
+}  // namespace fusebox::cuda
