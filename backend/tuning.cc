@@ -130,7 +130,8 @@ constexpr KnobInfo kKnobs[] = {
      "fastest; 1 takes the first untimed (`backend::cuda::SetCublasLtCandidates` sets it in code)"},
     {Knob::kFlashBlockN, "FUSEBOX_TUNE_FLASH_BLOCK_N", kInt, 0, 0, 128,
      "CUDA flash attention (`backend/cuda/flash_attention.h`): keys per K/V tile, 16, 32, 64 or 128 (wgmma: 64 or 128; "
-     "f32: 32 or 64; others: the choice); 0 chooses (mma.sync 64; wgmma 64 at head dim 64, else 128 but 64 with a float mask)"},
+     "f32: 32 or 64; others: the choice); 0 chooses (mma.sync 64; sm_90 unmasked or causal 128; sm_90 masked 64 at head dim "
+     "64, else 128 but 64 with a float mask)"},
     {Knob::kFlashWarps, "FUSEBOX_TUNE_FLASH_WARPS", kInt, 0, 0, 16,
      "CUDA flash attention: warps per block, 4 or 8 (others: the choice); 0 chooses (4 with two tiles a warp, else 8)"},
     {Knob::kFlashMinBlocks, "FUSEBOX_TUNE_FLASH_MIN_BLOCKS", kInt, 0, 0, 4,
@@ -139,13 +140,6 @@ constexpr KnobInfo kKnobs[] = {
     {Knob::kFlashWarpTiles, "FUSEBOX_TUNE_FLASH_WARP_TILES", kInt, 0, 0, 2,
      "CUDA flash attention: 16-row query tiles per warp, 1 (Q held in registers) or 2 (Q read from shared memory, "
      "each K/V fragment feeding two tiles); 0 chooses (2 at head dim 64, unmasked or causal; else 1)"},
-    {Knob::kFlashMaskRowsReversed, "FUSEBOX_TUNE_FLASH_MASK_ROWS_REVERSED", kBool, 0, 0, 1,
-     "CUDA flash attention under a bool or float mask: 1 starts the blocks of the last query rows first, as causal "
-     "ones do (a tril mask's longest rows); 0 in row order. An experiment, not yet measured"},
-    {Knob::kFlashWarpSpecialized, "FUSEBOX_TUNE_FLASH_WARP_SPECIALIZED", kBool, 0, 0, 1,
-     "CUDA flash attention on sm_90, 16-bit: 1 loads K and V by TMA from a producer warpgroup beside two consumer "
-     "warpgroups (mbarriers, ping-pong; FlashAttention-3's schedule); 0 every warp loads by cp.async. An experiment, "
-     "not yet measured"},
 };
 static_assert(std::size(kKnobs) == kNumKnobs, "one row per Knob");
 

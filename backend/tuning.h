@@ -57,8 +57,6 @@ enum class Knob : int {
   kFlashWarps,
   kFlashMinBlocks,
   kFlashWarpTiles,
-  kFlashMaskRowsReversed,
-  kFlashWarpSpecialized,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(Knob::kCount);

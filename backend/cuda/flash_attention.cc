@@ -100,9 +100,42 @@ std::optional<CUtensorMap> OperandTensorMap(const void* ptr, const AttentionProb
 
 std::atomic<int64_t> tma_launches{0}, twin_launches{0};
 
-// The warp-specialized config's cp.async twin (same tiles).
-FlashConfig CpAsyncTwin(FlashConfig c) {
-  c.warp_specialized = false, c.warps = 8;
+// sm_90's 16-bit config (`c` names the problem): wgmma, and where `tma` and
+// the mask allow, the warp-specialized kernel.
+FlashConfig WgmmaConfig(FlashConfig c, bool tma, const backend::TuningSnapshot& tuning) {
+  // wgmma exists on sm_90 alone (sm_100 has tcgen05 instead), and there it
+  // wins: on the H200 (bf16, B 8, T 2048 / 4096, TFLOP/s) the mma.sync
+  // kernel ran 246-292 (causal 175-230), the cp.async wgmma one 309-352
+  // (228-294).
+  c.wgmma = true;
+  const int block_n = tuning.GetInt(backend::Knob::kFlashBlockN);
+  if (tma && (c.mask == AttentionMask::kNone || c.mask == AttentionMask::kCausal)) {
+    // Unmasked and causal: the warp-specialized kernel (TMA producer, two
+    // consumers, one block an SM), 128 keys a tile. Measured on the H100
+    // against the cp.async kernel below in one run (B 8, T 2048 / 4096,
+    // TFLOP/s; torch's SDPA, cuDNN, beside): head dim 128 330 / 360 -> 505 /
+    // 520 (574 / 579), causal 243 / 295 -> 368 / 444 (460 / 565); head dim 64
+    // 307 / 324 -> 336 / 376 (375 / 438), causal 225 / 261 -> 260 / 317 (327
+    // / 379); head dim 64 with 64 keys: 292 / 318, causal 228 / 273. Bool
+    // and float masks stay on the cp.async kernel: GPT-2's tril bool mask
+    // took 294 us a layer there against 243.
+    c.warp_specialized = true, c.warps = 12, c.block_n = 128;
+    if (block_n == 64 || block_n == 128) c.block_n = block_n;
+    return c;
+  }
+  // Two warpgroups (128 query rows). Keys a tile, measured on the H200
+  // (128 keys against 64): head dim 64 247-267 against 308-331, causal
+  // 191-223 against 226-261; head dim 128 326-352 against 306-330, causal
+  // 244-292 against 234-278. Three warpgroups of 64 keys: 240-255,
+  // 184-211, 305-360, 237-289; one (before the pipelining) 175-253. So two
+  // warpgroups, 64 keys at head dim 64, 128 at 128 (S, P and the output in
+  // registers: 64 + 32 + 64 floats a thread, 249 registers; a float mask's
+  // loads spill there, so it takes 64 keys). Every choice fits sm_90's
+  // 227 KB of shared memory a block (Q, three K/V stages).
+  c.warps = 8;
+  c.block_n = c.head_dim == 64 || c.mask == AttentionMask::kFloat ? 64 : 128;
+  if (block_n == 64 || block_n == 128) c.block_n = block_n;
+  if (const int blocks = tuning.GetInt(backend::Knob::kFlashMinBlocks); blocks > 0) c.min_blocks = blocks;
   return c;
 }
 
@@ -134,14 +167,12 @@ std::string FlashConfig::KernelName() const {
                       warp_specialized ? "_ws" : "",
                       !wgmma && m_tiles > 1 ? absl::StrCat("_t", m_tiles) : "",
                       dtype == DType::kFloat32 && thread_rows != 4 ? absl::StrCat("_r", thread_rows) : "",
-                      min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "", rows_reversed ? "_rev" : "");
+                      min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "");
 }
 
 FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
                               const backend::TuningSnapshot& tuning) {
   FlashConfig c{.head_dim = static_cast<int>(head_dim), .dtype = dtype, .mask = mask};
-  c.rows_reversed = (mask == AttentionMask::kBool || mask == AttentionMask::kFloat) &&
-                    tuning.On(backend::Knob::kFlashMaskRowsReversed);
   if (dtype == DType::kFloat32) {
     // f32 (FMA, every architecture): 256 threads, two blocks an SM (128
     // registers). Head dim 64: 8 query rows a thread (128 a block), 64 keys a
@@ -161,31 +192,7 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
     if (const int blocks = tuning.GetInt(backend::Knob::kFlashMinBlocks); blocks > 0) c.min_blocks = blocks;
     return c;
   }
-  // wgmma exists on sm_90 alone (sm_100 has tcgen05 instead), and there it
-  // wins: on the H200 (bf16, B 8, T 2048 / 4096, TFLOP/s) the mma.sync
-  // kernel below ran 246-292 (causal 175-230), this one 309-352 (228-294).
-  if (arch == 90) {
-    c.wgmma = true;
-    // Two warpgroups (128 query rows). Keys a tile, measured on the H200
-    // (128 keys against 64): head dim 64 247-267 against 308-331, causal
-    // 191-223 against 226-261; head dim 128 326-352 against 306-330, causal
-    // 244-292 against 234-278. Three warpgroups of 64 keys: 240-255,
-    // 184-211, 305-360, 237-289; one (before the pipelining) 175-253. So two
-    // warpgroups, 64 keys at head dim 64, 128 at 128 (S, P and the output in
-    // registers: 64 + 32 + 64 floats a thread, 249 registers; a float mask's
-    // loads spill there, so it takes 64 keys). Every choice fits sm_90's
-    // 227 KB of shared memory a block (Q, three K/V stages).
-    c.warps = 8;
-    c.block_n = head_dim == 64 || mask == AttentionMask::kFloat ? 64 : 128;
-    if (const int block_n = tuning.GetInt(backend::Knob::kFlashBlockN); block_n == 64 || block_n == 128) {
-      c.block_n = block_n;
-    }
-    if (const int blocks = tuning.GetInt(backend::Knob::kFlashMinBlocks); blocks > 0) c.min_blocks = blocks;
-    // Warp-specialized (Knob::kFlashWarpSpecialized, an experiment): a TMA
-    // producer warpgroup beside the two consumers, one block an SM.
-    if (tuning.On(backend::Knob::kFlashWarpSpecialized)) c.warp_specialized = true, c.warps = 12, c.min_blocks = 1;
-    return c;
-  }
+  if (arch == 90) return WgmmaConfig(c, /*tma=*/true, tuning);
   // 128 query rows a block, 64 keys a tile. Measured on the H200 (bf16, B 8,
   // T 2048/4096): two 16-row tiles a warp (4 warps; each K/V fragment feeds
   // two mma) against one (8 warps, Q in registers): head dim 64 201-211 ->
@@ -209,6 +216,12 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
 std::optional<FlashConfig> FlashConfigFor(const AttentionProblem& p, int arch, const backend::TuningSnapshot& tuning) {
   if (!FlashAttentionSupports(p.dtype, p.e)) return std::nullopt;
   return ChooseFlashConfig(p.e, p.dtype, p.mask, arch, tuning);
+}
+
+FlashConfig FlashCpAsyncTwin(const FlashConfig& c) {
+  if (!c.warp_specialized) return c;
+  return WgmmaConfig(FlashConfig{.head_dim = c.head_dim, .dtype = c.dtype, .mask = c.mask}, /*tma=*/false,
+                     backend::TuningSnapshot());
 }
 
 std::vector<FlashConfig> DefaultFlashConfigs(int arch) {
@@ -285,7 +298,7 @@ absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const A
       tma_launches.fetch_add(1, std::memory_order_relaxed);
     } else {
       twin_launches.fetch_add(1, std::memory_order_relaxed);
-      absl::StatusOr<const FlashKernel*> twin = GetFlashKernel(CpAsyncTwin(c), device, kernel.arch);
+      absl::StatusOr<const FlashKernel*> twin = GetFlashKernel(FlashCpAsyncTwin(c), device, kernel.arch);
       if (!twin.ok()) return twin.status();
       return LaunchFlashAttention(device, **twin, p, q, k, v, mask, out);
     }

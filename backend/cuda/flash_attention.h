@@ -46,9 +46,6 @@ struct FlashConfig {
   // specialization): warps = 12, the first 4 load, 8 multiply (block_m 128).
   bool warp_specialized = false;
   int thread_rows = 4;  // f32: query rows a thread holds (a block of 16 x 16 threads takes 16 x this)
-  // Masked: the last query rows' blocks start first (causal ones always do;
-  // Knob::kFlashMaskRowsReversed).
-  bool rows_reversed = false;
   int block_m() const;  // query rows a block
 
   int threads() const { return 32 * warps; }
@@ -65,6 +62,9 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
 // does not take it (FlashAttentionSupports): what preparing, describing and
 // compiling ahead an attention node all ask.
 std::optional<FlashConfig> FlashConfigFor(const AttentionProblem& p, int arch, const backend::TuningSnapshot& tuning);
+// What runs a warp-specialized config's problem where TMA cannot read the
+// operands: the cp.async wgmma kernel (any other config: itself).
+FlashConfig FlashCpAsyncTwin(const FlashConfig& c);
 // Every config the default tuning chooses on sm_<arch> (the NVRTC test compiles each).
 std::vector<FlashConfig> DefaultFlashConfigs(int arch);
 
@@ -84,12 +84,12 @@ struct FlashKernel {
 // >= 0, loads it there (once per device and config).
 absl::StatusOr<const FlashKernel*> GetFlashKernel(const FlashConfig& config, int device, int arch);
 
-// Enqueues `p` on `device` (its context current). A warp-specialized kernel
-// whose operands TMA cannot read (unaligned, more than three batch
-// coordinates) runs its cp.async twin instead, compiled on first need.
 // Enqueues `p` on `device` (its context current): q, k, v, mask (kBool: one
 // byte per element; kFloat: p.dtype) are device pointers as `p`'s strides
-// describe them, and `out` as p.o_batch and p.o_row do. l, s > 0.
+// describe them, and `out` as p.o_batch and p.o_row do. l, s > 0. A
+// warp-specialized kernel whose operands TMA cannot read (unaligned, more
+// than three batch coordinates) runs its cp.async twin instead, compiled on
+// first need.
 absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const AttentionProblem& p, const void* q,
                                   const void* k, const void* v, const void* mask, void* out);
 // Launches of warp-specialized kernels so far, and those of them that ran

@@ -104,8 +104,8 @@ __device__ __forceinline__ int fb_mask_tiles(const FbAttnParams& p, long long mo
 // What a block works on: batch b (its q, k, v and mask offset), query rows
 // from m0, and the K/V tiles that count (causal: none past the block's last
 // row; a bool mask: fb_mask_tiles). Causal blocks of the last rows (the most
-// keys) start first (kLastRowsFirst; masked ones under
-// Knob::kFlashMaskRowsReversed).
+// keys) start first (kLastRowsFirst); masked ones in row order (starting a
+// tril mask's last rows first measured the same, 243 us a GPT-2 layer).
 struct FbBlock {
   long long mo;
   int m0, tiles;
@@ -403,7 +403,7 @@ std::string FlashAttentionSource(const FlashConfig& c) {
       "\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n,
       ", kBM = ", c.block_m(), ", kThreads = ", c.threads(), ", kMask = ", static_cast<int>(c.mask),
       ", kMinBlocks = ", c.min_blocks, ";\nconstexpr bool kLastRowsFirst = ",
-      c.mask == backend::AttentionMask::kCausal || c.rows_reversed ? "true" : "false", ";\ntypedef ",
+      c.mask == backend::AttentionMask::kCausal ? "true" : "false", ";\ntypedef ",
       f32 ? "float" : "unsigned short",
       " fb_elem;\nconstexpr bool kBF16 = ", bf16 ? "true" : "false", ";\n", kBlockCommon);
   if (f32) return absl::StrCat(out, FlashF32Body());

@@ -97,32 +97,38 @@ TEST(FlashAttentionTest, TheWgmmaKernelsOtherTileCompilesToo) {
   }
 }
 
-// Knob::kFlashWarpSpecialized (an experiment): on sm_90 the 16-bit kernels
-// take a TMA producer warpgroup beside two wgmma consumers; every mask and
-// head dim compiles without spills, at both tiles of keys; f32 and other
-// architectures are untouched.
-TEST(FlashAttentionTest, WarpSpecializedKernelsCompileWithoutSpills) {
-  for (int block_n : {0, 64, 128}) {
+// sm_90's unmasked and causal 16-bit kernels take a TMA producer warpgroup
+// beside two wgmma consumers, at both tiles of keys, and their cp.async twins
+// (for operands TMA cannot read) compile too; masked kernels, f32 and other
+// architectures keep theirs.
+TEST(FlashAttentionTest, WarpSpecializedKernelsAndTheirTwinsCompileWithoutSpills) {
+  for (int block_n : {0, 64}) {
     backend::TuningSnapshot t;
-    t.Set(backend::Knob::kFlashWarpSpecialized, 1).Set(backend::Knob::kFlashBlockN, block_n);
+    t.Set(backend::Knob::kFlashBlockN, block_n);
     for (int e : {64, 128}) {
-      for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal, AttentionMask::kBool, AttentionMask::kFloat}) {
+      for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal}) {
         const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, m, 90, t);
         EXPECT_TRUE(c.wgmma && c.warp_specialized);
         EXPECT_EQ(c.threads(), 384);
         EXPECT_EQ(c.block_m(), 128);
+        EXPECT_EQ(c.block_n, block_n == 0 ? 128 : block_n);
         EXPECT_LE(c.SharedBytes(), 227 * 1024) << "sm_90's shared memory a block";
         EXPECT_THAT(c.KernelName(), HasSubstr("_ws"));
-        if (block_n == 128 && m == AttentionMask::kFloat && e == 128) continue;  // as the cp.async kernel's
-        ExpectCompilesWithoutSpills(c);
+        if (block_n != 0) ExpectCompilesWithoutSpills(c);  // the default ones compile in EveryDefaultConfig...
+        const FlashConfig twin = cuda::FlashCpAsyncTwin(c);
+        EXPECT_TRUE(twin.wgmma && !twin.warp_specialized);
+        EXPECT_EQ(twin.threads(), 256);
+        if (block_n == 0) ExpectCompilesWithoutSpills(twin);
       }
     }
   }
-  backend::TuningSnapshot t;
-  t.Set(backend::Knob::kFlashWarpSpecialized, 1);
-  EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kFloat32, AttentionMask::kNone, 90, t).warp_specialized);
-  EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, 80, t).warp_specialized);
-  ExpectCompilesWithoutSpills(cuda::ChooseFlashConfig(128, DType::kFloat16, AttentionMask::kCausal, 90, t));
+  for (AttentionMask m : {AttentionMask::kBool, AttentionMask::kFloat}) {
+    const FlashConfig c = cuda::ChooseFlashConfig(64, DType::kBFloat16, m, 90, {});
+    EXPECT_TRUE(c.wgmma && !c.warp_specialized);
+    EXPECT_EQ(cuda::FlashCpAsyncTwin(c), c);
+  }
+  EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kFloat32, AttentionMask::kNone, 90, {}).warp_specialized);
+  EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, 80, {}).warp_specialized);
 }
 
 TEST(FlashAttentionTest, TheKnobsOtherTilesCompileToo) {
@@ -140,26 +146,6 @@ TEST(FlashAttentionTest, TheKnobsOtherTilesCompileToo) {
         ExpectCompilesWithoutSpills(c);
       }
     }
-  }
-}
-
-// Knob::kFlashMaskRowsReversed (an experiment): masked kernels start the
-// last query rows' blocks first, as causal ones always do; unmasked ones
-// keep row order; the kernel is named apart and compiles without spills.
-TEST(FlashAttentionTest, MaskedBlocksCanStartWithTheLastRows) {
-  backend::TuningSnapshot t;
-  t.Set(backend::Knob::kFlashMaskRowsReversed, 1);
-  for (AttentionMask m : {AttentionMask::kBool, AttentionMask::kFloat, AttentionMask::kNone, AttentionMask::kCausal}) {
-    const bool masked = m == AttentionMask::kBool || m == AttentionMask::kFloat;
-    const FlashConfig c = cuda::ChooseFlashConfig(64, DType::kBFloat16, m, 90, t);
-    const FlashConfig plain = cuda::ChooseFlashConfig(64, DType::kBFloat16, m, 90, {});
-    EXPECT_EQ(c.rows_reversed, masked);
-    EXPECT_FALSE(plain.rows_reversed);
-    EXPECT_EQ(c.KernelName() != plain.KernelName(), masked) << c.KernelName();
-    const bool last_first = masked || m == AttentionMask::kCausal;
-    EXPECT_THAT(cuda::FlashAttentionSource(c),
-                ::testing::HasSubstr(absl::StrCat("constexpr bool kLastRowsFirst = ", last_first ? "true" : "false")));
-    if (masked) ExpectCompilesWithoutSpills(c);
   }
 }
 
