@@ -83,6 +83,10 @@ std::optional<CUtensorMap> OperandTensorMap(const void* ptr, const AttentionProb
     dims[d] = static_cast<signed char>(groups - 1), last = d;
   }
   for (int g = groups + 1; g < 4; ++g) strides[g] = strides[0];
+  // The kernel's coordinates are 32-bit.
+  for (uint64_t size : sizes) {
+    if (size >= (uint64_t{1} << 31)) return std::nullopt;
+  }
   for (uint64_t s : strides) {
     if (s % 16 != 0 || s >= (uint64_t{1} << 40)) return std::nullopt;
   }
