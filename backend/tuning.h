@@ -57,6 +57,7 @@ enum class Knob : int {
   kFlashWarps,
   kFlashMinBlocks,
   kFlashWarpTiles,
+  kFlashConsumers,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(Knob::kCount);

@@ -123,7 +123,10 @@ FlashConfig WgmmaConfig(FlashConfig c, bool tma, const backend::TuningSnapshot& 
     // / 379); head dim 64 with 64 keys: 292 / 318, causal 228 / 273. Bool
     // and float masks stay on the cp.async kernel: GPT-2's tril bool mask
     // took 294 us a layer there against 243.
-    c.warp_specialized = true, c.warps = 12, c.block_n = 128;
+    // Knob::kFlashConsumers (an experiment): three consumers (192 query
+    // rows, 160 registers a thread), as FlashAttention-3 takes at head dim 64.
+    const int consumers = tuning.GetInt(backend::Knob::kFlashConsumers) == 3 ? 3 : 2;
+    c.warp_specialized = true, c.warps = 4 + 4 * consumers, c.block_n = 128;
     if (block_n == 64 || block_n == 128) c.block_n = block_n;
     return c;
   }
@@ -156,7 +159,18 @@ int FlashConfig::block_m() const {
   return wgmma ? 16 * warps : 16 * m_tiles * warps;
 }
 
-int FlashConfig::stages() const { return wgmma ? 3 : 2; }
+int FlashConfig::stages() const {
+  if (!warp_specialized) return wgmma ? 3 : 2;  // the cp.async wgmma kernel's loop is written for three
+  // Three where they fit sm_90's 227 KB a block (with Q and 1024 bytes to
+  // align): all but three consumers at head dim 128 with 128 keys.
+  return int64_t{2} * head_dim * (block_m() + 6 * block_n) + 1024 <= 227 * 1024 ? 3 : 2;
+}
+
+int FlashConfig::consumer_registers() const {
+  // The register file (64K) less the producer warpgroup's 24 a thread, in
+  // steps of 8 (setmaxnreg's), at most 240.
+  return std::min(240, (65536 - 128 * 24) / (128 * consumers()) / 8 * 8);
+}
 
 int64_t FlashConfig::SharedBytes() const {
   // f32: Q, K and V in rows of E + 4 floats, P^T in rows of BM + 4.

@@ -43,13 +43,16 @@ struct FlashConfig {
   // (compiled for sm_90a); m_tiles is then unused.
   bool wgmma = false;
   // wgmma with a TMA producer warpgroup (FlashAttention-3's warp
-  // specialization): warps = 12, the first 4 load, 8 multiply (block_m 128).
+  // specialization): the first 4 warps load, the rest multiply in
+  // warpgroups of 64 query rows (warps 12: two consumers, block_m 128).
   bool warp_specialized = false;
   int thread_rows = 4;  // f32: query rows a thread holds (a block of 16 x 16 threads takes 16 x this)
   int block_m() const;  // query rows a block
 
   int threads() const { return 32 * warps; }
-  int stages() const;           // K/V tiles in flight: 2 (mma.sync), 3 (wgmma)
+  int stages() const;  // K/V tiles in flight: 2 (mma.sync), 3 (wgmma, where they fit)
+  int consumers() const { return (warps - 4) / 4; }  // warp-specialized: the multiplying warpgroups
+  int consumer_registers() const;                      // each consumer thread's, after the producer's 24
   int64_t SharedBytes() const;  // Q, then the stages of K and V (wgmma: and 1024 bytes to align)
   std::string KernelName() const;  // "fb_flash_attention_e64_bf16_causal_n64_w8"
   friend bool operator==(const FlashConfig&, const FlashConfig&) = default;

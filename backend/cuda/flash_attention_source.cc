@@ -397,7 +397,7 @@ std::string FlashAttentionSource(const FlashConfig& c) {
       "// fusebox flash attention (backend/cuda/flash_attention.h): ", DTypeName(c.dtype), ", E ", c.head_dim, ", ",
       backend::AttentionMaskName(c.mask), ", ", c.block_m(), " x ", c.block_n, " tiles, ",
       f32       ? absl::StrCat(c.warps, " warps (f32 FMA)")
-      : c.warp_specialized ? "a TMA producer warpgroup and 2 wgmma consumers"
+      : c.warp_specialized ? absl::StrCat("a TMA producer warpgroup and ", c.consumers(), " wgmma consumers")
       : c.wgmma            ? absl::StrCat(c.warps / 4, " warpgroups (wgmma)")
                 : absl::StrCat(c.warps, " warps of ", 16 * c.m_tiles, " rows"),
       "\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n,
@@ -410,6 +410,10 @@ std::string FlashAttentionSource(const FlashConfig& c) {
   absl::StrAppend(&out, "#define FB_T \"", bf16 ? "bf16" : "f16", "\"\n", kTensorCoreCommon);
   if (!c.wgmma) return absl::StrCat(out, "constexpr int kMT = ", c.m_tiles, ";\n", kMmaSyncBody);
   absl::StrAppend(&out, "constexpr int kStages = ", c.stages(), ";\n");
+  if (c.warp_specialized) {
+    absl::StrAppend(&out, "constexpr int kConsumers = ", c.consumers(), ", kConsumerRegisters = ",
+                    c.consumer_registers(), ";\n");
+  }
   return absl::StrCat(out, c.warp_specialized ? FlashWarpSpecializedBody(c) : FlashWgmmaBody(c));
 }
 

@@ -6,18 +6,19 @@
 namespace fusebox::cuda {
 namespace {
 
-// Three warpgroups. The first is the producer: one thread loads Q once and
+// 1 + kConsumers warpgroups (2 consumers; 3 under Knob::kFlashConsumers, an
+// experiment). The first is the producer: one thread loads Q once and
 // then every K and V tile by TMA (cp.async.bulk.tensor, the 128-byte swizzle
 // the wgmma descriptors read) into kStages stages, each stage's K and V
 // behind their own "full" mbarrier (the copy's bytes complete it) and "empty"
 // one (each consumer warp arrives once it is done reading). It then gives
-// its registers away (setmaxnreg) to the two consumers, warpgroups of 64
+// its registers away (setmaxnreg) to the consumers, warpgroups of 64
 // query rows each, which multiply as the wgmma body does (S of tile j + 1
 // beside P V of tile j, the softmax overlapping P V) but never wait for one
 // another: no __syncthreads in the loop, so a warpgroup's softmax runs while
-// the other's GEMMs hold the tensor cores (ping-pong: named barriers 1 and 2
-// hand the issue of the GEMMs from one to the other, so their softmaxes fall
-// between the other's GEMMs rather than beside them).
+// another's GEMMs hold the tensor cores (ping-pong: named barriers 1 + c
+// hand the issue of the GEMMs from one to the next, so their softmaxes fall
+// between the others' GEMMs rather than beside them).
 constexpr const char* kWarpSpecializedBody = R"(
 // The host's FlashWsParams: the plain parameters, then tensor maps of q, k
 // and v (cuTensorMapEncodeTiled: 5 dims, E, rows, three batch coordinates),
@@ -50,9 +51,12 @@ __device__ __forceinline__ void fb_release(fb_u32 bar, int lane) {
   if (lane == 0) fb_mbar_arrive(bar);
 }
 // Ping-pong: consumer c waits for its turn to issue GEMMs (barrier 1 + c),
-// then hands the turn to the other (each barrier: 128 threads wait, 128 arrive).
+// then hands the turn to the next, round the kConsumers (each barrier: 128
+// threads wait, 128 arrive).
 __device__ __forceinline__ void fb_turn_wait(int c) { asm volatile("bar.sync %0, 256;" :: "r"(1 + c) : "memory"); }
-__device__ __forceinline__ void fb_turn_give(int c) { asm volatile("bar.arrive %0, 256;" :: "r"(2 - c) : "memory"); }
+__device__ __forceinline__ void fb_turn_give(int c) {
+  asm volatile("bar.arrive %0, 256;" :: "r"(1 + (c + 1) % kConsumers) : "memory");
+}
 
 // ROWS rows of a tensor map from row0 into `dst` (kE / 64 boxes of [ROWS][64
 // values], the column blocks fb_swz lays out), completing `bar`'s bytes.
@@ -95,7 +99,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
 #pragma unroll
     for (int st = 0; st < kStages; ++st) {
       fb_mbar_init(FB_K_FULL(st), 1), fb_mbar_init(FB_V_FULL(st), 1);
-      fb_mbar_init(FB_K_EMPTY(st), 8), fb_mbar_init(FB_V_EMPTY(st), 8);  // the consumers' 8 warps
+      fb_mbar_init(FB_K_EMPTY(st), 4 * kConsumers), fb_mbar_init(FB_V_EMPTY(st), 4 * kConsumers);  // their warps
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -132,7 +136,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(kConsumerRegisters) : "memory");
   const int c = wg - 1;  // the consumer: query rows m0 + 64 c on
   const int wrow = m0 + c * 64 + ((threadIdx.x >> 5) & 3) * 16;  // the warp's first row
   const fb_u32 qs = sq + c * 64 * 128;
@@ -142,10 +146,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
   float mrow[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, lrow[2] = {0.f, 0.f};
   float s[kBN / 8][4];
   fb_u32 pf[kBN / 16][4];
-  // Both consumers take every tile (the causal diagonal masks what the
-  // first's rows do not see), so the turns pair up: consumer 0 starts, and
-  // consumer 1 gives no turn after its last GEMM (none would take it).
-  if (c == 1) fb_turn_give(1);
+  // Every consumer takes every tile (the causal diagonal masks what the
+  // first ones' rows do not see), so the turns pair up: consumer 0 starts
+  // (the last gives it the first turn), and the last gives no turn after its
+  // last GEMM (none would take it).
+  if (c == kConsumers - 1) fb_turn_give(c);
   fb_mbar_wait(bars, 0);
   {  // tile 0's P
     float corr[2];
@@ -197,7 +202,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
       fb_wgmma_fence();
       fb_issue_pv(acc, pf, FB_STAGE(st) + kTileBytes);
       fb_wgmma_commit();
-      if (c == 0) fb_turn_give(c);
+      if (c != kConsumers - 1) fb_turn_give(c);
       fb_wgmma_wait<0>();
       fb_fence_regs(acc);
     }

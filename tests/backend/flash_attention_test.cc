@@ -48,7 +48,7 @@ void ExpectCompilesWithoutSpills(const FlashConfig& c) {
     if (c.warp_specialized) {  // TMA into mbarriers; the producer's registers go to the consumers
       EXPECT_THAT(out->ptx, HasSubstr("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"));
       EXPECT_THAT(out->ptx, HasSubstr("mbarrier.try_wait.parity.shared::cta.b64"));
-      EXPECT_THAT(out->ptx, HasSubstr("setmaxnreg.inc.sync.aligned.u32 240"));
+      EXPECT_THAT(out->ptx, HasSubstr(absl::StrCat("setmaxnreg.inc.sync.aligned.u32 ", c.consumer_registers())));
       EXPECT_THAT(out->ptx, HasSubstr("bar.arrive"));
       return;
     }
@@ -129,6 +129,29 @@ TEST(FlashAttentionTest, WarpSpecializedKernelsAndTheirTwinsCompileWithoutSpills
   }
   EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kFloat32, AttentionMask::kNone, 90, {}).warp_specialized);
   EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, 80, {}).warp_specialized);
+}
+
+// Knob::kFlashConsumers (an experiment): three consumer warpgroups (192
+// query rows a block, 512 threads, 160 registers a consumer thread).
+TEST(FlashAttentionTest, ThreeConsumersCompileWithoutSpills) {
+  for (int block_n : {64, 128}) {
+    backend::TuningSnapshot t;
+    t.Set(backend::Knob::kFlashConsumers, 3).Set(backend::Knob::kFlashBlockN, block_n);
+    for (int e : {64, 128}) {
+      for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal}) {
+        const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, m, 90, t);
+        EXPECT_TRUE(c.warp_specialized);
+        EXPECT_EQ(c.consumers(), 3);
+        EXPECT_EQ(c.consumer_registers(), 160);
+        EXPECT_EQ(c.threads(), 512);
+        EXPECT_EQ(c.block_m(), 192);
+        EXPECT_LE(c.SharedBytes(), 227 * 1024) << "sm_90's shared memory a block";
+        EXPECT_THAT(cuda::FlashAttentionSource(c), HasSubstr("kConsumers = 3, kConsumerRegisters = 160"));
+        if (e == 64) ExpectCompilesWithoutSpills(c);
+      }
+    }
+  }
+  EXPECT_EQ(cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, 90, {}).consumer_registers(), 240);
 }
 
 TEST(FlashAttentionTest, TheKnobsOtherTilesCompileToo) {
