@@ -57,6 +57,45 @@ __device__ __forceinline__ void fb_issue_pv(float (&acc)[kE / 8][4], const fb_u3
     if constexpr (kE == 128) fb_wgmma_pv<1>(acc, pf[t], fb_desc(vs + kBN * 128 + t * 16 * 128));
   }
 }
+// The pipeline's steps, as both sm_90 kernels take them: each issues and
+// commits a group per GEMM; the caller waits. Tile 0's S = Q K^T alone:
+__device__ __forceinline__ void fb_start_qk(float (&s)[kBN / 8][4], fb_u32 qs, fb_u32 ks) {
+  fb_wgmma_fence();
+  fb_issue_qk(s, qs, ks);
+  fb_wgmma_commit();
+}
+// S of the next tile (K at ks) beside P V of this one (V at vs):
+__device__ __forceinline__ void fb_start_qk_pv(float (&s)[kBN / 8][4], fb_u32 qs, fb_u32 ks, float (&acc)[kE / 8][4],
+                                               fb_u32 (&pf)[kBN / 16][4], fb_u32 vs) {
+  fb_fence_regs(acc);
+  fb_fence_regs(pf);
+  fb_wgmma_fence();
+  fb_issue_qk(s, qs, ks);
+  fb_wgmma_commit();
+  fb_issue_pv(acc, pf, vs);
+  fb_wgmma_commit();
+}
+// The last tile's P V alone:
+__device__ __forceinline__ void fb_start_pv(float (&acc)[kE / 8][4], fb_u32 (&pf)[kBN / 16][4], fb_u32 vs) {
+  fb_fence_regs(acc);
+  fb_fence_regs(pf);
+  fb_wgmma_fence();
+  fb_issue_pv(acc, pf, vs);
+  fb_wgmma_commit();
+}
+// The scores s as P's fragments.
+__device__ __forceinline__ void fb_pack_p(fb_u32 (&pf)[kBN / 16][4], const float (&s)[kBN / 8][4]) {
+#pragma unroll
+  for (int t = 0; t < kBN / 16; ++t) fb_p_fragment(pf[t], s, t);
+}
+// Once P V is in: the output rescaled to the new row max, the next P packed.
+__device__ __forceinline__ void fb_next_p(float (&acc)[kE / 8][4], fb_u32 (&pf)[kBN / 16][4], const float (&s)[kBN / 8][4],
+                                          const float (&corr)[2]) {
+  fb_fence_regs(acc);
+  fb_fence_regs(pf);
+  fb_rescale(acc, corr);
+  fb_pack_p(pf, s);
+}
 
 )";
 
@@ -99,14 +138,11 @@ constexpr const char* kWgmmaKernel = R"(extern "C" __global__ void __launch_boun
   fb_u32 pf[kBN / 16][4];
   {  // tile 0's P
     float corr[2];
-    fb_wgmma_fence();
-    fb_issue_qk(s, qs, FB_STAGE(0));
-    fb_wgmma_commit();
+    fb_start_qk(s, qs, FB_STAGE(0));
     fb_wgmma_wait<0>();
     fb_fence_regs(s);
     fb_softmax_tile(s, mrow, lrow, corr, p, mo, 0, wrow, lane);
-#pragma unroll
-    for (int t = 0; t < kBN / 16; ++t) fb_p_fragment(pf[t], s, t);
+    fb_pack_p(pf, s);
   }
 
   for (int j = 0; j < tiles; ++j) {
@@ -118,29 +154,15 @@ constexpr const char* kWgmmaKernel = R"(extern "C" __global__ void __launch_boun
     // Each branch is one straight pipeline stage (a wgmma under a condition
     // inside a stage makes ptxas serialize them all).
     if (j + 1 < last) {
-      fb_fence_regs(acc);
-      fb_fence_regs(pf);
-      fb_wgmma_fence();
-      fb_issue_qk(s, qs, FB_STAGE(j + 1));
-      fb_wgmma_commit();
-      fb_issue_pv(acc, pf, FB_STAGE(j) + kTileBytes);
-      fb_wgmma_commit();
+      fb_start_qk_pv(s, qs, FB_STAGE(j + 1), acc, pf, FB_STAGE(j) + kTileBytes);
       fb_wgmma_wait<1>();  // S of tile j + 1 is in; P V may still run
       fb_fence_regs(s);
       float corr[2];
       fb_softmax_tile(s, mrow, lrow, corr, p, mo, (j + 1) * kBN, wrow, lane);
       fb_wgmma_wait<0>();
-      fb_fence_regs(acc);
-      fb_fence_regs(pf);
-      fb_rescale(acc, corr);
-#pragma unroll
-      for (int t = 0; t < kBN / 16; ++t) fb_p_fragment(pf[t], s, t);
+      fb_next_p(acc, pf, s, corr);
     } else if (j + 1 == last) {  // the warpgroup's last tile: P V alone
-      fb_fence_regs(acc);
-      fb_fence_regs(pf);
-      fb_wgmma_fence();
-      fb_issue_pv(acc, pf, FB_STAGE(j) + kTileBytes);
-      fb_wgmma_commit();
+      fb_start_pv(acc, pf, FB_STAGE(j) + kTileBytes);
       fb_wgmma_wait<0>();
       fb_fence_regs(acc);
     }

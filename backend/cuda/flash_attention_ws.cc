@@ -156,16 +156,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
     float corr[2];
     fb_mbar_wait(FB_K_FULL(0), 0);
     fb_turn_wait(c);
-    fb_wgmma_fence();
-    fb_issue_qk(s, qs, FB_STAGE(0));
-    fb_wgmma_commit();
+    fb_start_qk(s, qs, FB_STAGE(0));
     fb_turn_give(c);
     fb_wgmma_wait<0>();
     fb_fence_regs(s);
     fb_release(FB_K_EMPTY(0), lane);
     fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, 0, wrow, lane);
-#pragma unroll
-    for (int t = 0; t < kBN / 16; ++t) fb_p_fragment(pf[t], s, t);
+    fb_pack_p(pf, s);
   }
   for (int j = 0; j < tiles; ++j) {
     const int st = j % kStages, parity = (j / kStages) & 1;
@@ -174,13 +171,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
       fb_mbar_wait(FB_K_FULL(next), ((j + 1) / kStages) & 1);
       fb_mbar_wait(FB_V_FULL(st), parity);
       fb_turn_wait(c);
-      fb_fence_regs(acc);
-      fb_fence_regs(pf);
-      fb_wgmma_fence();
-      fb_issue_qk(s, qs, FB_STAGE(next));
-      fb_wgmma_commit();
-      fb_issue_pv(acc, pf, FB_STAGE(st) + kTileBytes);
-      fb_wgmma_commit();
+      fb_start_qk_pv(s, qs, FB_STAGE(next), acc, pf, FB_STAGE(st) + kTileBytes);
       fb_turn_give(c);
       fb_wgmma_wait<1>();  // S of tile j + 1 is in; P V may still run
       fb_fence_regs(s);
@@ -188,20 +179,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
       float corr[2];
       fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, (j + 1) * kBN, wrow, lane);
       fb_wgmma_wait<0>();
-      fb_fence_regs(acc);
-      fb_fence_regs(pf);
       fb_release(FB_V_EMPTY(st), lane);
-      fb_rescale(acc, corr);
-#pragma unroll
-      for (int t = 0; t < kBN / 16; ++t) fb_p_fragment(pf[t], s, t);
+      fb_next_p(acc, pf, s, corr);
     } else {  // the last tile: P V alone
       fb_mbar_wait(FB_V_FULL(st), parity);
       fb_turn_wait(c);
-      fb_fence_regs(acc);
-      fb_fence_regs(pf);
-      fb_wgmma_fence();
-      fb_issue_pv(acc, pf, FB_STAGE(st) + kTileBytes);
-      fb_wgmma_commit();
+      fb_start_pv(acc, pf, FB_STAGE(st) + kTileBytes);
       if (c != kConsumers - 1) fb_turn_give(c);
       fb_wgmma_wait<0>();
       fb_fence_regs(acc);
