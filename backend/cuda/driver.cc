@@ -434,13 +434,14 @@ absl::StatusOr<CUtensorMap> Driver::EncodeTiledTensorMap(CUtensorMapDataType typ
   if (api_->tensor_map_encode_tiled == nullptr) {
     return absl::UnimplementedError("the CUDA driver lacks cuTensorMapEncodeTiled (before CUDA 12.0)");
   }
+  if (rank < 1 || rank > 5) return absl::InvalidArgumentError(absl::StrCat("a tensor map has 1 to 5 dims, not ", rank));
   CUtensorMap map;
-  std::vector<cuuint32_t> element_strides(rank, 1);
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};  // every element of the box (no heap work per launch)
   static_assert(sizeof(cuuint64_t) == sizeof(uint64_t) && sizeof(cuuint32_t) == sizeof(uint32_t));
   if (CUresult r = api_->tensor_map_encode_tiled(
           &map, type, rank, const_cast<void*>(address), reinterpret_cast<const cuuint64_t*>(dims),
           reinterpret_cast<const cuuint64_t*>(strides), reinterpret_cast<const cuuint32_t*>(box),
-          element_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+          element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
       r != CUDA_SUCCESS) {
     return CallError(api_, r, "cuTensorMapEncodeTiled");
