@@ -53,14 +53,16 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
     if (group.kind == fusion::KernelKind::kExtern) {  // a library call: nothing to print
       k.ir.name = group.name;
       k.ir.kind = group.kind;
-      // Attention's flash kernel (the slowest compile of a plan) joins the
-      // other compiles; PrepareExtern then finds it in the compile cache.
+      // Attention's flash kernel (the slowest compile of a plan, 0.4-1.5 s)
+      // joins the other compiles, first: the longest job starting last would
+      // end last. PrepareExtern then finds it in the compile cache.
       const graph::NodeId end = fusion::ChainOf(plan.graph, group).end;
       if (plan.graph.node(end).op == graph::Op::kAttention && (!cpu || cuda_twins)) {
         const std::optional<cuda::FlashConfig> config =
             cuda::FlashConfigFor(AttentionProblemOf(plan.graph, end), cuda_arch, tuning);
         if (config && flash_kernels.insert(config->KernelName()).second) {
-          jobs.push_back([config = *config, cuda_arch] { (void)cuda::GetFlashKernel(config, /*device=*/-1, cuda_arch); });
+          jobs.insert(jobs.begin(),
+                      [config = *config, cuda_arch] { (void)cuda::GetFlashKernel(config, /*device=*/-1, cuda_arch); });
         }
       }
       continue;

@@ -130,8 +130,7 @@ constexpr KnobInfo kKnobs[] = {
      "fastest; 1 takes the first untimed (`backend::cuda::SetCublasLtCandidates` sets it in code)"},
     {Knob::kFlashBlockN, "FUSEBOX_TUNE_FLASH_BLOCK_N", kInt, 0, 0, 128,
      "CUDA flash attention (`backend/cuda/flash_attention.h`): keys per K/V tile, 16, 32, 64 or 128 (wgmma: 64 or 128; "
-     "f32: 32 or 64; others: the choice); 0 chooses (mma.sync 64; sm_90 unmasked or causal 128; sm_90 masked 64 at head dim "
-     "64, else 128 but 64 with a float mask)"},
+     "f32: 32 or 64; others: the choice); 0 chooses (mma.sync 64; sm_90 unmasked or causal 128; sm_90 masked 64)"},
     {Knob::kFlashWarps, "FUSEBOX_TUNE_FLASH_WARPS", kInt, 0, 0, 16,
      "CUDA flash attention: warps per block, 4 or 8 (others: the choice); 0 chooses (4 with two tiles a warp, else 8)"},
     {Knob::kFlashMinBlocks, "FUSEBOX_TUNE_FLASH_MIN_BLOCKS", kInt, 0, 0, 4,
@@ -141,8 +140,8 @@ constexpr KnobInfo kKnobs[] = {
      "CUDA flash attention: 16-row query tiles per warp, 1 (Q held in registers) or 2 (Q read from shared memory, "
      "each K/V fragment feeding two tiles); 0 chooses (2 at head dim 64, unmasked or causal; else 1)"},
     {Knob::kFlashConsumers, "FUSEBOX_TUNE_FLASH_CONSUMERS", kInt, 0, 0, 3,
-     "CUDA flash attention, sm_90's warp-specialized kernel (unmasked or causal): warpgroups multiplying beside the "
-     "TMA producer, 2 or 3 (others: the choice); 0 chooses (2). An experiment, not yet measured"},
+     "CUDA flash attention, sm_90's warp-specialized kernel (unmasked or causal; set, bool masks too): warpgroups "
+     "multiplying beside the TMA producer, 2 or 3 (others: the choice); 0 chooses (2). An experiment, not yet measured"},
 };
 static_assert(std::size(kKnobs) == kNumKnobs, "one row per Knob");
 

@@ -114,7 +114,11 @@ FlashConfig WgmmaConfig(FlashConfig c, bool tma, const backend::TuningSnapshot& 
   // (228-294).
   c.wgmma = true;
   const int block_n = tuning.GetInt(backend::Knob::kFlashBlockN);
-  if (tma && (c.mask == AttentionMask::kNone || c.mask == AttentionMask::kCausal)) {
+  // Knob::kFlashConsumers (an experiment) set: the warp-specialized kernel
+  // for bool masks too.
+  const int consumers_knob = tuning.GetInt(backend::Knob::kFlashConsumers);
+  if (tma && (c.mask == AttentionMask::kNone || c.mask == AttentionMask::kCausal ||
+              (c.mask == AttentionMask::kBool && (consumers_knob == 2 || consumers_knob == 3)))) {
     // Unmasked and causal: the warp-specialized kernel (TMA producer, two
     // consumers, one block an SM), 128 keys a tile. Measured on the H100
     // against the cp.async kernel below in one run (B 8, T 2048 / 4096,
@@ -126,7 +130,7 @@ FlashConfig WgmmaConfig(FlashConfig c, bool tma, const backend::TuningSnapshot& 
     // took 294 us a layer there against 243.
     // Knob::kFlashConsumers (an experiment): three consumers (192 query
     // rows, 160 registers a thread), as FlashAttention-3 takes at head dim 64.
-    const int consumers = tuning.GetInt(backend::Knob::kFlashConsumers) == 3 ? 3 : 2;
+    const int consumers = consumers_knob == 3 ? 3 : 2;
     c.warp_specialized = true, c.warps = 4 + 4 * consumers, c.block_n = 128;
     if (block_n == 64 || block_n == 128) c.block_n = block_n;
     return c;
@@ -138,10 +142,11 @@ FlashConfig WgmmaConfig(FlashConfig c, bool tma, const backend::TuningSnapshot& 
   // 184-211, 305-360, 237-289; one (before the pipelining) 175-253. So two
   // warpgroups, 64 keys at head dim 64, 128 at 128 (S, P and the output in
   // registers: 64 + 32 + 64 floats a thread, 249 registers; a float mask's
-  // loads spill there, so it takes 64 keys). Every choice fits sm_90's
-  // 227 KB of shared memory a block (Q, three K/V stages).
+  // loads and a bool mask's whole-tile check spill there, so masks take 64
+  // keys). Every choice fits sm_90's 227 KB of shared memory a block (Q,
+  // three K/V stages).
   c.warps = 8;
-  c.block_n = c.head_dim == 64 || c.mask == AttentionMask::kFloat ? 64 : 128;
+  c.block_n = c.head_dim == 64 || c.mask == AttentionMask::kFloat || c.mask == AttentionMask::kBool ? 64 : 128;
   if (block_n == 64 || block_n == 128) c.block_n = block_n;
   if (const int blocks = tuning.GetInt(backend::Knob::kFlashMinBlocks); blocks > 0) c.min_blocks = blocks;
   return c;
@@ -186,7 +191,8 @@ std::string FlashConfig::KernelName() const {
                       warp_specialized ? "_ws" : "",
                       !wgmma && m_tiles > 1 ? absl::StrCat("_t", m_tiles) : "",
                       dtype == DType::kFloat32 && thread_rows != 4 ? absl::StrCat("_r", thread_rows) : "",
-                      min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "");
+                      min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "",
+                      dtype != DType::kFloat32 && !positive_scale ? "_sneg" : "");
 }
 
 FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
@@ -234,13 +240,17 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
 
 std::optional<FlashConfig> FlashConfigFor(const AttentionProblem& p, int arch, const backend::TuningSnapshot& tuning) {
   if (!FlashAttentionSupports(p.dtype, p.e)) return std::nullopt;
-  return ChooseFlashConfig(p.e, p.dtype, p.mask, arch, tuning);
+  FlashConfig c = ChooseFlashConfig(p.e, p.dtype, p.mask, arch, tuning);
+  c.positive_scale = c.dtype == DType::kFloat32 || p.scale > 0;  // f32 scales each score anyway: one kernel
+  return c;
 }
 
 FlashConfig FlashCpAsyncTwin(const FlashConfig& c) {
   if (!c.warp_specialized) return c;
-  return WgmmaConfig(FlashConfig{.head_dim = c.head_dim, .dtype = c.dtype, .mask = c.mask}, /*tma=*/false,
-                     backend::TuningSnapshot());
+  FlashConfig twin = WgmmaConfig(FlashConfig{.head_dim = c.head_dim, .dtype = c.dtype, .mask = c.mask},
+                                 /*tma=*/false, backend::TuningSnapshot());
+  twin.positive_scale = c.positive_scale;
+  return twin;
 }
 
 std::vector<FlashConfig> DefaultFlashConfigs(int arch) {

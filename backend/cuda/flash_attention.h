@@ -46,6 +46,9 @@ struct FlashConfig {
   // specialization): the first 4 warps load, the rest multiply in
   // warpgroups of 64 query rows (warps 12: two consumers, block_m 128).
   bool warp_specialized = false;
+  // The softmax folds the scale into exp2's argument where it is positive
+  // (the 16-bit kernels; any other scale is applied to each score first).
+  bool positive_scale = true;
   int thread_rows = 4;  // f32: query rows a thread holds (a block of 16 x 16 threads takes 16 x this)
   int block_m() const;  // query rows a block
 
@@ -54,7 +57,7 @@ struct FlashConfig {
   int consumers() const { return (warps - 4) / 4; }  // warp-specialized: the multiplying warpgroups
   int consumer_registers() const;                      // each consumer thread's, after the producer's 24
   int64_t SharedBytes() const;  // Q, then the stages of K and V (wgmma: and 1024 bytes to align)
-  std::string KernelName() const;  // "fb_flash_attention_e64_bf16_causal_n64_w8"
+  std::string KernelName() const;  // "fb_flash_attention_e64_bf16_causal_n64_w8" (a scale <= 0: "..._sneg")
   friend bool operator==(const FlashConfig&, const FlashConfig&) = default;
 };
 

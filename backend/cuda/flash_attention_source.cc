@@ -189,45 +189,89 @@ __device__ __forceinline__ void fb_load_tile(fb_u32 dst, const fb_u16* src, long
   }
 }
 
-// One 16-row tile's scores s (the m16n8 accumulator layout: a thread holds
+// A bool mask's bytes over the warp's 16 rows from trow and kBN keys from
+// n0, as many as the lane checks, 16 at a time (fb_mask_keeps): loaded ahead
+// of the scores they decide, so the loads overlap the GEMM. Not read (and
+// not whole) where the mask's rows are not whole 16-byte chunks or the tile
+// passes the last key; rows past p.l count as kept.
+constexpr int kMaskLoads = (kBN + 31) / 32;  // the warp's 16 x kBN bytes in 16-byte loads, a lane's share
+struct FbMaskTile {
+  uint4 w[kMaskLoads];
+  bool read;
+};
+__device__ __forceinline__ FbMaskTile fb_mask_load(const FbAttnParams& p, long long mo, int trow, int n0, int lane) {
+  FbMaskTile t;
+  const unsigned char* m = (const unsigned char*)p.mask + mo + n0;
+  t.read = kMask == 2 && n0 + kBN <= p.s && p.m_col == 1 && p.m_row % 16 == 0 && ((unsigned long long)m) % 16 == 0;
+#pragma unroll
+  for (int i = 0; i < kMaskLoads; ++i) {
+    const int c = i * 32 + lane, row = trow + c / (kBN / 16);
+    t.w[i] = t.read && c < kBN && row < p.l ? __ldg((const uint4*)(m + (long long)row * p.m_row + 16 * (c % (kBN / 16))))
+                                            : make_uint4(~0u, ~0u, ~0u, ~0u);
+  }
+  return t;
+}
+// Whether the mask keeps every key of the tile fb_mask_load read: then its
+// scores need no mask (a tril mask's tiles below the diagonal, most of them).
+__device__ __forceinline__ bool fb_mask_keeps(const FbMaskTile& t) {
+  fb_u32 zero = 0u;  // a zero byte borrows its 0x80 bit
+#pragma unroll
+  for (int i = 0; i < kMaskLoads; ++i) {
+    const uint4 w = t.w[i];
+    zero |= ((w.x - 0x01010101u) & ~w.x) | ((w.y - 0x01010101u) & ~w.y) | ((w.z - 0x01010101u) & ~w.z) |
+            ((w.w - 0x01010101u) & ~w.w);
+  }
+  return __all_sync(0xffffffffu, t.read && (zero & 0x80808080u) == 0u);
+}
+
+// One 16-row tile's scores s (the m16n8k16 accumulator layout: a thread holds
 // rows lane/4 and lane/4 + 8, columns 2 * (lane % 4) + {0, 1} of each of NB
-// 8-key blocks, keys from n0, rows from trow) scaled into log2 units, masked,
-// and exponentiated against the running row max m; the running sums l are
+// 8-key blocks, keys from n0, rows from trow) masked and exponentiated
+// against the running row max m (log2 units); the running sums l are
 // rescaled to the new max, and corr is what the output accumulator must be
-// multiplied by (fb_rescale: the caller does, once no mma writes it).
+// multiplied by (fb_rescale: the caller does, once no mma writes it). A
+// positive scale folds into exp2's argument, one FFMA a score (max(c s) = c
+// max(s)): the softmax, not the tensor cores, bounds head dim 64. A float
+// mask adds to the scaled scores, so it scales them first. A bool mask's
+// scores are masked one by one only in tiles it does not keep `whole`
+// (fb_mask_keeps).
 template <int NB>
 __device__ __forceinline__ void fb_softmax_tile(float (&s)[NB][4], float (&m)[2], float (&l)[2], float (&corr)[2],
-                                                const FbAttnParams& p, long long mo, int n0, int trow, int lane) {
+                                                const FbAttnParams& p, long long mo, int n0, int trow, int lane,
+                                                bool whole) {
+  constexpr bool kFold = kPositiveScale && kMask != 3;
   const float kNegInf = __int_as_float(0xff800000);
   const bool edge = n0 + NB * 8 > p.s, diagonal = kMask == 1 && n0 + NB * 8 - 1 > trow;
+  const bool each = kMask == 3 || edge || diagonal || (kMask == 2 && !whole);
 #pragma unroll
   for (int n = 0; n < NB; ++n) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      float x = s[n][c] * p.scale_log2;
-      if (kMask >= 2 || edge || diagonal) {
-        x = fb_masked(x, p, mo, trow + (lane >> 2) + (c >> 1) * 8, n0 + n * 8 + (lane & 3) * 2 + (c & 1));
-      }
+      float x = kFold ? s[n][c] : s[n][c] * p.scale_log2;
+      if (each) x = fb_masked(x, p, mo, trow + (lane >> 2) + (c >> 1) * 8, n0 + n * 8 + (lane & 3) * 2 + (c & 1));
       s[n][c] = x;
     }
   }
   // Online softmax over the thread's two rows (a quad shares a row).
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float top = m[h];
+    float top = kNegInf;
 #pragma unroll
     for (int n = 0; n < NB; ++n) top = fmaxf(top, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
     top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
     top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+    top = fmaxf(m[h], kFold ? top * p.scale_log2 : top);  // -inf stays -inf (the scale is positive)
     const float base = top == kNegInf ? 0.f : top;  // no key yet: keep exp2(-inf) = 0, not NaN
     corr[h] = fb_exp2(m[h] - base);
     m[h] = top;
     float sum = 0.f;
 #pragma unroll
     for (int n = 0; n < NB; ++n) {
-      s[n][2 * h] = fb_exp2(s[n][2 * h] - base);
-      s[n][2 * h + 1] = fb_exp2(s[n][2 * h + 1] - base);
-      sum += s[n][2 * h] + s[n][2 * h + 1];
+#pragma unroll
+      for (int c = 2 * h; c < 2 * h + 2; ++c) {
+        s[n][c] = fb_exp2(kFold ? fmaf(s[n][c], p.scale_log2, -base) : s[n][c] - base);
+        sum += s[n][c];
+      }
     }
     l[h] = l[h] * corr[h] + sum;
   }
@@ -362,7 +406,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
       float corr[2];
-      fb_softmax_tile(s[mt], mrow[mt], lrow[mt], corr, p, mo, n0, wrow + mt * 16, lane);
+      const bool whole = kMask == 2 && fb_mask_keeps(fb_mask_load(p, mo, wrow + mt * 16, n0, lane));
+      fb_softmax_tile(s[mt], mrow[mt], lrow[mt], corr, p, mo, n0, wrow + mt * 16, lane, whole);
       fb_rescale(acc[mt], corr);
     }
     // O += P V: P's accumulator layout is the A operand's, 16 keys per step.
@@ -402,7 +447,8 @@ std::string FlashAttentionSource(const FlashConfig& c) {
                 : absl::StrCat(c.warps, " warps of ", 16 * c.m_tiles, " rows"),
       "\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n,
       ", kBM = ", c.block_m(), ", kThreads = ", c.threads(), ", kMask = ", static_cast<int>(c.mask),
-      ", kMinBlocks = ", c.min_blocks, ";\nconstexpr bool kLastRowsFirst = ",
+      ", kMinBlocks = ", c.min_blocks, ";\nconstexpr bool kPositiveScale = ", c.positive_scale ? "true" : "false",
+      ", kLastRowsFirst = ",
       c.mask == backend::AttentionMask::kCausal ? "true" : "false", ";\ntypedef ",
       f32 ? "float" : "unsigned short",
       " fb_elem;\nconstexpr bool kBF16 = ", bf16 ? "true" : "false", ";\n", kBlockCommon);

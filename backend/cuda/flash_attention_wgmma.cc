@@ -139,9 +139,10 @@ constexpr const char* kWgmmaKernel = R"(extern "C" __global__ void __launch_boun
   {  // tile 0's P
     float corr[2];
     fb_start_qk(s, qs, FB_STAGE(0));
+    const FbMaskTile mask = fb_mask_load(p, mo, wrow, 0, lane);
     fb_wgmma_wait<0>();
     fb_fence_regs(s);
-    fb_softmax_tile(s, mrow, lrow, corr, p, mo, 0, wrow, lane);
+    fb_softmax_tile(s, mrow, lrow, corr, p, mo, 0, wrow, lane, kMask == 2 && fb_mask_keeps(mask));
     fb_pack_p(pf, s);
   }
 
@@ -155,10 +156,11 @@ constexpr const char* kWgmmaKernel = R"(extern "C" __global__ void __launch_boun
     // inside a stage makes ptxas serialize them all).
     if (j + 1 < last) {
       fb_start_qk_pv(s, qs, FB_STAGE(j + 1), acc, pf, FB_STAGE(j) + kTileBytes);
+      const FbMaskTile mask = fb_mask_load(p, mo, wrow, (j + 1) * kBN, lane);  // read while S multiplies
       fb_wgmma_wait<1>();  // S of tile j + 1 is in; P V may still run
       fb_fence_regs(s);
       float corr[2];
-      fb_softmax_tile(s, mrow, lrow, corr, p, mo, (j + 1) * kBN, wrow, lane);
+      fb_softmax_tile(s, mrow, lrow, corr, p, mo, (j + 1) * kBN, wrow, lane, kMask == 2 && fb_mask_keeps(mask));
       fb_wgmma_wait<0>();
       fb_next_p(acc, pf, s, corr);
     } else if (j + 1 == last) {  // the warpgroup's last tile: P V alone

@@ -11,13 +11,17 @@ namespace fusebox::backend {
 // from issuing together (1.5-1.9x slower on the H200). NaN and infinities
 // come out as eager's: a NaN or a +inf (exp(inf - inf)) makes s NaN; -inf
 // elements while the max is -inf count 1 each (eager's NaN for such a
-// column comes out of fb_online_exp_sum_end).
+// column comes out of fb_online_exp_sum_end). Every exp is __expf
+// (ex2.approx of x log2 e, 2 instructions against expf's 8, as Triton's
+// tl.exp): its error, 2 + 1.2 |x| ulp, is at most 2 ulp of the sum it adds
+// to, as a term exp(x) with x <= 0 shrinks faster than the error grows; expf
+// made the bf16 cross-entropy's logsumexp issue-bound (56-60% of copy).
 extern const char kCudaOnlineExpSum[] = R"(
 FB_INLINE void fb_online_exp_sum(float& m, float& s, float ym, float ys) {
   const float d = ym - m;
   // exp(-|d|) rescales the smaller side; d is NaN where m and ym are both
   // -inf (weight 1), both +inf or either NaN (NaN).
-  const float w = d == d ? expf(-fabsf(d)) : (m < 0.0f && ym < 0.0f ? 1.0f : d);
+  const float w = d == d ? __expf(-fabsf(d)) : (m < 0.0f && ym < 0.0f ? 1.0f : d);
   const float nan = __int_as_float(0x7fffffff);
   s = d > 0.0f ? fmaf(s, w, ym == fb_inf() ? nan : ys) : fmaf(ys, w, s);
   m = fb_max(m, ym);
@@ -34,16 +38,17 @@ FB_INLINE void fb_online_exp_sum_end(float m, float& s) {
 // printer's partials: across L lanes of a warp (fb_mask, as fb_lanes_reduce)
 // or the whole block; a pair of dead lanes is (-inf, 0), which changes nothing.
 extern const char kCudaOnlineExpSumCombine[] = R"(// A group's values folded as one pair: its max, and the sum of exp(y - max)
-// over it with 1 for a y equal to the max (so -inf values count 1 each
-// while the max is -inf, as fb_online_exp_sum's elements do).
+// over it (exp(0) is 1 exactly; a +inf max makes it NaN, as
+// fb_online_exp_sum's elements do); a max of -inf counts each value 1, as
+// fb_online_exp_sum's -inf elements do.
 template <int V>
 FB_INLINE void fb_online_exp_sum_group(float& m, float& s, const float (&y)[V]) {
   float gm = y[0], gs = 0.0f;
   #pragma unroll
   for (int e = 1; e < V; ++e) gm = fb_max(gm, y[e]);
   #pragma unroll
-  for (int e = 0; e < V; ++e) gs += y[e] == gm ? 1.0f : expf(y[e] - gm);
-  fb_online_exp_sum(m, s, gm, gs);
+  for (int e = 0; e < V; ++e) gs += __expf(y[e] - gm);
+  fb_online_exp_sum(m, s, gm, gm == -fb_inf() ? (float)V : gs);
 }
 template <int L>
 FB_INLINE void fb_lanes_online_exp_sum(float& m, float& s, unsigned mask) {

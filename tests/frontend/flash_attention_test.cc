@@ -322,6 +322,11 @@ TEST_P(FlashAttentionTest, WarpSpecializedKernelMatchesFloat64) {
   const Tensor kx = k.expand({2, 4, 333, 128}).contiguous(), vx = v.expand({2, 4, 333, 128}).contiguous();
   EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, 0.1),
                                AttentionRef(q, kx, vx, 0.1, kAll, kNoBias), "broadcast"));
+  // A scale of zero or below does not fold into exp2's argument (max(c s) is then not c max(s)).
+  for (double scale : {-0.1, 0.0}) {
+    EXPECT_TRUE(CloseToAttention(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true, scale),
+                                 AttentionRef(q, kx, vx, scale, kCausal, kNoBias), "non-positive scale"));
+  }
   std::vector<double> keep(200 * 333);
   for (size_t i = 0; i < keep.size(); ++i) keep[i] = (i * 7919) % 5 != 0;
   const Tensor mask = Tensor::from_vector(keep, {200, 333}, kBool, device());
