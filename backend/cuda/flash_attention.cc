@@ -114,23 +114,25 @@ FlashConfig WgmmaConfig(FlashConfig c, bool tma, const backend::TuningSnapshot& 
   // (228-294).
   c.wgmma = true;
   const int block_n = tuning.GetInt(backend::Knob::kFlashBlockN);
-  // Knob::kFlashConsumers (an experiment) set: the warp-specialized kernel
-  // for bool masks too.
-  const int consumers_knob = tuning.GetInt(backend::Knob::kFlashConsumers);
-  if (tma && (c.mask == AttentionMask::kNone || c.mask == AttentionMask::kCausal ||
-              (c.mask == AttentionMask::kBool && (consumers_knob == 2 || consumers_knob == 3)))) {
-    // Unmasked and causal: the warp-specialized kernel (TMA producer, two
-    // consumers, one block an SM), 128 keys a tile. Measured on the H100
+  if (tma && (c.mask == AttentionMask::kNone || c.mask == AttentionMask::kCausal)) {
+    // Unmasked and causal: the warp-specialized kernel (TMA producer,
+    // consumer warpgroups, one block an SM), 128 keys a tile. Measured on the H100
     // against the cp.async kernel below in one run (B 8, T 2048 / 4096,
     // TFLOP/s; torch's SDPA, cuDNN, beside): head dim 128 330 / 360 -> 505 /
     // 520 (574 / 579), causal 243 / 295 -> 368 / 444 (460 / 565); head dim 64
     // 307 / 324 -> 336 / 376 (375 / 438), causal 225 / 261 -> 260 / 317 (327
     // / 379); head dim 64 with 64 keys: 292 / 318, causal 228 / 273. Bool
     // and float masks stay on the cp.async kernel: GPT-2's tril bool mask
-    // took 294 us a layer there against 243.
-    // Knob::kFlashConsumers (an experiment): three consumers (192 query
-    // rows, 160 registers a thread), as FlashAttention-3 takes at head dim 64.
-    const int consumers = consumers_knob == 3 ? 3 : 2;
+    // took 294 us a layer there against 243, and with the whole-tile check
+    // the manual bf16 GPT-2 forward 6.81 ms against 6.69 (H100).
+    // Consumers: three at head dim 64 (192 query rows, 160 registers a
+    // thread, as FlashAttention-3 takes), since the softmax's issue bounds
+    // it there and a third warpgroup fills the tensor cores' gaps: on the
+    // H100 in one call (ms, B 8, T 2048 / 4096) 0.391 / 1.391 -> 0.347 /
+    // 1.297, causal 0.279 / 0.922 -> 0.256 / 0.822. Two at head dim 128,
+    // where three spill (0.260 -> 0.626 ms at T 2048).
+    const int consumers_knob = tuning.GetInt(backend::Knob::kFlashConsumers);
+    const int consumers = consumers_knob == 2 || consumers_knob == 3 ? consumers_knob : c.head_dim == 64 ? 3 : 2;
     c.warp_specialized = true, c.warps = 4 + 4 * consumers, c.block_n = 128;
     if (block_n == 64 || block_n == 128) c.block_n = block_n;
     return c;

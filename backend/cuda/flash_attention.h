@@ -44,7 +44,7 @@ struct FlashConfig {
   bool wgmma = false;
   // wgmma with a TMA producer warpgroup (FlashAttention-3's warp
   // specialization): the first 4 warps load, the rest multiply in
-  // warpgroups of 64 query rows (warps 12: two consumers, block_m 128).
+  // warpgroups of 64 query rows (warps 16 at head dim 64: three consumers, block_m 192; 12 at 128).
   bool warp_specialized = false;
   // The softmax folds the scale into exp2's argument where it is positive
   // (the 16-bit kernels; any other scale is applied to each score first).

@@ -16,7 +16,7 @@ namespace fusebox::cuda {
 std::string FlashWgmmaCommon(const FlashConfig& config);
 // sm_90: warpgroups multiplying by wgmma, loading by cp.async (FlashWgmmaCommon first).
 std::string FlashWgmmaBody(const FlashConfig& config);
-// sm_90: a TMA producer warpgroup and two consumers (FlashWgmmaCommon first).
+// sm_90: a TMA producer warpgroup and two or three consumers (FlashWgmmaCommon first).
 std::string FlashWarpSpecializedBody(const FlashConfig& config);
 
 // f32 by FMA on 16 x 16 threads (any architecture).

@@ -6,8 +6,8 @@
 namespace fusebox::cuda {
 namespace {
 
-// 1 + kConsumers warpgroups (2 consumers; 3 under Knob::kFlashConsumers, an
-// experiment). The first is the producer: one thread loads Q once and
+// 1 + kConsumers warpgroups (3 consumers at head dim 64, 2 at 128:
+// WgmmaConfig). The first is the producer: one thread loads Q once and
 // then every K and V tile by TMA (cp.async.bulk.tensor, the 128-byte swizzle
 // the wgmma descriptors read) into kStages stages, each stage's K and V
 // behind their own "full" mbarrier (the copy's bytes complete it) and "empty"

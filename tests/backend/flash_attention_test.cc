@@ -86,7 +86,8 @@ TEST(FlashAttentionTest, TheWgmmaKernelsOtherTileCompilesToo) {
       for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal, AttentionMask::kFloat}) {
         const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, m, 90, t);
         EXPECT_TRUE(c.wgmma);
-        EXPECT_EQ(c.block_m(), 128);
+        // Three consumers (192 query rows) for the warp-specialized kernel at head dim 64.
+        EXPECT_EQ(c.block_m(), c.warp_specialized && e == 64 ? 192 : 128);
         EXPECT_EQ(c.block_n, block_n);
         EXPECT_LE(c.SharedBytes(), 227 * 1024) << "sm_90's shared memory a block";
         // 128 keys at E 128 with a float mask spill (the knob's cost).
@@ -98,7 +99,7 @@ TEST(FlashAttentionTest, TheWgmmaKernelsOtherTileCompilesToo) {
 }
 
 // sm_90's unmasked and causal 16-bit kernels take a TMA producer warpgroup
-// beside two wgmma consumers, at both tiles of keys, and their cp.async twins
+// beside three wgmma consumers at head dim 64, two at 128, at both tiles of keys, and their cp.async twins
 // (for operands TMA cannot read) compile too; masked kernels, f32 and other
 // architectures keep theirs.
 TEST(FlashAttentionTest, WarpSpecializedKernelsAndTheirTwinsCompileWithoutSpills) {
@@ -109,8 +110,8 @@ TEST(FlashAttentionTest, WarpSpecializedKernelsAndTheirTwinsCompileWithoutSpills
       for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal}) {
         const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, m, 90, t);
         EXPECT_TRUE(c.wgmma && c.warp_specialized);
-        EXPECT_EQ(c.threads(), 384);
-        EXPECT_EQ(c.block_m(), 128);
+        EXPECT_EQ(c.threads(), e == 64 ? 512 : 384);
+        EXPECT_EQ(c.block_m(), e == 64 ? 192 : 128);
         EXPECT_EQ(c.block_n, block_n == 0 ? 128 : block_n);
         EXPECT_LE(c.SharedBytes(), 227 * 1024) << "sm_90's shared memory a block";
         EXPECT_THAT(c.KernelName(), HasSubstr("_ws"));
@@ -131,13 +132,15 @@ TEST(FlashAttentionTest, WarpSpecializedKernelsAndTheirTwinsCompileWithoutSpills
   EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, 80, {}).warp_specialized);
 }
 
-// Knob::kFlashConsumers (an experiment): three consumer warpgroups (192
-// query rows a block, 512 threads, 160 registers a consumer thread).
+// Three consumer warpgroups (192 query rows a block, 512 threads, 160
+// registers a consumer thread): the rule at head dim 64, Knob::kFlashConsumers
+// at 128; two (240 registers) the rule at 128 and the knob's other value.
 TEST(FlashAttentionTest, ThreeConsumersCompileWithoutSpills) {
   for (int block_n : {64, 128}) {
-    backend::TuningSnapshot t;
-    t.Set(backend::Knob::kFlashConsumers, 3).Set(backend::Knob::kFlashBlockN, block_n);
     for (int e : {64, 128}) {
+      backend::TuningSnapshot t;
+      t.Set(backend::Knob::kFlashBlockN, block_n);
+      if (e == 128) t.Set(backend::Knob::kFlashConsumers, 3);
       for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal}) {
         const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, m, 90, t);
         EXPECT_TRUE(c.warp_specialized);
@@ -151,7 +154,16 @@ TEST(FlashAttentionTest, ThreeConsumersCompileWithoutSpills) {
       }
     }
   }
-  EXPECT_EQ(cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, 90, {}).consumer_registers(), 240);
+  const FlashConfig e128 = cuda::ChooseFlashConfig(128, DType::kBFloat16, AttentionMask::kCausal, 90, {});
+  EXPECT_EQ(e128.consumers(), 2);
+  EXPECT_EQ(e128.consumer_registers(), 240);
+  backend::TuningSnapshot two;
+  two.Set(backend::Knob::kFlashConsumers, 2);
+  const FlashConfig e64 = cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, 90, two);
+  EXPECT_EQ(e64.consumers(), 2);
+  EXPECT_EQ(e64.block_m(), 128);
+  // Bool masks stay on the cp.async kernel under either value.
+  EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kBool, 90, two).warp_specialized);
 }
 
 TEST(FlashAttentionTest, TheKnobsOtherTilesCompileToo) {
