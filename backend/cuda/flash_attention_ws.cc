@@ -30,6 +30,7 @@ struct FbWsParams {
   signed char q_dim[4], k_dim[4], v_dim[4];  // per batch dim: the map coordinate it adds to, -1 none
 };
 static_assert(sizeof(FbWsParams) == 896, "FbWsParams must match the host's FlashWsParams");
+static_assert(kMask == 0 || kMask == 1, "masks take the cp.async kernel: WgmmaConfig");
 
 
 __device__ __forceinline__ void fb_mbar_init(fb_u32 bar, int count) {
@@ -158,11 +159,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
     fb_turn_wait(c);
     fb_start_qk(s, qs, FB_STAGE(0));
     fb_turn_give(c);
-    const FbMaskTile mask = fb_mask_load(p.a, mo, wrow, 0, lane);
     fb_wgmma_wait<0>();
     fb_fence_regs(s);
     fb_release(FB_K_EMPTY(0), lane);
-    fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, 0, wrow, lane, kMask == 2 && fb_mask_keeps(mask));
+    fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, 0, wrow, lane, false);
     fb_pack_p(pf, s);
   }
   for (int j = 0; j < tiles; ++j) {
@@ -174,12 +174,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
       fb_turn_wait(c);
       fb_start_qk_pv(s, qs, FB_STAGE(next), acc, pf, FB_STAGE(st) + kTileBytes);
       fb_turn_give(c);
-      const FbMaskTile mask = fb_mask_load(p.a, mo, wrow, (j + 1) * kBN, lane);  // read while S multiplies
       fb_wgmma_wait<1>();  // S of tile j + 1 is in; P V may still run
       fb_fence_regs(s);
       fb_release(FB_K_EMPTY(next), lane);
       float corr[2];
-      fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, (j + 1) * kBN, wrow, lane, kMask == 2 && fb_mask_keeps(mask));
+      fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, (j + 1) * kBN, wrow, lane, false);
       fb_wgmma_wait<0>();
       fb_release(FB_V_EMPTY(st), lane);
       fb_next_p(acc, pf, s, corr);

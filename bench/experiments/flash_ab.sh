@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for a flash-attention / online-exp-sum change: the GPU tests
-# it touches (and the bool-mask ones on the warp-specialized kernel), then
+# it touches (and the flash ones under FLASH_CONSUMERS=2), then
 # fusebox_bench's gpt2_forward and attention rows from the new dist and from
 # a baseline binary (an earlier commit's fusebox_bench, copied to
 # build-device/baseline/ before the rebuild), then the FLASH_CONSUMERS
