@@ -106,15 +106,35 @@ __device__ __forceinline__ int fb_mask_tiles(const FbAttnParams& p, long long mo
 // row; a bool mask: fb_mask_tiles). Causal blocks of the last rows (the most
 // keys) start first (kLastRowsFirst); masked ones in row order (starting a
 // tril mask's last rows first measured the same, 243 us a GPT-2 layer).
+// Blocks start in launch order (x fastest). The f32 kernel's causal blocks
+// take theirs longest first over the whole grid (kGridLongestFirst: every
+// batch's last rows, then the rows before them), so the last wave holds the
+// shortest blocks rather than a batch's longest ones beside idle SMs (H100,
+// [8, 12, 1024, 64]: 0.530 -> 0.433 ms). The 16-bit kernels keep batch order,
+// heaviest first within a batch: over the whole grid they lost 4-6% (0.256 /
+// 0.831 -> 0.267 / 0.880 ms at head dim 64, T 2048 / 4096), likely as their
+// blocks in flight then read the K and V of every batch, more than the L2
+// holds (an order within L2-sized sections waits on branch wip/causal-lpt).
+__device__ __forceinline__ long long fb_launch_index() {
+  return ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+}
+__device__ __forceinline__ long long fb_block_batch() {
+  if (kGridLongestFirst) return fb_launch_index() % ((long long)gridDim.y * gridDim.z);
+  return (long long)blockIdx.z * gridDim.y + blockIdx.y;
+}
+__device__ __forceinline__ int fb_block_rows() {  // the block's row tile
+  if (kGridLongestFirst) return (int)(gridDim.x - 1 - fb_launch_index() / ((long long)gridDim.y * gridDim.z));
+  return (int)(kLastRowsFirst ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+}
 struct FbBlock {
   long long mo;
   int m0, tiles;
   const fb_elem *q, *k, *v;
 };
 __device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
-  const long long b = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+  const long long b = fb_block_batch();
   if (b >= p.batch) return false;
-  blk.m0 = (kLastRowsFirst ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
+  blk.m0 = fb_block_rows() * kBM;
   long long rest = b, qo = 0, ko = 0, vo = 0, mo = 0;
 #pragma unroll
   for (int d = 3; d >= 0; --d) {
@@ -131,7 +151,7 @@ __device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
 // The block's output rows, found again when it stores them (a register held
 // through the loop would spill the 16-bit kernels).
 __device__ __forceinline__ fb_elem* fb_out(const FbAttnParams& p) {
-  long long rest = (long long)blockIdx.z * gridDim.y + blockIdx.y, oo = 0;
+  long long rest = fb_block_batch(), oo = 0;
 #pragma unroll
   for (int d = 3; d >= 0; --d) oo += rest % p.batch_sizes[d] * p.o_batch[d], rest /= p.batch_sizes[d];
   return p.o + oo;
@@ -438,6 +458,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
 
 std::string FlashAttentionSource(const FlashConfig& c) {
   const bool bf16 = c.dtype == DType::kBFloat16, f32 = c.dtype == DType::kFloat32;
+  const bool causal = c.mask == backend::AttentionMask::kCausal;
   std::string out = absl::StrCat(
       "// fusebox flash attention (backend/cuda/flash_attention.h): ", DTypeName(c.dtype), ", E ", c.head_dim, ", ",
       backend::AttentionMaskName(c.mask), ", ", c.block_m(), " x ", c.block_n, " tiles, ",
@@ -448,8 +469,8 @@ std::string FlashAttentionSource(const FlashConfig& c) {
       "\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n,
       ", kBM = ", c.block_m(), ", kThreads = ", c.threads(), ", kMask = ", static_cast<int>(c.mask),
       ", kMinBlocks = ", c.min_blocks, ";\nconstexpr bool kPositiveScale = ", c.positive_scale ? "true" : "false",
-      ", kLastRowsFirst = ",
-      c.mask == backend::AttentionMask::kCausal ? "true" : "false", ";\ntypedef ",
+      ", kLastRowsFirst = ", causal ? "true" : "false", ", kGridLongestFirst = ", causal && f32 ? "true" : "false",
+      ";\ntypedef ",
       f32 ? "float" : "unsigned short",
       " fb_elem;\nconstexpr bool kBF16 = ", bf16 ? "true" : "false", ";\n", kBlockCommon);
   if (f32) return absl::StrCat(out, FlashF32Body());

@@ -112,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
     if (threadIdx.x == 0) {
       int cq[3] = {0, 0, 0}, ck[3] = {0, 0, 0}, cv[3] = {0, 0, 0};
       int rq[3] = {1, 1, 1}, rk[3] = {1, 1, 1}, rv[3] = {1, 1, 1};
-      long long rest = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+      long long rest = fb_block_batch();
 #pragma unroll
       for (int d = 3; d >= 0; --d) {
         const int n = (int)p.a.batch_sizes[d], i = (int)(rest % n);
