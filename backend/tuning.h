@@ -58,6 +58,8 @@ enum class Knob : int {
   kFlashMinBlocks,
   kFlashWarpTiles,
   kFlashConsumers,
+  kFlashCausalOrder,
+  kFlashSkipUnseen,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(Knob::kCount);

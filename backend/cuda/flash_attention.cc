@@ -32,8 +32,9 @@ struct FlashParams {
   int l, s;
   float scale_log2;
   int aligned;
+  int section;
 };
-static_assert(sizeof(FlashParams) == 304, "FlashParams must match the kernel's FbAttnParams");
+static_assert(sizeof(FlashParams) == 312, "FlashParams must match the kernel's FbAttnParams");
 
 // The warp-specialized kernel's FbWsParams: the plain ones, q's, k's and v's
 // tensor maps (read in place by TMA), and each batch dim's map coordinate.
@@ -194,11 +195,16 @@ std::string FlashConfig::KernelName() const {
                       !wgmma && m_tiles > 1 ? absl::StrCat("_t", m_tiles) : "",
                       dtype == DType::kFloat32 && thread_rows != 4 ? absl::StrCat("_r", thread_rows) : "",
                       min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "",
-                      dtype != DType::kFloat32 && !positive_scale ? "_sneg" : "");
+                      dtype != DType::kFloat32 && !positive_scale ? "_sneg" : "",
+                      mask == AttentionMask::kCausal && causal_order != 1 ? absl::StrCat("_o", causal_order) : "",
+                      skip_unseen ? "_k" : "");
 }
 
-FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
-                              const backend::TuningSnapshot& tuning) {
+namespace {
+
+// The tiles, warps and kernel of a problem (ChooseFlashConfig's first part).
+FlashConfig ChooseFlashTiles(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
+                             const backend::TuningSnapshot& tuning) {
   FlashConfig c{.head_dim = static_cast<int>(head_dim), .dtype = dtype, .mask = mask};
   if (dtype == DType::kFloat32) {
     // f32 (FMA, every architecture): 256 threads, two blocks an SM (128
@@ -240,6 +246,21 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
   return c;
 }
 
+}  // namespace
+
+FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask, int arch,
+                              const backend::TuningSnapshot& tuning) {
+  FlashConfig c = ChooseFlashTiles(head_dim, dtype, mask, arch, tuning);
+  // Causal blocks start longest first over the whole grid in the f32 kernel
+  // and batch by batch in the 16-bit ones (measured: fb_block_place's comment).
+  if (mask == AttentionMask::kCausal) {
+    const int order = tuning.GetInt(backend::Knob::kFlashCausalOrder);
+    c.causal_order = order >= 1 ? order : dtype == DType::kFloat32 ? 3 : 1;
+  }
+  c.skip_unseen = c.warp_specialized && tuning.GetInt(backend::Knob::kFlashSkipUnseen) != 0;
+  return c;
+}
+
 std::optional<FlashConfig> FlashConfigFor(const AttentionProblem& p, int arch, const backend::TuningSnapshot& tuning) {
   if (!FlashAttentionSupports(p.dtype, p.e)) return std::nullopt;
   FlashConfig c = ChooseFlashConfig(p.e, p.dtype, p.mask, arch, tuning);
@@ -251,7 +272,7 @@ FlashConfig FlashCpAsyncTwin(const FlashConfig& c) {
   if (!c.warp_specialized) return c;
   FlashConfig twin = WgmmaConfig(FlashConfig{.head_dim = c.head_dim, .dtype = c.dtype, .mask = c.mask},
                                  /*tma=*/false, backend::TuningSnapshot());
-  twin.positive_scale = c.positive_scale;
+  twin.positive_scale = c.positive_scale, twin.causal_order = c.causal_order;
   return twin;
 }
 
@@ -297,6 +318,20 @@ absl::StatusOr<const FlashKernel*> GetFlashKernel(const FlashConfig& config, int
   return it->second.get();
 }
 
+namespace {
+
+// Causal order 2 starts blocks longest first within sections of this many
+// batches (fb_block_place): as many as half the L2 holds the K and V of, so
+// the blocks in flight share them there (the other half for Q, O and the
+// partitions' copies); at least one.
+int64_t CausalSection(int device, const AttentionProblem& p) {
+  const int64_t l2 = Driver::Get().DeviceAttribute(device, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).value_or(0);
+  const int64_t kv_bytes = 2 * p.s * p.e * static_cast<int64_t>(DTypeSize(p.dtype));
+  return std::clamp<int64_t>(l2 / 2 / std::max<int64_t>(kv_bytes, 1), 1, std::max<int64_t>(p.BatchCount(), 1));
+}
+
+}  // namespace
+
 absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const AttentionProblem& p, const void* q,
                                   const void* k, const void* v, const void* mask, void* out) {
   const FlashConfig& c = kernel.config;
@@ -319,6 +354,7 @@ absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const A
   f.scale_log2 = static_cast<float>(p.scale * 1.4426950408889634);
   f.aligned = Aligned16(q, p.q_batch, p.q_row, p.dtype) && Aligned16(k, p.k_batch, p.k_row, p.dtype) &&
               Aligned16(v, p.v_batch, p.v_row, p.dtype);
+  f.section = c.causal_order == 2 ? static_cast<int>(CausalSection(device, p)) : 0;
   FlashWsParams ws{.a = f};
   if (c.warp_specialized) {
     std::optional<CUtensorMap> tq, tk, tv;

@@ -50,6 +50,12 @@ struct FlashConfig {
   // (the 16-bit kernels; any other scale is applied to each score first).
   bool positive_scale = true;
   int thread_rows = 4;  // f32: query rows a thread holds (a block of 16 x 16 threads takes 16 x this)
+  // Causal: the order blocks start in (fb_block_place): 1 batch by batch,
+  // each batch's longest row tiles first; 2 longest first within sections
+  // of batches whose K and V half the L2 holds; 3 longest first over the grid.
+  int causal_order = 1;
+  // Warp-specialized: each consumer skips the GEMMs of tiles its rows do not see.
+  bool skip_unseen = false;
   int block_m() const;  // query rows a block
 
   int threads() const { return 32 * warps; }
@@ -57,7 +63,9 @@ struct FlashConfig {
   int consumers() const { return (warps - 4) / 4; }  // warp-specialized: the multiplying warpgroups
   int consumer_registers() const;                      // each consumer thread's, after the producer's 24
   int64_t SharedBytes() const;  // Q, then the stages of K and V (wgmma: and 1024 bytes to align)
-  std::string KernelName() const;  // "fb_flash_attention_e64_bf16_causal_n64_w8" (a scale <= 0: "..._sneg")
+  // "fb_flash_attention_e64_bf16_causal_n64_w8" (a scale <= 0: "..._sneg"; causal order 2 or 3: "_o2", "_o3";
+  // skip_unseen: "_k")
+  std::string KernelName() const;
   friend bool operator==(const FlashConfig&, const FlashConfig&) = default;
 };
 

@@ -26,6 +26,7 @@ struct FbAttnParams {
   int l, s;
   float scale_log2;  // scale * log2(e): scores go to exp2 in log2 units
   int aligned;       // every row 16-byte aligned: cp.async, else plain loads
+  int section;       // causal order 2: batches a section of the launch order holds (fb_block_place)
 };
 
 __device__ __forceinline__ fb_u32 fb_smem(const void* p) {
@@ -106,25 +107,36 @@ __device__ __forceinline__ int fb_mask_tiles(const FbAttnParams& p, long long mo
 // row; a bool mask: fb_mask_tiles). Causal blocks of the last rows (the most
 // keys) start first (kLastRowsFirst); masked ones in row order (starting a
 // tril mask's last rows first measured the same, 243 us a GPT-2 layer).
-// Blocks start in launch order (x fastest). The f32 kernel's causal blocks
-// take theirs longest first over the whole grid (kGridLongestFirst: every
-// batch's last rows, then the rows before them), so the last wave holds the
-// shortest blocks rather than a batch's longest ones beside idle SMs (H100,
-// [8, 12, 1024, 64]: 0.530 -> 0.433 ms). The 16-bit kernels keep batch order,
-// heaviest first within a batch: over the whole grid they lost 4-6% (0.256 /
-// 0.831 -> 0.267 / 0.880 ms at head dim 64, T 2048 / 4096), likely as their
-// blocks in flight then read the K and V of every batch, more than the L2
-// holds (an order within L2-sized sections waits on branch wip/causal-lpt).
-__device__ __forceinline__ long long fb_launch_index() {
-  return ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+// Blocks start in launch order (x fastest); causal ones in kCausalOrder's
+// (FlashConfig::causal_order). 1: batch by batch, each batch's longest row
+// tiles first. 3: longest first over the whole grid (every batch's last
+// rows, then the rows before them), so the last wave holds the shortest
+// blocks rather than a batch's longest ones beside idle SMs: the f32
+// kernel's (H100, [8, 12, 1024, 64]: 0.530 -> 0.433 ms); the 16-bit ones
+// lost 4-6% with it (0.256 / 0.831 -> 0.267 / 0.880 ms at head dim 64, T
+// 2048 / 4096, with the consumer skip), likely as their blocks in flight
+// then read the K and V of every batch, more than the L2 holds. 2: longest
+// first within sections of p.section batches, whose K and V half the L2
+// holds (FlashAttention-3's tile scheduler; not yet measured).
+__device__ __forceinline__ void fb_block_place(const FbAttnParams& p, long long& b, int& rows) {
+  const long long n = (long long)gridDim.y * gridDim.z;
+  const long long i = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  if (!kLastRowsFirst || kCausalOrder == 1) {
+    b = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+    rows = (int)(kLastRowsFirst ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+  } else if (kCausalOrder == 3) {
+    b = i % n, rows = (int)(gridDim.x - 1 - i / n);
+  } else {
+    const long long per = (long long)p.section * gridDim.x, first = i / per * p.section;
+    const long long g = min((long long)p.section, n - first), r = i % per;
+    b = first + r % g, rows = (int)(gridDim.x - 1 - r / g);
+  }
 }
-__device__ __forceinline__ long long fb_block_batch() {
-  if (kGridLongestFirst) return fb_launch_index() % ((long long)gridDim.y * gridDim.z);
-  return (long long)blockIdx.z * gridDim.y + blockIdx.y;
-}
-__device__ __forceinline__ int fb_block_rows() {  // the block's row tile
-  if (kGridLongestFirst) return (int)(gridDim.x - 1 - fb_launch_index() / ((long long)gridDim.y * gridDim.z));
-  return (int)(kLastRowsFirst ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+__device__ __forceinline__ long long fb_block_batch(const FbAttnParams& p) {
+  long long b;
+  int rows;
+  fb_block_place(p, b, rows);
+  return b;
 }
 struct FbBlock {
   long long mo;
@@ -132,9 +144,11 @@ struct FbBlock {
   const fb_elem *q, *k, *v;
 };
 __device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
-  const long long b = fb_block_batch();
+  long long b;
+  int rows;
+  fb_block_place(p, b, rows);
   if (b >= p.batch) return false;
-  blk.m0 = fb_block_rows() * kBM;
+  blk.m0 = rows * kBM;
   long long rest = b, qo = 0, ko = 0, vo = 0, mo = 0;
 #pragma unroll
   for (int d = 3; d >= 0; --d) {
@@ -151,7 +165,7 @@ __device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
 // The block's output rows, found again when it stores them (a register held
 // through the loop would spill the 16-bit kernels).
 __device__ __forceinline__ fb_elem* fb_out(const FbAttnParams& p) {
-  long long rest = fb_block_batch(), oo = 0;
+  long long rest = fb_block_batch(p), oo = 0;
 #pragma unroll
   for (int d = 3; d >= 0; --d) oo += rest % p.batch_sizes[d] * p.o_batch[d], rest /= p.batch_sizes[d];
   return p.o + oo;
@@ -469,8 +483,8 @@ std::string FlashAttentionSource(const FlashConfig& c) {
       "\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n,
       ", kBM = ", c.block_m(), ", kThreads = ", c.threads(), ", kMask = ", static_cast<int>(c.mask),
       ", kMinBlocks = ", c.min_blocks, ";\nconstexpr bool kPositiveScale = ", c.positive_scale ? "true" : "false",
-      ", kLastRowsFirst = ", causal ? "true" : "false", ", kGridLongestFirst = ", causal && f32 ? "true" : "false",
-      ";\ntypedef ",
+      ", kLastRowsFirst = ", causal ? "true" : "false", ", kSkipUnseen = ", c.skip_unseen ? "true" : "false",
+      ";\nconstexpr int kCausalOrder = ", c.causal_order, ";\ntypedef ",
       f32 ? "float" : "unsigned short",
       " fb_elem;\nconstexpr bool kBF16 = ", bf16 ? "true" : "false", ";\n", kBlockCommon);
   if (f32) return absl::StrCat(out, FlashF32Body());

@@ -80,6 +80,13 @@ __device__ __forceinline__ void fb_add_coord(int (&c)[3], int (&radix)[3], int d
   }
 }
 
+// The K/V tiles consumer rows r0 .. r0 + 63 see of the block's `tiles`.
+__device__ __forceinline__ int fb_consumer_tiles(const FbAttnParams& p, int r0, int tiles) {
+  if (r0 >= p.l) return 0;
+  if (kMask == 1) return min(tiles, (min(p.s, r0 + 64) + kBN - 1) / kBN);
+  return tiles;
+}
+
 extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_constant__ FbWsParams p) {
   extern __shared__ __align__(1024) unsigned char fb_shared[];
   // Q full; per stage K full, V full, K empty, V empty.
@@ -112,7 +119,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
     if (threadIdx.x == 0) {
       int cq[3] = {0, 0, 0}, ck[3] = {0, 0, 0}, cv[3] = {0, 0, 0};
       int rq[3] = {1, 1, 1}, rk[3] = {1, 1, 1}, rv[3] = {1, 1, 1};
-      long long rest = fb_block_batch();
+      long long rest = fb_block_batch(p.a);
 #pragma unroll
       for (int d = 3; d >= 0; --d) {
         const int n = (int)p.a.batch_sizes[d], i = (int)(rest % n);
@@ -147,23 +154,32 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
   float mrow[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, lrow[2] = {0.f, 0.f};
   float s[kBN / 8][4];
   fb_u32 pf[kBN / 16][4];
-  // Every consumer takes every tile (the causal diagonal masks what the
-  // first ones' rows do not see), so the turns pair up: consumer 0 starts
-  // (the last gives it the first turn), and the last gives no turn after its
-  // last GEMM (none would take it).
+  // Every consumer takes its turn at every tile, so the turns pair up:
+  // consumer 0 starts (the last gives it the first turn), and the last gives
+  // no turn after its last GEMM (none would take it). With kSkipUnseen it
+  // multiplies only the `mine` tiles its rows see (causal: none past its
+  // last row; none for rows past the end): at the rest it passes its turn
+  // and releases the stage once loaded (their P would be all zeros). Else
+  // the causal diagonal masks what the first consumers' rows do not see.
+  const int mine = kSkipUnseen ? fb_consumer_tiles(p.a, m0 + c * 64, tiles) : tiles;
   if (c == kConsumers - 1) fb_turn_give(c);
   fb_mbar_wait(bars, 0);
   {  // tile 0's P
-    float corr[2];
     fb_mbar_wait(FB_K_FULL(0), 0);
     fb_turn_wait(c);
-    fb_start_qk(s, qs, FB_STAGE(0));
-    fb_turn_give(c);
-    fb_wgmma_wait<0>();
-    fb_fence_regs(s);
-    fb_release(FB_K_EMPTY(0), lane);
-    fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, 0, wrow, lane, false);
-    fb_pack_p(pf, s);
+    if (!kSkipUnseen || mine > 0) {  // (each wgmma and its wait on one path: ptxas serializes them otherwise)
+      fb_start_qk(s, qs, FB_STAGE(0));
+      fb_turn_give(c);
+      fb_wgmma_wait<0>();
+      fb_fence_regs(s);
+      fb_release(FB_K_EMPTY(0), lane);
+      float corr[2];
+      fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, 0, wrow, lane, false);
+      fb_pack_p(pf, s);
+    } else {
+      fb_turn_give(c);
+      fb_release(FB_K_EMPTY(0), lane);
+    }
   }
   for (int j = 0; j < tiles; ++j) {
     const int st = j % kStages, parity = (j / kStages) & 1;
@@ -171,24 +187,42 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
       const int next = (j + 1) % kStages;
       fb_mbar_wait(FB_K_FULL(next), ((j + 1) / kStages) & 1);
       fb_mbar_wait(FB_V_FULL(st), parity);
-      fb_turn_wait(c);
-      fb_start_qk_pv(s, qs, FB_STAGE(next), acc, pf, FB_STAGE(st) + kTileBytes);
-      fb_turn_give(c);
-      fb_wgmma_wait<1>();  // S of tile j + 1 is in; P V may still run
-      fb_fence_regs(s);
-      fb_release(FB_K_EMPTY(next), lane);
-      float corr[2];
-      fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, (j + 1) * kBN, wrow, lane, false);
-      fb_wgmma_wait<0>();
-      fb_release(FB_V_EMPTY(st), lane);
-      fb_next_p(acc, pf, s, corr);
+      if (!kSkipUnseen || j + 1 < mine) {
+        fb_turn_wait(c);
+        fb_start_qk_pv(s, qs, FB_STAGE(next), acc, pf, FB_STAGE(st) + kTileBytes);
+        fb_turn_give(c);
+        fb_wgmma_wait<1>();  // S of tile j + 1 is in; P V may still run
+        fb_fence_regs(s);
+        fb_release(FB_K_EMPTY(next), lane);
+        float corr[2];
+        fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, (j + 1) * kBN, wrow, lane, false);
+        fb_wgmma_wait<0>();
+        fb_release(FB_V_EMPTY(st), lane);
+        fb_next_p(acc, pf, s, corr);
+      } else {  // past this consumer's tiles: P V of its last one, or nothing
+        fb_turn_wait(c);
+        if (j < mine) {
+          fb_start_pv(acc, pf, FB_STAGE(st) + kTileBytes);
+          fb_turn_give(c);
+          fb_wgmma_wait<0>();
+          fb_fence_regs(acc);
+        } else {
+          fb_turn_give(c);
+        }
+        fb_release(FB_K_EMPTY(next), lane);
+        fb_release(FB_V_EMPTY(st), lane);
+      }
     } else {  // the last tile: P V alone
       fb_mbar_wait(FB_V_FULL(st), parity);
       fb_turn_wait(c);
-      fb_start_pv(acc, pf, FB_STAGE(st) + kTileBytes);
-      if (c != kConsumers - 1) fb_turn_give(c);
-      fb_wgmma_wait<0>();
-      fb_fence_regs(acc);
+      if (!kSkipUnseen || j < mine) {
+        fb_start_pv(acc, pf, FB_STAGE(st) + kTileBytes);
+        if (c != kConsumers - 1) fb_turn_give(c);
+        fb_wgmma_wait<0>();
+        fb_fence_regs(acc);
+      } else if (c != kConsumers - 1) {
+        fb_turn_give(c);
+      }
     }
   }
 #undef FB_STAGE

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/flash_attention.h"
 #include "backend/cuda/nvrtc.h"
@@ -227,7 +228,46 @@ TEST(FlashAttentionTest, ConfigsFollowTheProblemAndRefuseBadKnobValues) {
       EXPECT_EQ(f.SharedBytes(), 4 * ((16 * rows + 2 * f.block_n) * (e + 4) + f.block_n * (16 * rows + 4)));
       EXPECT_LE(2 * f.SharedBytes(), 227 * 1024);
       EXPECT_EQ(f.KernelName(), absl::StrCat("fb_flash_attention_e", e, "_f32_", backend::AttentionMaskName(m), "_n",
-                                             f.block_n, "_w8", rows == 8 ? "_r8" : "", "_b2"));
+                                             f.block_n, "_w8", rows == 8 ? "_r8" : "", "_b2",
+                                             m == AttentionMask::kCausal ? "_o3" : ""));
+    }
+  }
+}
+
+// Causal blocks' start order (FlashConfig::causal_order) and the consumers'
+// skip of unseen tiles: the rule (f32 longest first over the grid, 16-bit
+// batch by batch, no skip), the knobs' other values, each its own kernel
+// name, the cp.async twin keeping the order, and the knobs' kernels compiled.
+TEST(FlashAttentionTest, CausalOrdersAndTheSkipFollowTheKnobsAndCompile) {
+  using backend::Knob;
+  const FlashConfig f32 = cuda::ChooseFlashConfig(64, DType::kFloat32, AttentionMask::kCausal, 90, {});
+  EXPECT_EQ(f32.causal_order, 3);
+  EXPECT_FALSE(f32.skip_unseen);
+  const FlashConfig bf16 = cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kCausal, 90, {});
+  EXPECT_EQ(bf16.causal_order, 1);
+  EXPECT_FALSE(bf16.skip_unseen);
+  EXPECT_THAT(cuda::FlashAttentionSource(bf16), HasSubstr("kSkipUnseen = false;\nconstexpr int kCausalOrder = 1;"));
+  for (int order : {1, 2, 3}) {
+    backend::TuningSnapshot t;
+    t.Set(Knob::kFlashCausalOrder, order).Set(Knob::kFlashSkipUnseen, 1);
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      for (int e : {64, 128}) {
+        const FlashConfig c = cuda::ChooseFlashConfig(e, dtype, AttentionMask::kCausal, 90, t);
+        SCOPED_TRACE(c.KernelName());
+        EXPECT_EQ(c.causal_order, order);
+        EXPECT_EQ(c.skip_unseen, dtype != DType::kFloat32);  // the warp-specialized kernel's alone
+        EXPECT_EQ(absl::StrContains(c.KernelName(), absl::StrCat("_o", order)), order != 1);
+        EXPECT_EQ(absl::StrContains(c.KernelName(), "_k"), c.skip_unseen);
+        EXPECT_THAT(cuda::FlashAttentionSource(c), HasSubstr(absl::StrCat("constexpr int kCausalOrder = ", order)));
+        EXPECT_EQ(cuda::FlashCpAsyncTwin(c).causal_order, order);
+        EXPECT_FALSE(cuda::FlashCpAsyncTwin(c).skip_unseen);
+        if (dtype != DType::kFloat16) ExpectCompilesWithoutSpills(c);
+      }
+      // Other masks start in row order whatever the knob says; mma.sync kernels have no consumers.
+      const FlashConfig none = cuda::ChooseFlashConfig(64, dtype, AttentionMask::kNone, 90, t);
+      EXPECT_EQ(none.causal_order, 1);
+      EXPECT_THAT(none.KernelName(), Not(HasSubstr("_o")));
+      EXPECT_FALSE(cuda::ChooseFlashConfig(64, dtype, AttentionMask::kCausal, 80, t).skip_unseen);
     }
   }
 }

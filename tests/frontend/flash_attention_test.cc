@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/driver.h"
 #include "backend/cuda/flash_attention.h"
+#include "backend/tuning.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -345,6 +346,49 @@ TEST_P(FlashAttentionTest, WarpSpecializedKernelMatchesFloat64) {
     EXPECT_EQ(aligned, before.twin) << "every aligned operand above has a tensor map";
     EXPECT_GE(after.tma - before.tma, 16);  // 14 compiled calls, 2 eager
     EXPECT_EQ(after.twin - before.twin, 1);
+  }
+}
+
+// The causal block orders and the consumers' skip of unseen tiles
+// (Knob::kFlashCausalOrder, kFlashSkipUnseen) change which block runs
+// when, not what it computes: each gives the default's output bit for bit,
+// over more batches than one L2 section holds (order 2's sections, the last
+// one partial), rows past the end of a 192-row block, L < S and L > S.
+TEST_P(FlashAttentionTest, CausalOrdersAndTheConsumerSkipGiveTheDefaultsOutput) {
+  if (!device().is_cuda()) GTEST_SKIP() << "the CUDA kernel's block order";
+  using backend::Knob;
+  struct Case {
+    DType dtype;
+    int64_t batch, heads, e, l, s;
+  };
+  for (Case c : {Case{kBF16, 3, 100, 64, 400, 400}, Case{kF16, 2, 3, 128, 1000, 1000}, Case{kBF16, 2, 3, 64, 300, 2000},
+                 Case{kBF16, 2, 3, 64, 130, 17}, Case{kF32, 3, 100, 64, 200, 200}}) {
+    SCOPED_TRACE(testing::Message() << DTypeName(c.dtype) << " [" << c.batch << ", " << c.heads << ", " << c.l << ", "
+                                    << c.s << ", " << c.e << "]");
+    const Tensor q = Random({c.batch, c.heads, c.l, c.e}, c.dtype, 0.3),
+                 k = Random({c.batch, c.heads, c.s, c.e}, c.dtype, 0.3), v = Random({c.batch, c.heads, c.s, c.e}, c.dtype);
+    auto run = [&] {
+      auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& x) {
+        return scaled_dot_product_attention(a, b, x, Tensor(), 0.0, true);
+      });
+      const Tensor out = f(q, k, v);
+      EXPECT_EQ(f.kernels().size(), 1u) << f.explain();
+      return out.to_double_vector();
+    };
+    const std::vector<double> want = run();
+    if (c.heads == 3) {  // small enough for the float64 reference
+      EXPECT_TRUE(CloseToAttention(Tensor::from_vector(want, {c.batch, c.heads, c.l, c.e}, c.dtype),
+                                   AttentionRef(q, k, v, 1 / std::sqrt(static_cast<double>(c.e)), kCausal, kNoBias),
+                                   "default"));
+    }
+    for (auto [order, skip] : {std::pair{1, 1}, std::pair{2, 0}, std::pair{2, 1}, std::pair{3, 0}, std::pair{3, 1}}) {
+      backend::ScopedTuning tuning({{Knob::kFlashCausalOrder, order}, {Knob::kFlashSkipUnseen, skip}});
+      const std::vector<double> got = run();
+      ASSERT_EQ(got.size(), want.size());
+      int64_t differ = 0;
+      for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+      EXPECT_EQ(differ, 0) << "order " << order << ", skip " << skip << ": values unlike the default's";
+    }
   }
 }
 
