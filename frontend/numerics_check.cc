@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -43,13 +44,28 @@ double Difference(double a, double b) {
   return std::fabs(a - b);
 }
 
-// The reference graph: 16-bit float ops computed and stored in float32.
-// Inputs keep their dtype, and so do casts: a cast to 16 bits is rounding
-// the program asked for. Ids are kept, so nodes match the fused plan's.
-graph::Graph WidenHalfFloats(const graph::Graph& g) {
-  return g.Rewritten([](NodeId, graph::Node& n) {
+// The reference's inputs: 16-bit float inputs as float32 copies (the same
+// values), so every node reads float32, as the fused kernels compute (a
+// recognized attention's f32 kernel takes no 16-bit operand).
+std::vector<Tensor> WidenHalfInputs(absl::Span<const Tensor> inputs) {
+  std::vector<Tensor> wide(inputs.begin(), inputs.end());
+  for (Tensor& t : wide) {
+    if (t.dtype() == DType::kFloat16 || t.dtype() == DType::kBFloat16) t = t.to(DType::kFloat32);
+  }
+  return wide;
+}
+
+// The reference graph: 16-bit float ops computed and stored in float32, its
+// inputs those of WidenHalfInputs (their strides: a strided input's copy is
+// compact; views read an input's row-major value, so they stay). Casts keep
+// their dtype: a cast to 16 bits is rounding the program asked for. Ids are
+// kept, so nodes match the fused plan's.
+graph::Graph WidenHalfFloats(const graph::Graph& g, absl::Span<const Tensor> wide_inputs) {
+  return g.Rewritten([&](NodeId, graph::Node& n) {
     const bool half = n.dtype == DType::kFloat16 || n.dtype == DType::kBFloat16;
-    if (half && n.op != graph::Op::kInput && n.op != graph::Op::kCast) n.dtype = DType::kFloat32;
+    if (!half || n.op == graph::Op::kCast) return;
+    n.dtype = DType::kFloat32;
+    if (n.op == graph::Op::kInput) n.strides = wide_inputs[n.input_index].strides();
   });
 }
 
@@ -123,13 +139,14 @@ std::vector<KernelNumerics> CheckNumerics(const graph::Graph& captured, absl::Sp
   // A debugging aid that cannot run says so and lets the program go on.
   try {
     // Widened after the graph passes: a recognized 16-bit attention is the same node in f32.
+    const std::vector<Tensor> wide_inputs = WidenHalfInputs(inputs);
     std::shared_ptr<const backend::Executable> reference =
-        Reference(WidenHalfFloats(fusion::RunGraphPasses(captured)));
+        Reference(WidenHalfFloats(fusion::RunGraphPasses(captured), wide_inputs));
     if (!SameNodes(g, reference->plan().graph)) {
       spdlog::warn("numerics check skipped: the unfused graph does not match the fused plan's");
       return {};
     }
-    ValueOrThrow(reference->Run(inputs, &reference_values));
+    ValueOrThrow(reference->Run(wide_inputs, &reference_values));
   } catch (const Error& e) {
     spdlog::warn("numerics check skipped: the unfused reference failed: {}", e.what());
     return {};

@@ -42,6 +42,22 @@ TEST(NumericsCheckTest, CorrectKernelsAreNotFlagged) {
   }
 }
 
+// 16-bit inputs are read by the reference as float32 copies: a transposed
+// and a sliced bf16 input (strides the copies do not keep) still compare,
+// and a wrong answer would be flagged against the same values.
+TEST(NumericsCheckTest, StridedHalfInputsAreWidenedForTheReference) {
+  const Tensor base = randn({96, 80}, Device::cpu(), FreshSeed()).to(DType::kBFloat16);
+  const Tensor t = base.transpose(0, 1);                   // [80, 96], strides (1, 80)
+  const Tensor sliced = split(base, 40, 1)[1];             // [96, 40], strides (80, 1), offset 40
+  auto compiled = compile([](const Tensor& a, const Tensor& b) { return std::make_tuple(ManualSoftmax(a), exp(b) * 2); },
+                          CompileOptions{.check_numerics = true});
+  const auto [y, z] = compiled(t, sliced);
+  ASSERT_EQ(compiled.numerics().size(), compiled.kernels().size()) << compiled.explain();
+  ASSERT_GE(compiled.numerics().size(), 2u);
+  for (const KernelNumerics& n : compiled.numerics()) EXPECT_FALSE(n.flagged) << n.kernel << ": " << n.worst;
+  EXPECT_EQ(z.dtype(), DType::kBFloat16);
+}
+
 TEST(NumericsCheckTest, OffByDefault) {
   auto compiled = compile(ManualGelu);
   compiled(randn({8, 8}, Device::cpu(), FreshSeed()));
