@@ -88,6 +88,30 @@ ChildReport SampleChild(const std::string& mode) {
   return r;
 }
 
+// --profile's memory-bound kernels: those whose roofline time is their
+// bytes' at the copy ceiling (not a GEMM's FLOPs, not a graph run), and those
+// under 80% of it, worst first, each with its percent.
+TEST(Profile, CountsMemoryBoundKernelsAndListsThoseUnder80Percent) {
+  const Roofline roofline{.copy_bytes_per_s = 1e12, .f32_flops_per_s = 1e13};
+  auto row = [](const char* name, double bytes, double roofline_us, double took_us) {
+    return ProfilerRow{.name = name, .calls = 1, .kernel = true, .bytes_total = bytes,
+                       .kernel_time_total_us = took_us, .roofline_time_total_us = roofline_us};
+  };
+  std::vector<ProfilerRow> rows = {
+      row("slow_norm", 1e9, 1000, 2000),   // bytes-bound, 50%
+      row("fast_exp", 1e9, 1000, 1100),    // bytes-bound, 90.9%
+      row("slower_ce", 2e9, 2000, 5000),   // bytes-bound, 40%
+      row("gemm", 1e9, 3000, 4000),        // its FLOPs bound it (3000 us > 1000 us of bytes)
+  };
+  ProfilerRow graph_run = row("compiled graph: slow_norm", 1e9, 1000, 9000);
+  graph_run.kernel = false;
+  rows.push_back(graph_run);
+  Result r;
+  MemoryBoundKernels(rows, roofline, r);
+  EXPECT_EQ(r.profile_memory_bound, 3);
+  EXPECT_EQ(r.profile_memory_bound_under_80, (std::vector<std::string>{"slower_ce 40.0%", "slow_norm 50.0%"}));
+}
+
 TEST(CompileLatency, ChildJsonRoundTripsAfterLogLines) {
   const ChildReport r = SampleChild("cold");
   const std::string json = ChildReportJson(r);

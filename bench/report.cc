@@ -50,6 +50,13 @@ void PrintDetails(const Result& r) {
     std::printf("  worst kernels by time lost against the roofline (%s):%s\n", r.profile_roofline.c_str(),
                 r.profile_worst.empty() ? " none (no roofline)" : "");
     for (const std::string& line : r.profile_worst) std::printf("    %s\n", line.c_str());
+    if (r.profile_memory_bound > 0) {  // the worst ten by name
+      const std::vector<std::string>& under = r.profile_memory_bound_under_80;
+      const std::vector<std::string> shown(under.begin(), under.begin() + std::min<size_t>(under.size(), 10));
+      std::printf("  memory-bound kernels under 80%% of the copy ceiling: %zu of %lld%s%s%s\n", under.size(),
+                  static_cast<long long>(r.profile_memory_bound), under.empty() ? "" : ": ",
+                  absl::StrJoin(shown, ", ").c_str(), under.size() > shown.size() ? ", ..." : "");
+    }
   }
   for (const std::string& f : r.failures) std::printf("  FAILED: %s\n", f.c_str());
 }

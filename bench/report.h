@@ -72,6 +72,10 @@ struct Result {
   // (Profiler::worst), one line each, and the roofline they were held to.
   std::vector<std::string> profile_worst;
   std::string profile_roofline;
+  // Their memory-bound kernels (the roofline's time is the copy's) and those
+  // under 80% of the copy ceiling, worst first: "name 71.2%".
+  int64_t profile_memory_bound = 0;
+  std::vector<std::string> profile_memory_bound_under_80;
   double host_ms_per_call = 0, host_ms_per_call_profiled = 0;
   std::vector<std::string> failures;
   bool ok() const { return failures.empty(); }

@@ -137,6 +137,22 @@ std::vector<std::string> WorstLines(const std::vector<ProfilerRow>& worst) {
 
 }  // namespace
 
+void MemoryBoundKernels(const std::vector<ProfilerRow>& rows, const Roofline& roofline, Result& r) {
+  std::vector<const ProfilerRow*> under;
+  for (const ProfilerRow& row : rows) {
+    if (!row.kernel || !row.has_roofline() || roofline.copy_bytes_per_s <= 0) continue;
+    const double copy_us = row.bytes_total / roofline.copy_bytes_per_s * 1e6;
+    if (std::fabs(row.roofline_time_total_us - copy_us) > 1e-6 * std::max(1.0, copy_us)) continue;
+    ++r.profile_memory_bound;
+    if (row.roofline_percent() < 80) under.push_back(&row);
+  }
+  std::sort(under.begin(), under.end(),
+            [](const ProfilerRow* a, const ProfilerRow* b) { return a->roofline_percent() < b->roofline_percent(); });
+  for (const ProfilerRow* row : under) {
+    r.profile_memory_bound_under_80.push_back(absl::StrFormat("%s %.1f%%", row->name, row->roofline_percent()));
+  }
+}
+
 void Profile(Device device, const std::function<void(int)>& call, Result& r) {
   constexpr int kCalls = 5;
   auto host_ms = [&](int i) {
@@ -158,6 +174,7 @@ void Profile(Device device, const std::function<void(int)>& call, Result& r) {
     r.profile_table = prof.table("cuda_time_total", 40);
     r.profile_roofline = roofline.ToString();
     r.profile_worst = WorstLines(prof.worst(5));
+    MemoryBoundKernels(prof.summary("cuda_time_total"), roofline, r);
   }
   r.host_ms_per_call = Timing{0, plain_ms}.median_ms();
   r.host_ms_per_call_profiled = Timing{0, profiled_ms}.median_ms();

@@ -58,6 +58,10 @@ std::vector<std::string> PtxLines(const std::vector<KernelInfo>& kernels);
 // one call (tracing and launching, no waiting), with no profiler (which adds
 // its own host time per op) and then under it.
 void Profile(Device device, const std::function<void(int)>& call, Result& r);
+// Profile's count of the memory-bound kernels among `rows` (their roofline
+// time is their bytes' at the copy ceiling) into r.profile_memory_bound, and
+// those under 80% of it, worst first, into r.profile_memory_bound_under_80.
+void MemoryBoundKernels(const std::vector<ProfilerRow>& rows, const Roofline& roofline, Result& r);
 
 // Runs one case on `device`; inputs are drawn from seeds derived from `seed`.
 // Errors become failures of the result, so the other cases still run.
