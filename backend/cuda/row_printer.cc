@@ -11,6 +11,7 @@
 #include "backend/code_writer.h"
 #include "backend/cuda/cache_hints.h"
 #include "backend/cuda/held_row_values.h"
+#include "backend/cuda/row_access_plan.h"
 #include "backend/row_invariants.h"
 #include "backend/cuda/online_exp_sum_source.h"
 
@@ -60,25 +61,6 @@ FB_INLINE void fb_cp_async16(void* dst, const void* src) {
 FB_INLINE void fb_cp_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 )";
 
-// One row access staged through registers: a load into array c<array>, or a
-// store from array s<array> (one group).
-struct Access {
-  int buffer;
-  IndexExpr index;
-  int array;
-  bool vector;
-  CacheHint hint = CacheHint::kNormal;  // of its 16-byte accesses (cache_hints.h)
-};
-
-// One loop over the row: its body with staged loads reading c<array>[k] and
-// staged stores writing s<array>[e], and what to stage.
-struct LoopPlan {
-  Kernel lanes;  // the kernel's buffers, then the store staging arrays
-  std::vector<Stmt> once;  // computed once before the loop (backend/row_invariants.h)
-  std::vector<Stmt> body;
-  std::vector<Access> loads, stores;
-};
-
 class RowPrinter {
  public:
   // `spread`, `layout`: the schedule's (ChooseCudaRowLayout's), of `k` as
@@ -87,9 +69,7 @@ class RowPrinter {
              const TuningSnapshot& tuning)
       : k_(k), spread_(spread), hooks_(hooks), tuning_(tuning), layout_(layout), v_(layout_.vector_width),
         idx_(k.index64 ? "long long" : "int"), n_(absl::StrCat(k.row_length, k.index64 ? "LL" : "")),
-        preloaded_(layout_.on_chip ? PreloadedSlots(k) : std::set<int>{}),
-        rereads_rows_(CudaCacheHintLevel(tuning) >= 1 && RereadsRows()),
-        lead_(layout_.aligned_groups ? ChooseAlignedGroupLead(k) : AlignedGroupLead{}) {}
+        planner_(k, layout, tuning), preloaded_(planner_.preloaded()), lead_(planner_.lead()) {}
 
   std::string Print() const {
     const bool warp = spread_.strategy == RowStrategy::kWarpPerRow;
@@ -127,7 +107,7 @@ class RowPrinter {
     const std::string params =
         absl::StrCat(CPrinter::ParamList(k_, /*restrict_qualified=*/true), k_.dynamic_extent ? ", long long fb_n" : "",
                      CPrinter::SizeParams(k_));
-    const std::string aligned = AlignedPointers();
+    const std::string aligned = planner_.AlignedPointers();
     // Rows held on chip with vectorized accesses are a function template on
     // whether the pointers are aligned (`fb_vec`), which the kernel picks
     // once: each instance is straight-line code without the other's path
@@ -196,11 +176,11 @@ class RowPrinter {
         w.Line("c", c, ".s = reinterpret_cast<", type, "*>(fb_smem) + ", shared_offset, " + threadIdx.x * ", v_, ";");
         shared_offset += layout_.shared_groups * v_ * layout_.block_size;
       }
-      LoopPlan plan{.lanes = k_};
+      RowLoopPlan plan{.lanes = k_};
       std::vector<Stmt> index_defs;  // gathered rows' indices (the token id), in a scope of the preload's own
       std::set<int> defined;
       for (int slot : preloaded_) {
-        plan.loads.push_back(CachedAccess(slot, /*next_loop=*/0));
+        plan.loads.push_back(planner_.CachedAccess(slot, /*next_loop=*/0));
         for (const Stmt& s : k_.cached_loads[slot].index_defs) {
           if (defined.insert(s.result).second) index_defs.push_back(s);
         }
@@ -210,12 +190,12 @@ class RowPrinter {
         CPrinter::Statements(w, k_, index_defs, OpTemplate);
         if (!plan.loads.empty()) Loop(w, plan, nullptr, /*preload=*/true);
       }
-      if (AsyncPreload(plan)) w.Line("fb_cp_async_wait();");
+      if (planner_.AsyncPreload(plan)) w.Line("fb_cp_async_wait();");
     }
     for (size_t p = 0; p < k_.passes.size(); ++p) {
       const Pass& pass = k_.passes[p];
       for (const Accumulator& a : pass.accumulators) CPrinter::AccumulatorDecl(w, a);
-      Loop(w, Plan(p), &pass);
+      Loop(w, planner_.Plan(p), &pass);
       for (const Accumulator& a : pass.accumulators) {
         if (a.online_max >= 0) {
           CombineOnline(w, a, lanes);
@@ -224,7 +204,7 @@ class RowPrinter {
         }
       }
     }
-    if (!k_.elementwise.empty()) Loop(w, Plan(k_.passes.size()), nullptr);
+    if (!k_.elementwise.empty()) Loop(w, planner_.Plan(k_.passes.size()), nullptr);
     if (!k_.row_body.empty()) {
       if (short_rows) {
         w.Open("if (fb_lane == 0)");
@@ -280,159 +260,12 @@ class RowPrinter {
     w.Line("fb_online_exp_sum_end(", pair, ");");
   }
 
-  // Whether a loop from `next_loop` on reads element (buffer, index) from
-  // memory again.
-  bool ReadAgain(int buffer, const IndexExpr& index, size_t next_loop) const {
-    for (size_t l = next_loop; l < k_.NumRowLoops(); ++l) {
-      for (const Stmt& s : k_.RowLoop(l)) {
-        const bool from_registers = layout_.on_chip && s.cache_slot >= 0 && preloaded_.contains(s.cache_slot);
-        if (s.kind == StmtKind::kLoad && s.buffer == buffer && !from_registers && s.index == index) return true;
-      }
-    }
-    return false;
-  }
-  // Whether the kernel re-reads rows: some per-element load is read again.
-  bool RereadsRows() const {
-    for (size_t l = 0; l < k_.NumRowLoops(); ++l) {
-      for (const Stmt& s : k_.RowLoop(l)) {
-        if (s.kind == StmtKind::kLoad && TouchesEachElementOnce(s.index) && ReadAgain(s.buffer, s.index, l + 1)) return true;
-      }
-    }
-    return false;
-  }
-  // The cache hint (cache_hints.h) of a load, in the loop before
-  // `next_loop`, of an element of `buffer` at `index` that a row touches
-  // once per pass: kept while a later loop reads it again, else streamed.
-  CacheHint LoadHint(int buffer, const IndexExpr& index, size_t next_loop) const {
-    if (index.HasTemp()) return CacheHint::kNormal;  // a gathered row: other rows may gather it too
-    if (!TouchesEachElementOnce(index)) {
-      const bool kept = rereads_rows_ && BroadcastOverRows(index) && (CudaL1HintBits(tuning_) & 4);
-      return kept ? CacheHint::kKeep : CacheHint::kNormal;
-    }
-    if (!rereads_rows_) return k_.elementwise.empty() ? StreamReadOnlyReduction(tuning_) : StreamEverywhere(tuning_);
-    if (ReadAgain(buffer, index, next_loop)) return CacheHint::kKeep;
-    return (CudaL1HintBits(tuning_) & 2) ? CacheHint::kLastRead : CacheHint::kStream;
-  }
-  CacheHint StoreHint(const IndexExpr& index) const {
-    if (!TouchesEachElementOnce(index)) return CacheHint::kNormal;
-    if (!rereads_rows_) return StreamEverywhere(tuning_);
-    return (CudaL1HintBits(tuning_) & 8) ? CacheHint::kNormal : CacheHint::kStream;
-  }
-
-  // Whether an access of `dtype` at `index` moves whole groups: with aligned
-  // groups, those at the lead's index and element size.
-  bool MovesVectors(DType dtype, const IndexExpr& index) const {
-    if (!layout_.aligned_groups) return Vectorizable(dtype, index, v_);
-    return DTypeSize(dtype) == lead_.element_size && index == lead_.index;
-  }
-
-  Access CachedAccess(int slot, size_t next_loop) const {
-    const CachedLoad& c = k_.cached_loads[slot];
-    return {c.buffer, c.index, slot, MovesVectors(c.dtype, c.index), LoadHint(c.buffer, c.index, next_loop)};
-  }
-
-  // Whether the preload copies the shared-memory groups with cp.async: every
-  // preloaded value moves as a 16-byte group of the type it is held in
-  // (float: no conversion on the way), on sm_80+.
-  bool AsyncPreload(const LoopPlan& preload) const {
-    if (layout_.shared_groups == 0 || (k_.cuda_arch != 0 && k_.cuda_arch < 80) || preload.loads.empty()) return false;
-    for (const Access& a : preload.loads) {
-      const DType dtype = k_.buffers[a.buffer].dtype;
-      if (!a.vector || ComputeDType(dtype) != dtype || v_ * DTypeSize(dtype) != 16) return false;
-    }
-    return true;
-  }
-
-  // Whether every buffer with a vectorized access is aligned for it (the
-  // kernel's choice of `fb_vec`), as a condition; "" without such accesses.
-  std::string AlignedPointers() const {
-    std::set<int> buffers;
-    auto visit = [&](const std::vector<Stmt>& block) {
-      for (const Stmt& s : block) {
-        if (s.is_access() && MovesVectors(k_.buffers[s.buffer].dtype, s.index)) buffers.insert(s.buffer);
-      }
-    };
-    for (const Pass& p : k_.passes) visit(p.body);
-    visit(k_.elementwise);
-    if (buffers.empty()) return "";
-    std::string mask;
-    if (layout_.aligned_groups) {
-      // The groups follow the lead's alignment: every vector buffer must share
-      // its pointer's low 4 bits (they share its index and element size).
-      const std::string lead = absl::StrCat("(unsigned long long)", k_.buffers[lead_.buffer].name);
-      for (int b : buffers) {
-        if (b != lead_.buffer) absl::StrAppend(&mask, mask.empty() ? "" : " | ", "((unsigned long long)", k_.buffers[b].name, " ^ ", lead, ")");
-      }
-      return mask.empty() ? "true" : absl::StrCat("((", mask, ") & 15) == 0");
-    }
-    for (int b : buffers) {
-      const int align = std::min(16, v_ * DTypeSize(k_.buffers[b].dtype));
-      absl::StrAppend(&mask, mask.empty() ? "" : " | ", "((unsigned long long)", k_.buffers[b].name, " & ", align - 1, ")");
-    }
-    return absl::StrCat("(", mask, ") == 0");
-  }
-
-  // Which loads of `block` are staged (looped rows: every per-element load;
-  // persistent rows: cached values the passes did not preload) and which
-  // stores are (the vectorizable ones).
-  LoopPlan Plan(size_t loop) const {
-    LoopPlan plan{.lanes = k_, .body = k_.RowLoop(loop)};
-    const std::set<int> varying = loop < k_.passes.size() ? AccumulatorTemps(k_.passes[loop].accumulators) : std::set<int>{};
-    const std::set<int> per_row = RowInvariantTemps(plan.body, varying);
-    std::set<int> staged;
-    for (Stmt& s : plan.body) {
-      if (s.kind == StmtKind::kLoad && layout_.on_chip && s.cache_slot >= 0) {
-        if (!preloaded_.contains(s.cache_slot) && staged.insert(s.cache_slot).second) {
-          plan.loads.push_back(CachedAccess(s.cache_slot, loop + 1));
-        }
-      } else if (s.kind == StmtKind::kLoad) {
-        s.cache_slot = -1;  // a plain load, unless staged below
-        // Masked loads, and gathered ones whose index changes along the row,
-        // stay in the body after their index and mask. A gathered row (an
-        // embedding's: the token id once per row, then its row of the table)
-        // is staged and moved in vectors as the row's own loads are.
-        // (Rows held on chip give every such row a slot: lower_reduction.cc.)
-        if (!s.index.DependsOn("j") || layout_.on_chip || !StagesAlongRow(s, per_row)) continue;
-        s.cache_slot = static_cast<int>(plan.loads.size());
-        plan.loads.push_back({s.buffer, s.index, s.cache_slot, MovesVectors(k_.buffers[s.buffer].dtype, s.index),
-                              LoadHint(s.buffer, s.index, loop + 1)});
-      } else if (s.kind == StmtKind::kStore && s.cache_slot < 0 && MovesVectors(k_.buffers[s.buffer].dtype, s.index)) {
-        const int array = static_cast<int>(plan.stores.size());
-        plan.stores.push_back({s.buffer, s.index, array, true, StoreHint(s.index)});
-        plan.lanes.buffers.push_back({absl::StrCat("s", array), k_.buffers[s.buffer].dtype, true});
-        s.buffer = static_cast<int>(plan.lanes.buffers.size()) - 1;
-        s.index = IndexExpr::Var("e", v_);
-      }
-    }
-    HoistRowInvariant(&plan.body, &plan.once, varying);
-    return plan;
-  }
-  // The temporaries of `body` that HoistRowInvariant computes once per row.
-  static std::set<int> RowInvariantTemps(std::vector<Stmt> body, const std::set<int>& varying) {
-    std::vector<Stmt> once;
-    HoistRowInvariant(&body, &once, varying);
-    std::set<int> temps;
-    for (const Stmt& s : once) {
-      if (s.result >= 0) temps.insert(s.result);
-    }
-    return temps;
-  }
-  // Whether load `s` can be staged (loaded a group at a time before the
-  // element loop): unmasked, its index's temporaries all computed per row.
-  static bool StagesAlongRow(const Stmt& s, const std::set<int>& per_row) {
-    if (s.mask >= 0) return false;
-    for (int t : s.index.Temps()) {
-      if (!per_row.contains(t)) return false;
-    }
-    return true;
-  }
-
   // The loop over the row's groups. Persistent rows: one unrolled step of
   // `groups` per thread over the registers c<slot> (`preload`: only filling
   // them). Looped rows: steps of kCudaLoopGroups groups, each step loading all
   // its groups into c<array> before using any, so the loads are in flight
   // together.
-  void Loop(CodeWriter& w, const LoopPlan& plan, const Pass* pass, bool preload = false) const {
+  void Loop(CodeWriter& w, const RowLoopPlan& plan, const Pass* pass, bool preload = false) const {
     const std::vector<Accumulator>* accumulators = pass != nullptr ? &pass->accumulators : nullptr;
     // Online sums of whole groups fold each group once (its max, then its
     // exp sum): per element a max, an exp and an add, as the two passes
@@ -481,7 +314,7 @@ class RowPrinter {
     auto step_loop = persistent ? w.Indented(0) : open_steps();
     if (!persistent) {
       if (counted) w.Line("const ", idx_, " jc = (", idx_, ")fb_lane * ", v_, " + (", idx_, ")fb_step * ", step, head_, ";");
-      for (const Access& a : plan.loads) {
+      for (const RowAccess& a : plan.loads) {
         w.Line(ComputeCType(k_.buffers[a.buffer].dtype), " c", a.array, "[", layout_.groups * v_, "];");
       }
     }
@@ -499,12 +332,12 @@ class RowPrinter {
       body();
     };
     if (preload) {
-      if (!AsyncPreload(plan)) return groups([&] { LoadGroup(w, plan); });
+      if (!planner_.AsyncPreload(plan)) return groups([&] { LoadGroup(w, plan); });
       // The groups held in shared memory are copied there by cp.async.
       return groups([&] {
         auto copy = w.Block("if (q >= ", layout_.groups - layout_.shared_groups, " && fb_vec)");
         w.Line("const ", idx_, " j = jv;");
-        for (const Access& a : plan.loads) {
+        for (const RowAccess& a : plan.loads) {
           w.Line("fb_cp_async16(&c", a.array, "[q * ", v_, "], ", k_.buffers[a.buffer].name, " + (", a.index.ToString(), "));");
         }
         copy.Else();
@@ -514,7 +347,7 @@ class RowPrinter {
     if (!persistent && !plan.loads.empty()) groups([&] { LoadGroup(w, plan); });
     groups([&] {
       if (persistent) LoadGroup(w, plan);
-      for (const Access& a : plan.stores) w.Line(StorageCType(k_.buffers[a.buffer].dtype), " s", a.array, "[", v_, "];");
+      for (const RowAccess& a : plan.stores) w.Line(StorageCType(k_.buffers[a.buffer].dtype), " s", a.array, "[", v_, "];");
       if (grouped) {
         for (const Accumulator& a : pass->accumulators) {
           if (a.online_max < 0) continue;
@@ -581,10 +414,10 @@ class RowPrinter {
   }
 
   // Loads one group (jv, q in scope) of each staged load into c<array>[q * V + e].
-  void LoadGroup(CodeWriter& w, const LoopPlan& plan) const {
-    auto staged = [](const Access& a) { return absl::StrCat("fb_t", a.array); };
+  void LoadGroup(CodeWriter& w, const RowLoopPlan& plan) const {
+    auto staged = [](const RowAccess& a) { return absl::StrCat("fb_t", a.array); };
     bool vector = false;
-    for (const Access& a : plan.loads) {
+    for (const RowAccess& a : plan.loads) {
       const BufferParam& b = k_.buffers[a.buffer];
       const std::string load = CPrinter::LoadExpression(k_, a.buffer, a.index);
       if (v_ == 1) {
@@ -602,7 +435,7 @@ class RowPrinter {
     AlignedOrScalar(
         w,
         [&] {
-          for (const Access& a : plan.loads) {
+          for (const RowAccess& a : plan.loads) {
             const BufferParam& b = k_.buffers[a.buffer];
             if (a.vector) {
               VectorCopy(w, staged(a), absl::StrCat(b.name, " + (", a.index.ToString(), ")"), v_ * DTypeSize(b.dtype), a.hint,
@@ -611,7 +444,7 @@ class RowPrinter {
           }
         },
         [&] {
-          for (const Access& a : plan.loads) {
+          for (const RowAccess& a : plan.loads) {
             const BufferParam& b = k_.buffers[a.buffer];
             if (a.vector) EachElement(w, absl::StrCat(staged(a), "[e] = ", b.name, "[", a.index.ToString(), "];"));
           }
@@ -619,7 +452,7 @@ class RowPrinter {
           // groups, hoisted ahead together, would spill; one group at a time.
           if (layout_.shared_groups > 0) w.Line("asm volatile(\"\" ::: \"memory\");");
         });
-    for (const Access& a : plan.loads) {
+    for (const RowAccess& a : plan.loads) {
       if (!a.vector) continue;
       Kernel regs;
       regs.buffers.push_back({staged(a), k_.buffers[a.buffer].dtype});
@@ -630,19 +463,19 @@ class RowPrinter {
   }
 
   // Writes one group of each staged store from s<array>.
-  void StoreGroup(CodeWriter& w, const LoopPlan& plan) const {
+  void StoreGroup(CodeWriter& w, const RowLoopPlan& plan) const {
     if (plan.stores.empty()) return;
     AlignedOrScalar(
         w,
         [&] {
-          for (const Access& a : plan.stores) {
+          for (const RowAccess& a : plan.stores) {
             const BufferParam& b = k_.buffers[a.buffer];
             VectorCopy(w, absl::StrCat(b.name, " + (", a.index.ToString(), ")"), absl::StrCat("s", a.array),
                        v_ * DTypeSize(b.dtype), CacheHint::kNormal, a.hint);
           }
         },
         [&] {
-          for (const Access& a : plan.stores) {
+          for (const RowAccess& a : plan.stores) {
             const BufferParam& b = k_.buffers[a.buffer];
             EachElement(w, absl::StrCat(b.name, "[", a.index.ToString(), "] = s", a.array, "[e];"));
           }
@@ -659,9 +492,9 @@ class RowPrinter {
   const char* idx_;
   const std::string n_;
   const std::string head_ = layout_.aligned_groups ? " - fb_head" : "";  // a group start's shift
-  const std::set<int> preloaded_;  // on-chip rows: the cache slots loaded before the passes
-  const bool rereads_rows_;        // hints on, and rows are read from memory more than once
-  const AlignedGroupLead lead_;    // aligned groups: the access that places them
+  const RowAccessPlanner planner_;  // which accesses are staged, hinted, vectors (row_access_plan.h)
+  const std::set<int>& preloaded_;  // on-chip rows: the cache slots loaded before the passes
+  const AlignedGroupLead& lead_;    // aligned groups: the access that places them
 };
 
 }  // namespace
