@@ -50,7 +50,7 @@ double Difference(double a, double b) {
 std::vector<Tensor> WidenHalfInputs(absl::Span<const Tensor> inputs) {
   std::vector<Tensor> wide(inputs.begin(), inputs.end());
   for (Tensor& t : wide) {
-    if (t.dtype() == DType::kFloat16 || t.dtype() == DType::kBFloat16) t = t.to(DType::kFloat32);
+    if (ComputeDType(t.dtype()) != t.dtype()) t = t.to(ComputeDType(t.dtype()));
   }
   return wide;
 }
@@ -62,9 +62,8 @@ std::vector<Tensor> WidenHalfInputs(absl::Span<const Tensor> inputs) {
 // kept, so nodes match the fused plan's.
 graph::Graph WidenHalfFloats(const graph::Graph& g, absl::Span<const Tensor> wide_inputs) {
   return g.Rewritten([&](NodeId, graph::Node& n) {
-    const bool half = n.dtype == DType::kFloat16 || n.dtype == DType::kBFloat16;
-    if (!half || n.op == graph::Op::kCast) return;
-    n.dtype = DType::kFloat32;
+    if (ComputeDType(n.dtype) == n.dtype || n.op == graph::Op::kCast) return;
+    n.dtype = ComputeDType(n.dtype);
     if (n.op == graph::Op::kInput) n.strides = wide_inputs[n.input_index].strides();
   });
 }

@@ -138,6 +138,11 @@ __device__ __forceinline__ long long fb_block_batch(const FbAttnParams& p) {
   fb_block_place(p, b, rows);
   return b;
 }
+// The K/V tiles query rows before `row_end` see (causal: none past their
+// last row).
+__device__ __forceinline__ int fb_tiles_seen(const FbAttnParams& p, int row_end) {
+  return ((kMask == 1 ? min(p.s, row_end) : p.s) + kBN - 1) / kBN;
+}
 struct FbBlock {
   long long mo;
   int m0, tiles;
@@ -157,8 +162,7 @@ __device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
     qo += i * p.q_batch[d], ko += i * p.k_batch[d], vo += i * p.v_batch[d], mo += i * p.m_batch[d];
   }
   blk.mo = mo, blk.q = p.q + qo, blk.k = p.k + ko, blk.v = p.v + vo;
-  const int n_end = kMask == 1 ? min(p.s, blk.m0 + kBM) : p.s;
-  blk.tiles = (n_end + kBN - 1) / kBN;
+  blk.tiles = fb_tiles_seen(p, blk.m0 + kBM);
   if (kMask == 2) blk.tiles = fb_mask_tiles(p, mo, blk.m0, blk.tiles);
   return true;
 }

@@ -82,9 +82,7 @@ __device__ __forceinline__ void fb_add_coord(int (&c)[3], int (&radix)[3], int d
 
 // The K/V tiles consumer rows r0 .. r0 + 63 see of the block's `tiles`.
 __device__ __forceinline__ int fb_consumer_tiles(const FbAttnParams& p, int r0, int tiles) {
-  if (r0 >= p.l) return 0;
-  if (kMask == 1) return min(tiles, (min(p.s, r0 + 64) + kBN - 1) / kBN);
-  return tiles;
+  return r0 >= p.l ? 0 : min(tiles, fb_tiles_seen(p, r0 + 64));
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_constant__ FbWsParams p) {
