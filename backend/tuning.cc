@@ -143,15 +143,13 @@ constexpr KnobInfo kKnobs[] = {
      "CUDA flash attention, sm_90's warp-specialized kernel (unmasked or causal): warpgroups multiplying beside the "
      "TMA producer, 2 or 3 (others: the choice); 0 chooses (3 at head dim 64: 7-11% faster on the H100; 2 at 128, "
      "where 3 spill)"},
-    {Knob::kFlashCausalOrder, "FUSEBOX_TUNE_FLASH_CAUSAL_ORDER", kInt, 0, 0, 3,
+    {Knob::kFlashCausalOrder, "FUSEBOX_TUNE_FLASH_CAUSAL_ORDER", kInt, 0, 0, 2,
      "CUDA flash attention, causal: the order blocks start in, 1 batch by batch (each batch's longest row tiles "
-     "first), 2 longest first within sections of as many batches as half the L2 holds the K and V of, 3 longest "
-     "first over the whole grid; 0 chooses (f32 3: 0.530 -> 0.433 ms on the H100 at [8, 12, 1024, 64]; 16-bit 1, "
-     "where 3 lost 4-6%; 2 not yet measured)"},
-    {Knob::kFlashSkipUnseen, "FUSEBOX_TUNE_FLASH_SKIP_UNSEEN", kBool, 0, 0, 1,
-     "CUDA flash attention, sm_90's warp-specialized kernel: each consumer warpgroup skips the GEMMs of the K/V "
-     "tiles its 64 rows do not see (causal: past its last row; rows past the end), passing its turn; not yet "
-     "measured apart from order 3"},
+     "first), 2 longest first over the whole grid; 0 chooses (f32 2: 0.530 -> 0.433 ms on the H100 at [8, 12, "
+     "1024, 64]; 16-bit 1: 2 was even within noise on the H200 and lost 4-6% on the H100)"},
+    {Knob::kFlashPersistent, "FUSEBOX_TUNE_FLASH_PERSISTENT", kBool, 0, 0, 1,
+     "CUDA flash attention, sm_90's warp-specialized kernel: a block per SM taking (batch, row tile) items from a "
+     "counter, the next item's Q and K/V loading while the last one finishes; not yet measured"},
 };
 static_assert(std::size(kKnobs) == kNumKnobs, "one row per Knob");
 

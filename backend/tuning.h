@@ -59,7 +59,7 @@ enum class Knob : int {
   kFlashWarpTiles,
   kFlashConsumers,
   kFlashCausalOrder,
-  kFlashSkipUnseen,
+  kFlashPersistent,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(Knob::kCount);

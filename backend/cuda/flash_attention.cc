@@ -32,7 +32,7 @@ struct FlashParams {
   int l, s;
   float scale_log2;
   int aligned;
-  int section;
+  unsigned long long* work;
 };
 static_assert(sizeof(FlashParams) == 312, "FlashParams must match the kernel's FbAttnParams");
 
@@ -176,9 +176,9 @@ int FlashConfig::stages() const {
 }
 
 int FlashConfig::consumer_registers() const {
-  // The register file (64K) less the producer warpgroup's 24 a thread, in
-  // steps of 8 (setmaxnreg's), at most 240.
-  return std::min(240, (65536 - 128 * 24) / (128 * consumers()) / 8 * 8);
+  // The register file (64K) less the producer warpgroup's, in steps of 8
+  // (setmaxnreg's), at most 240.
+  return std::min(240, (65536 - 128 * producer_registers()) / (128 * consumers()) / 8 * 8);
 }
 
 int64_t FlashConfig::SharedBytes() const {
@@ -197,7 +197,7 @@ std::string FlashConfig::KernelName() const {
                       min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "",
                       dtype != DType::kFloat32 && !positive_scale ? "_sneg" : "",
                       mask == AttentionMask::kCausal && causal_order != 1 ? absl::StrCat("_o", causal_order) : "",
-                      skip_unseen ? "_k" : "");
+                      persistent ? "_p" : "");
 }
 
 namespace {
@@ -255,9 +255,9 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
   // and batch by batch in the 16-bit ones (measured: fb_block_place's comment).
   if (mask == AttentionMask::kCausal) {
     const int order = tuning.GetInt(backend::Knob::kFlashCausalOrder);
-    c.causal_order = order >= 1 ? order : dtype == DType::kFloat32 ? 3 : 1;
+    c.causal_order = order >= 1 ? order : dtype == DType::kFloat32 ? 2 : 1;
   }
-  c.skip_unseen = c.warp_specialized && tuning.GetInt(backend::Knob::kFlashSkipUnseen) != 0;
+  c.persistent = c.warp_specialized && tuning.GetInt(backend::Knob::kFlashPersistent) != 0;
   return c;
 }
 
@@ -320,14 +320,22 @@ absl::StatusOr<const FlashKernel*> GetFlashKernel(const FlashConfig& config, int
 
 namespace {
 
-// Causal order 2 starts blocks longest first within sections of this many
-// batches (fb_block_place): as many as half the L2 holds the K and V of, so
-// the blocks in flight share them there (the other half for Q, O and the
-// partitions' copies); at least one.
-int64_t CausalSection(int device, const AttentionProblem& p) {
-  const int64_t l2 = Driver::Get().DeviceAttribute(device, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).value_or(0);
-  const int64_t kv_bytes = 2 * p.s * p.e * static_cast<int64_t>(DTypeSize(p.dtype));
-  return std::clamp<int64_t>(l2 / 2 / std::max<int64_t>(kv_bytes, 1), 1, std::max<int64_t>(p.BatchCount(), 1));
+// The persistent kernels' item counters on `device` (two zeroed 64-bit
+// words: the next item, the blocks done), allocated once; each launch's last
+// block zeroes them again for the next (launches are in stream order).
+absl::StatusOr<unsigned long long*> PersistentWork(int device) {
+  static fusebox::Mutex mu;
+  static auto* work = new std::map<int, CUdeviceptr>();
+  fusebox::MutexLock lock(&mu);
+  auto it = work->find(device);
+  if (it == work->end()) {
+    Driver& driver = Driver::Get();
+    absl::StatusOr<CUdeviceptr> ptr = driver.MemAlloc(device, 16);
+    if (!ptr.ok()) return ptr.status();
+    if (absl::Status s = driver.MemsetD32Async(device, *ptr, 0, 4); !s.ok()) return s;
+    it = work->emplace(device, *ptr).first;
+  }
+  return reinterpret_cast<unsigned long long*>(it->second);
 }
 
 }  // namespace
@@ -354,7 +362,6 @@ absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const A
   f.scale_log2 = static_cast<float>(p.scale * 1.4426950408889634);
   f.aligned = Aligned16(q, p.q_batch, p.q_row, p.dtype) && Aligned16(k, p.k_batch, p.k_row, p.dtype) &&
               Aligned16(v, p.v_batch, p.v_row, p.dtype);
-  f.section = c.causal_order == 2 ? static_cast<int>(CausalSection(device, p)) : 0;
   FlashWsParams ws{.a = f};
   if (c.warp_specialized) {
     std::optional<CUtensorMap> tq, tk, tv;
@@ -374,6 +381,14 @@ absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const A
   dims.grid_x = static_cast<unsigned>((p.l + c.block_m() - 1) / c.block_m());
   dims.grid_y = static_cast<unsigned>(std::min<int64_t>(f.batch, 65535));
   dims.grid_z = static_cast<unsigned>((f.batch + dims.grid_y - 1) / dims.grid_y);
+  if (c.persistent) {  // a block per SM (one fits: __launch_bounds__(kThreads, 1)), at most one per item
+    absl::StatusOr<unsigned long long*> work = PersistentWork(device);
+    if (!work.ok()) return work.status();
+    ws.a.work = *work;
+    const int64_t sms = Driver::Get().DeviceAttribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).value_or(1);
+    dims.grid_x = static_cast<unsigned>(std::min<int64_t>(dims.grid_x * f.batch, std::max<int64_t>(sms, 1)));
+    dims.grid_y = dims.grid_z = 1;
+  }
   dims.block_x = static_cast<unsigned>(c.threads());
   dims.shared_bytes = static_cast<unsigned>(c.SharedBytes());
   void* args[] = {c.warp_specialized ? static_cast<void*>(&ws) : static_cast<void*>(&f)};

@@ -51,20 +51,24 @@ struct FlashConfig {
   bool positive_scale = true;
   int thread_rows = 4;  // f32: query rows a thread holds (a block of 16 x 16 threads takes 16 x this)
   // Causal: the order blocks start in (fb_block_place): 1 batch by batch,
-  // each batch's longest row tiles first; 2 longest first within sections
-  // of batches whose K and V half the L2 holds; 3 longest first over the grid.
+  // each batch's longest row tiles first; 2 longest first over the grid.
   int causal_order = 1;
-  // Warp-specialized: each consumer skips the GEMMs of tiles its rows do not see.
-  bool skip_unseen = false;
+  // Warp-specialized: a block per SM taking items (batch, row tile) from a
+  // counter, one after another (FlashAttention-3's persistent kernel).
+  bool persistent = false;
   int block_m() const;  // query rows a block
 
   int threads() const { return 32 * warps; }
   int stages() const;  // K/V tiles in flight: 2 (mma.sync), 3 (wgmma, where they fit)
   int consumers() const { return (warps - 4) / 4; }  // warp-specialized: the multiplying warpgroups
-  int consumer_registers() const;                      // each consumer thread's, after the producer's 24
+  // The producer thread's registers: 24; the persistent kernel's item loop
+  // spills there, so 32 at head dim 64 and 40 at 128 (two TMA boxes a tile),
+  // the least ptxas takes without spills (the consumers keep 160 at three
+  // warpgroups, 232 at two).
+  int producer_registers() const { return !persistent ? 24 : head_dim == 64 ? 32 : 40; }
+  int consumer_registers() const;  // each consumer thread's, after the producer's
   int64_t SharedBytes() const;  // Q, then the stages of K and V (wgmma: and 1024 bytes to align)
-  // "fb_flash_attention_e64_bf16_causal_n64_w8" (a scale <= 0: "..._sneg"; causal order 2 or 3: "_o2", "_o3";
-  // skip_unseen: "_k")
+  // "fb_flash_attention_e64_bf16_causal_n64_w8" (a scale <= 0: "..._sneg"; causal order 2: "_o2"; persistent: "_p")
   std::string KernelName() const;
   friend bool operator==(const FlashConfig&, const FlashConfig&) = default;
 };

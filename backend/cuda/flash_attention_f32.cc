@@ -41,7 +41,7 @@ __device__ __forceinline__ void fb_load_rows(float* dst, const float* src, long 
 extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const FbAttnParams p) {
   extern __shared__ __align__(16) float fb_shared_f[];
   FbBlock blk;
-  if (!fb_block(p, blk)) return;
+  if (!fb_block(p, fb_launch_item(), blk)) return;
   const auto [mo, m0, tiles, q, k, v] = blk;
   float* const qs = fb_shared_f;
   float* const ks = qs + kBM * kRowF;
@@ -151,7 +151,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
   }
   // out = acc / l, l summed over the half warp. A row with no key taking part
   // has l = 0: 0 * inf is NaN, as PyTorch's math path.
-  float* const o = fb_out(p);
+  float* const o = fb_out(p, fb_launch_item());
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     float sum = lrow[i];

@@ -26,7 +26,7 @@ struct FbAttnParams {
   int l, s;
   float scale_log2;  // scale * log2(e): scores go to exp2 in log2 units
   int aligned;       // every row 16-byte aligned: cp.async, else plain loads
-  int section;       // causal order 2: batches a section of the launch order holds (fb_block_place)
+  unsigned long long* work;  // kPersistent: the next item, then the blocks done (the last one zeroes both)
 };
 
 __device__ __forceinline__ fb_u32 fb_smem(const void* p) {
@@ -109,33 +109,41 @@ __device__ __forceinline__ int fb_mask_tiles(const FbAttnParams& p, long long mo
 // tril mask's last rows first measured the same, 243 us a GPT-2 layer).
 // Blocks start in launch order (x fastest); causal ones in kCausalOrder's
 // (FlashConfig::causal_order). 1: batch by batch, each batch's longest row
-// tiles first. 3: longest first over the whole grid (every batch's last
+// tiles first. 2: longest first over the whole grid (every batch's last
 // rows, then the rows before them), so the last wave holds the shortest
 // blocks rather than a batch's longest ones beside idle SMs: the f32
-// kernel's (H100, [8, 12, 1024, 64]: 0.530 -> 0.433 ms); the 16-bit ones
-// lost 4-6% with it (0.256 / 0.831 -> 0.267 / 0.880 ms at head dim 64, T
-// 2048 / 4096, with the consumer skip), likely as their blocks in flight
-// then read the K and V of every batch, more than the L2 holds. 2: longest
-// first within sections of p.section batches, whose K and V half the L2
-// holds (FlashAttention-3's tile scheduler; not yet measured).
-__device__ __forceinline__ void fb_block_place(const FbAttnParams& p, long long& b, int& rows) {
-  const long long n = (long long)gridDim.y * gridDim.z;
-  const long long i = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+// kernel's (H100, [8, 12, 1024, 64]: 0.530 -> 0.433 ms). The 16-bit ones
+// keep 1 (H200, head dim 64, T 2048 / 4096: 0.257 / 0.840 ms against 0.247
+// / 0.819-0.853 with 2, within the runs' noise; the H100 lost 4-6%), likely
+// as their blocks in flight then read the K and V of every batch, more than
+// the L2 holds. Measured and dropped (bench/experiments/
+// flash_causal_sections_skip.patch): longest first within sections of as
+// many batches as half the L2 holds, 0.269 / 0.835.
+//
+// An item is one (batch, row tile) pair, numbered in that order. A block
+// per item (item = fb_launch_item(): the grid is row tiles x batches, the
+// batches maybe rounded up past p.batch), or, in a persistent kernel
+// (kPersistent), a block per SM taking items one after another.
+__device__ __forceinline__ long long fb_launch_item() {
+  return ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+}
+__device__ __forceinline__ long long fb_row_tiles(const FbAttnParams& p) {
+  return kPersistent ? (p.l + kBM - 1) / kBM : gridDim.x;
+}
+__device__ __forceinline__ void fb_block_place(const FbAttnParams& p, long long i, long long& b, int& rows) {
+  const long long nx = fb_row_tiles(p), n = kPersistent ? p.batch : (long long)gridDim.y * gridDim.z;
   if (!kLastRowsFirst || kCausalOrder == 1) {
-    b = (long long)blockIdx.z * gridDim.y + blockIdx.y;
-    rows = (int)(kLastRowsFirst ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
-  } else if (kCausalOrder == 3) {
-    b = i % n, rows = (int)(gridDim.x - 1 - i / n);
+    b = kPersistent ? i / nx : (long long)blockIdx.z * gridDim.y + blockIdx.y;
+    const long long x = kPersistent ? i % nx : blockIdx.x;
+    rows = (int)(kLastRowsFirst ? nx - 1 - x : x);
   } else {
-    const long long per = (long long)p.section * gridDim.x, first = i / per * p.section;
-    const long long g = min((long long)p.section, n - first), r = i % per;
-    b = first + r % g, rows = (int)(gridDim.x - 1 - r / g);
+    b = i % n, rows = (int)(nx - 1 - i / n);
   }
 }
-__device__ __forceinline__ long long fb_block_batch(const FbAttnParams& p) {
+__device__ __forceinline__ long long fb_block_batch(const FbAttnParams& p, long long item) {
   long long b;
   int rows;
-  fb_block_place(p, b, rows);
+  fb_block_place(p, item, b, rows);
   return b;
 }
 // The K/V tiles query rows before `row_end` see (causal: none past their
@@ -148,10 +156,10 @@ struct FbBlock {
   int m0, tiles;
   const fb_elem *q, *k, *v;
 };
-__device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
+__device__ __forceinline__ bool fb_block(const FbAttnParams& p, long long item, FbBlock& blk) {
   long long b;
   int rows;
-  fb_block_place(p, b, rows);
+  fb_block_place(p, item, b, rows);
   if (b >= p.batch) return false;
   blk.m0 = rows * kBM;
   long long rest = b, qo = 0, ko = 0, vo = 0, mo = 0;
@@ -168,8 +176,8 @@ __device__ __forceinline__ bool fb_block(const FbAttnParams& p, FbBlock& blk) {
 }
 // The block's output rows, found again when it stores them (a register held
 // through the loop would spill the 16-bit kernels).
-__device__ __forceinline__ fb_elem* fb_out(const FbAttnParams& p) {
-  long long rest = fb_block_batch(p), oo = 0;
+__device__ __forceinline__ fb_elem* fb_out(const FbAttnParams& p, long long item) {
+  long long rest = fb_block_batch(p, item), oo = 0;
 #pragma unroll
   for (int d = 3; d >= 0; --d) oo += rest % p.batch_sizes[d] * p.o_batch[d], rest /= p.batch_sizes[d];
   return p.o + oo;
@@ -368,7 +376,7 @@ __device__ __forceinline__ void fb_mma(float* d, const fb_u32* a, fb_u32 b0, fb_
 extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const FbAttnParams p) {
   extern __shared__ __align__(128) unsigned char fb_shared[];
   FbBlock blk;
-  if (!fb_block(p, blk)) return;
+  if (!fb_block(p, fb_launch_item(), blk)) return;
   const auto [mo, m0, tiles, q, k, v] = blk;
   const fb_u32 sq = fb_smem(fb_shared);
   fb_load_tile<kBM>(sq, q, p.q_row, m0, p.l, p.aligned);
@@ -467,8 +475,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const
       }
     }
   }
+  fb_elem* const o = fb_out(p, fb_launch_item());
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) fb_store_tile(acc[mt], lrow[mt], fb_out(p), p.o_row, wrow + mt * 16, p.l, lane);
+  for (int mt = 0; mt < kMT; ++mt) fb_store_tile(acc[mt], lrow[mt], o, p.o_row, wrow + mt * 16, p.l, lane);
 }
 )";
 
@@ -487,7 +496,7 @@ std::string FlashAttentionSource(const FlashConfig& c) {
       "\n#define FB_NAME ", c.KernelName(), "\nconstexpr int kE = ", c.head_dim, ", kBN = ", c.block_n,
       ", kBM = ", c.block_m(), ", kThreads = ", c.threads(), ", kMask = ", static_cast<int>(c.mask),
       ", kMinBlocks = ", c.min_blocks, ";\nconstexpr bool kPositiveScale = ", c.positive_scale ? "true" : "false",
-      ", kLastRowsFirst = ", causal ? "true" : "false", ", kSkipUnseen = ", c.skip_unseen ? "true" : "false",
+      ", kLastRowsFirst = ", causal ? "true" : "false", ", kPersistent = ", c.persistent ? "true" : "false",
       ";\nconstexpr int kCausalOrder = ", c.causal_order, ";\ntypedef ",
       f32 ? "float" : "unsigned short",
       " fb_elem;\nconstexpr bool kBF16 = ", bf16 ? "true" : "false", ";\n", kBlockCommon);
@@ -496,8 +505,8 @@ std::string FlashAttentionSource(const FlashConfig& c) {
   if (!c.wgmma) return absl::StrCat(out, "constexpr int kMT = ", c.m_tiles, ";\n", kMmaSyncBody);
   absl::StrAppend(&out, "constexpr int kStages = ", c.stages(), ";\n");
   if (c.warp_specialized) {
-    absl::StrAppend(&out, "constexpr int kConsumers = ", c.consumers(), ", kConsumerRegisters = ",
-                    c.consumer_registers(), ";\n");
+    absl::StrAppend(&out, "constexpr int kConsumers = ", c.consumers(), ", kProducerRegisters = ",
+                    c.producer_registers(), ", kConsumerRegisters = ", c.consumer_registers(), ";\n");
   }
   return absl::StrCat(out, c.warp_specialized ? FlashWarpSpecializedBody(c) : FlashWgmmaBody(c));
 }

@@ -104,7 +104,7 @@ __device__ __forceinline__ void fb_next_p(float (&acc)[kE / 8][4], fb_u32 (&pf)[
 constexpr const char* kWgmmaKernel = R"(extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks) FB_NAME(const FbAttnParams p) {
   extern __shared__ __align__(1024) unsigned char fb_shared[];
   FbBlock blk;
-  if (!fb_block(p, blk)) return;
+  if (!fb_block(p, fb_launch_item(), blk)) return;
   const auto [mo, m0, tiles, q, k, v] = blk;
   const fb_u32 sq = (fb_smem(fb_shared) + 1023) & ~1023u;  // the host asks for 1024 bytes more
   // Stage t % 3 holds K, then V, of tile t.
@@ -174,7 +174,7 @@ constexpr const char* kWgmmaKernel = R"(extern "C" __global__ void __launch_boun
     __syncthreads();
   }
 #undef FB_STAGE
-  fb_store_tile(acc, lrow, fb_out(p), p.o_row, wrow, p.l, lane);
+  fb_store_tile(acc, lrow, fb_out(p, fb_launch_item()), p.o_row, wrow, p.l, lane);
 }
 )";
 

@@ -80,19 +80,25 @@ __device__ __forceinline__ void fb_add_coord(int (&c)[3], int (&radix)[3], int d
   }
 }
 
-// The K/V tiles consumer rows r0 .. r0 + 63 see of the block's `tiles`.
-__device__ __forceinline__ int fb_consumer_tiles(const FbAttnParams& p, int r0, int tiles) {
-  return r0 >= p.l ? 0 : min(tiles, fb_tiles_seen(p, r0 + 64));
-}
-
+// The items a block takes (fb_block_place): its own (a block per item), or,
+// persistent (kPersistent, a block per SM), items one after another from
+// p.a.work's counter, so a block's next Q and K/V tiles load while its
+// consumers finish the item before and short causal items fill in where
+// long ones end. The producer thread takes each item and passes it on in
+// fb_next, written before the Q barrier's arrival (its release) that the
+// consumers wait on (their acquire); it writes the next only once every
+// consumer warp is done with Q (the Q-empty barrier), which they read the
+// item before. Past the last item it arrives without Q: the consumers end.
 extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_constant__ FbWsParams p) {
   extern __shared__ __align__(1024) unsigned char fb_shared[];
-  // Q full; per stage K full, V full, K empty, V empty.
-  __shared__ __align__(8) unsigned long long fb_bars[1 + 4 * kStages];
-  FbBlock blk;
-  if (!fb_block(p.a, blk)) return;
-  const long long mo = blk.mo;
-  const int m0 = blk.m0, tiles = blk.tiles;
+  // Q full; per stage K full, V full, K empty, V empty; Q empty.
+  __shared__ __align__(8) unsigned long long fb_bars[2 + 4 * kStages];
+  __shared__ long long fb_next;
+  if (!kPersistent) {  // blocks past the batches (the grid rounds them up) leave
+    FbBlock blk;
+    if (!fb_block(p.a, fb_launch_item(), blk)) return;
+  }
+#define FB_ITEMS (fb_row_tiles(p.a) * p.a.batch)  // read again where needed: a register less through the loop
   const fb_u32 sq = (fb_smem(fb_shared) + 1023) & ~1023u;  // the host asks for 1024 bytes more
   const fb_u32 bars = fb_smem(fb_bars);
 #define FB_STAGE(st) (sq + kQBytes + (st) * 2 * kTileBytes)
@@ -100,6 +106,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
 #define FB_V_FULL(st) (bars + 8 * (1 + kStages + (st)))
 #define FB_K_EMPTY(st) (bars + 8 * (1 + 2 * kStages + (st)))
 #define FB_V_EMPTY(st) (bars + 8 * (1 + 3 * kStages + (st)))
+#define FB_Q_EMPTY (bars + 8 * (1 + 4 * kStages))
   if (threadIdx.x == 0) {
     fb_mbar_init(bars, 1);
 #pragma unroll
@@ -107,36 +114,59 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
       fb_mbar_init(FB_K_FULL(st), 1), fb_mbar_init(FB_V_FULL(st), 1);
       fb_mbar_init(FB_K_EMPTY(st), 4 * kConsumers), fb_mbar_init(FB_V_EMPTY(st), 4 * kConsumers);  // their warps
     }
+    fb_mbar_init(FB_Q_EMPTY, 4 * kConsumers);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0), lane = threadIdx.x & 31;
 
   if (wg == 0) {  // the producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(kProducerRegisters) : "memory");
     if (threadIdx.x == 0) {
-      int cq[3] = {0, 0, 0}, ck[3] = {0, 0, 0}, cv[3] = {0, 0, 0};
-      int rq[3] = {1, 1, 1}, rk[3] = {1, 1, 1}, rv[3] = {1, 1, 1};
-      long long rest = fb_block_batch(p.a);
+      int t = 0;  // K/V tiles loaded, over the items
+      long long item = kPersistent ? (long long)blockIdx.x : fb_launch_item();
+      for (int k = 0;; ++k) {
+        if (kPersistent) {
+          if (k > 0) item = gridDim.x + (long long)atomicAdd(p.a.work, 1ull);
+          fb_mbar_wait(FB_Q_EMPTY, (k & 1) ^ 1);  // the item before's last S is in
+          fb_next = item;
+          if (item >= FB_ITEMS) {
+            fb_mbar_arrive(bars);
+            break;
+          }
+        }
+        FbBlock blk;
+        fb_block(p.a, item, blk);
+        int cq[3] = {0, 0, 0}, ck[3] = {0, 0, 0}, cv[3] = {0, 0, 0};
+        int rq[3] = {1, 1, 1}, rk[3] = {1, 1, 1}, rv[3] = {1, 1, 1};
+        long long rest = fb_block_batch(p.a, item);
 #pragma unroll
-      for (int d = 3; d >= 0; --d) {
-        const int n = (int)p.a.batch_sizes[d], i = (int)(rest % n);
-        rest /= n;
-        fb_add_coord(cq, rq, p.q_dim[d], i, n), fb_add_coord(ck, rk, p.k_dim[d], i, n);
-        fb_add_coord(cv, rv, p.v_dim[d], i, n);
+        for (int d = 3; d >= 0; --d) {
+          const int n = (int)p.a.batch_sizes[d], i = (int)(rest % n);
+          rest /= n;
+          fb_add_coord(cq, rq, p.q_dim[d], i, n), fb_add_coord(ck, rk, p.k_dim[d], i, n);
+          fb_add_coord(cv, rv, p.v_dim[d], i, n);
+        }
+        fb_mbar_expect_tx(bars, kQBytes);
+        fb_tma_tile<kBM>(sq, &p.tq, bars, blk.m0, cq);
+        for (int j = 0; j < blk.tiles; ++j, ++t) {
+          // Round t / kStages of a stage waits for the consumers' release of
+          // the round before (the first round's wait passes at once).
+          const int st = t % kStages, parity = ((t / kStages) & 1) ^ 1;
+          fb_mbar_wait(FB_K_EMPTY(st), parity);
+          fb_mbar_expect_tx(FB_K_FULL(st), kTileBytes);
+          fb_tma_tile<kBN>(FB_STAGE(st), &p.tk, FB_K_FULL(st), j * kBN, ck);
+          fb_mbar_wait(FB_V_EMPTY(st), parity);
+          fb_mbar_expect_tx(FB_V_FULL(st), kTileBytes);
+          fb_tma_tile<kBN>(FB_STAGE(st) + kTileBytes, &p.tv, FB_V_FULL(st), j * kBN, cv);
+        }
+        if (!kPersistent) break;
       }
-      fb_mbar_expect_tx(bars, kQBytes);
-      fb_tma_tile<kBM>(sq, &p.tq, bars, m0, cq);
-      for (int j = 0; j < tiles; ++j) {
-        // Round j / kStages of a stage waits for the consumers' release of
-        // the round before (the first round's wait passes at once).
-        const int st = j % kStages, parity = ((j / kStages) & 1) ^ 1;
-        fb_mbar_wait(FB_K_EMPTY(st), parity);
-        fb_mbar_expect_tx(FB_K_FULL(st), kTileBytes);
-        fb_tma_tile<kBN>(FB_STAGE(st), &p.tk, FB_K_FULL(st), j * kBN, ck);
-        fb_mbar_wait(FB_V_EMPTY(st), parity);
-        fb_mbar_expect_tx(FB_V_FULL(st), kTileBytes);
-        fb_tma_tile<kBN>(FB_STAGE(st) + kTileBytes, &p.tv, FB_V_FULL(st), j * kBN, cv);
+      // The last block done zeroes the counters for the next launch (stream
+      // order: launches of one kernel never overlap).
+      if (kPersistent) {
+        __threadfence();
+        if (atomicAdd(p.a.work + 1, 1ull) == gridDim.x - 1) p.a.work[0] = 0, p.a.work[1] = 0;
       }
     }
     return;
@@ -144,91 +174,82 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(kConsumerRegisters) : "memory");
   const int c = wg - 1;  // the consumer: query rows m0 + 64 c on
-  const int wrow = m0 + c * 64 + ((threadIdx.x >> 5) & 3) * 16;  // the warp's first row
+  const int wrow0 = c * 64 + ((threadIdx.x >> 5) & 3) * 16;  // the warp's first row in the block
   const fb_u32 qs = sq + c * 64 * 128;
-  float acc[kE / 8][4];
-#pragma unroll
-  for (int e = 0; e < kE / 8; ++e) acc[e][0] = acc[e][1] = acc[e][2] = acc[e][3] = 0.f;
-  float mrow[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, lrow[2] = {0.f, 0.f};
   float s[kBN / 8][4];
   fb_u32 pf[kBN / 16][4];
-  // Every consumer takes its turn at every tile, so the turns pair up:
-  // consumer 0 starts (the last gives it the first turn), and the last gives
-  // no turn after its last GEMM (none would take it). With kSkipUnseen it
-  // multiplies only the `mine` tiles its rows see (causal: none past its
-  // last row; none for rows past the end): at the rest it passes its turn
-  // and releases the stage once loaded (their P would be all zeros). Else
-  // the causal diagonal masks what the first consumers' rows do not see.
-  const int mine = kSkipUnseen ? fb_consumer_tiles(p.a, m0 + c * 64, tiles) : tiles;
-  if (c == kConsumers - 1) fb_turn_give(c);
-  fb_mbar_wait(bars, 0);
-  {  // tile 0's P
-    fb_mbar_wait(FB_K_FULL(0), 0);
-    fb_turn_wait(c);
-    if (!kSkipUnseen || mine > 0) {  // (each wgmma and its wait on one path: ptxas serializes them otherwise)
-      fb_start_qk(s, qs, FB_STAGE(0));
+  int t = 0;  // K/V tiles taken, over the items
+  for (int k = 0;; ++k) {
+    fb_mbar_wait(bars, k & 1);  // Q, and with it the item
+    const long long item = kPersistent ? *(volatile long long*)&fb_next : fb_launch_item();
+    if (kPersistent && item >= FB_ITEMS) break;
+    FbBlock blk;
+    fb_block(p.a, item, blk);
+    const long long mo = blk.mo;
+    const int tiles = blk.tiles, wrow = blk.m0 + wrow0;
+    float acc[kE / 8][4];
+#pragma unroll
+    for (int e = 0; e < kE / 8; ++e) acc[e][0] = acc[e][1] = acc[e][2] = acc[e][3] = 0.f;
+    float mrow[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, lrow[2] = {0.f, 0.f};
+    // Every consumer takes its turn at every tile, so the turns pair up:
+    // consumer 0 starts (the last gives it the first turn), and the last
+    // gives no turn after its last GEMM (none would take it). The causal
+    // diagonal masks what the first consumers' rows do not see. (Skipping
+    // those GEMMs, passing the turn, measured slower: bench/experiments/
+    // flash_causal_sections_skip.patch.)
+    if (c == kConsumers - 1) fb_turn_give(c);
+    {  // tile 0's P
+      fb_mbar_wait(FB_K_FULL(t % kStages), (t / kStages) & 1);
+      fb_turn_wait(c);
+      fb_start_qk(s, qs, FB_STAGE(t % kStages));
       fb_turn_give(c);
       fb_wgmma_wait<0>();
       fb_fence_regs(s);
-      fb_release(FB_K_EMPTY(0), lane);
+      fb_release(FB_K_EMPTY(t % kStages), lane);
+      if (kPersistent && tiles == 1) fb_release(FB_Q_EMPTY, lane);
       float corr[2];
       fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, 0, wrow, lane, false);
       fb_pack_p(pf, s);
-    } else {
-      fb_turn_give(c);
-      fb_release(FB_K_EMPTY(0), lane);
     }
-  }
-  for (int j = 0; j < tiles; ++j) {
-    const int st = j % kStages, parity = (j / kStages) & 1;
-    if (j + 1 < tiles) {
-      const int next = (j + 1) % kStages;
-      fb_mbar_wait(FB_K_FULL(next), ((j + 1) / kStages) & 1);
-      fb_mbar_wait(FB_V_FULL(st), parity);
-      if (!kSkipUnseen || j + 1 < mine) {
+    for (int j = 0; j < tiles; ++j) {
+      const int u = t + j, st = u % kStages, parity = (u / kStages) & 1;
+      if (j + 1 < tiles) {
+        const int next = (u + 1) % kStages;
+        fb_mbar_wait(FB_K_FULL(next), ((u + 1) / kStages) & 1);
+        fb_mbar_wait(FB_V_FULL(st), parity);
         fb_turn_wait(c);
         fb_start_qk_pv(s, qs, FB_STAGE(next), acc, pf, FB_STAGE(st) + kTileBytes);
         fb_turn_give(c);
         fb_wgmma_wait<1>();  // S of tile j + 1 is in; P V may still run
         fb_fence_regs(s);
         fb_release(FB_K_EMPTY(next), lane);
+        if (kPersistent && j + 2 == tiles) fb_release(FB_Q_EMPTY, lane);  // the item's last S: Q is free
         float corr[2];
         fb_softmax_tile(s, mrow, lrow, corr, p.a, mo, (j + 1) * kBN, wrow, lane, false);
         fb_wgmma_wait<0>();
         fb_release(FB_V_EMPTY(st), lane);
         fb_next_p(acc, pf, s, corr);
-      } else {  // past this consumer's tiles: P V of its last one, or nothing
+      } else {  // the last tile: P V alone
+        fb_mbar_wait(FB_V_FULL(st), parity);
         fb_turn_wait(c);
-        if (j < mine) {
-          fb_start_pv(acc, pf, FB_STAGE(st) + kTileBytes);
-          fb_turn_give(c);
-          fb_wgmma_wait<0>();
-          fb_fence_regs(acc);
-        } else {
-          fb_turn_give(c);
-        }
-        fb_release(FB_K_EMPTY(next), lane);
-        fb_release(FB_V_EMPTY(st), lane);
-      }
-    } else {  // the last tile: P V alone
-      fb_mbar_wait(FB_V_FULL(st), parity);
-      fb_turn_wait(c);
-      if (!kSkipUnseen || j < mine) {
         fb_start_pv(acc, pf, FB_STAGE(st) + kTileBytes);
         if (c != kConsumers - 1) fb_turn_give(c);
         fb_wgmma_wait<0>();
         fb_fence_regs(acc);
-      } else if (c != kConsumers - 1) {
-        fb_turn_give(c);
+        if (kPersistent) fb_release(FB_V_EMPTY(st), lane);
       }
     }
+    fb_store_tile(acc, lrow, fb_out(p.a, item), p.a.o_row, wrow, p.a.l, lane);
+    t += tiles;
+    if (!kPersistent) break;
   }
 #undef FB_STAGE
 #undef FB_K_FULL
 #undef FB_V_FULL
 #undef FB_K_EMPTY
 #undef FB_V_EMPTY
-  fb_store_tile(acc, lrow, fb_out(p.a), p.a.o_row, wrow, p.a.l, lane);
+#undef FB_Q_EMPTY
+#undef FB_ITEMS
 }
 )";
 

@@ -150,7 +150,7 @@ TEST(FlashAttentionTest, ThreeConsumersCompileWithoutSpills) {
         EXPECT_EQ(c.threads(), 512);
         EXPECT_EQ(c.block_m(), 192);
         EXPECT_LE(c.SharedBytes(), 227 * 1024) << "sm_90's shared memory a block";
-        EXPECT_THAT(cuda::FlashAttentionSource(c), HasSubstr("kConsumers = 3, kConsumerRegisters = 160"));
+        EXPECT_THAT(cuda::FlashAttentionSource(c), HasSubstr("kConsumers = 3, kProducerRegisters = 24, kConsumerRegisters = 160"));
         if (e == 64) ExpectCompilesWithoutSpills(c);
       }
     }
@@ -229,45 +229,67 @@ TEST(FlashAttentionTest, ConfigsFollowTheProblemAndRefuseBadKnobValues) {
       EXPECT_LE(2 * f.SharedBytes(), 227 * 1024);
       EXPECT_EQ(f.KernelName(), absl::StrCat("fb_flash_attention_e", e, "_f32_", backend::AttentionMaskName(m), "_n",
                                              f.block_n, "_w8", rows == 8 ? "_r8" : "", "_b2",
-                                             m == AttentionMask::kCausal ? "_o3" : ""));
+                                             m == AttentionMask::kCausal ? "_o2" : ""));
     }
   }
 }
 
-// Causal blocks' start order (FlashConfig::causal_order) and the consumers'
-// skip of unseen tiles: the rule (f32 longest first over the grid, 16-bit
-// batch by batch, no skip), the knobs' other values, each its own kernel
-// name, the cp.async twin keeping the order, and the knobs' kernels compiled.
-TEST(FlashAttentionTest, CausalOrdersAndTheSkipFollowTheKnobsAndCompile) {
+// Causal blocks' start order (FlashConfig::causal_order): the rule (f32
+// longest first over the grid, 16-bit batch by batch), the knob's other
+// value, each its own kernel name, the cp.async twin keeping the order, and
+// the knob's kernels compiled.
+TEST(FlashAttentionTest, CausalOrdersFollowTheKnobAndCompile) {
   using backend::Knob;
-  const FlashConfig f32 = cuda::ChooseFlashConfig(64, DType::kFloat32, AttentionMask::kCausal, 90, {});
-  EXPECT_EQ(f32.causal_order, 3);
-  EXPECT_FALSE(f32.skip_unseen);
+  EXPECT_EQ(cuda::ChooseFlashConfig(64, DType::kFloat32, AttentionMask::kCausal, 90, {}).causal_order, 2);
   const FlashConfig bf16 = cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kCausal, 90, {});
   EXPECT_EQ(bf16.causal_order, 1);
-  EXPECT_FALSE(bf16.skip_unseen);
-  EXPECT_THAT(cuda::FlashAttentionSource(bf16), HasSubstr("kSkipUnseen = false;\nconstexpr int kCausalOrder = 1;"));
-  for (int order : {1, 2, 3}) {
+  EXPECT_THAT(cuda::FlashAttentionSource(bf16), HasSubstr("constexpr int kCausalOrder = 1;"));
+  for (int order : {1, 2}) {
     backend::TuningSnapshot t;
-    t.Set(Knob::kFlashCausalOrder, order).Set(Knob::kFlashSkipUnseen, 1);
+    t.Set(Knob::kFlashCausalOrder, order);
     for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
       for (int e : {64, 128}) {
         const FlashConfig c = cuda::ChooseFlashConfig(e, dtype, AttentionMask::kCausal, 90, t);
         SCOPED_TRACE(c.KernelName());
         EXPECT_EQ(c.causal_order, order);
-        EXPECT_EQ(c.skip_unseen, dtype != DType::kFloat32);  // the warp-specialized kernel's alone
-        EXPECT_EQ(absl::StrContains(c.KernelName(), absl::StrCat("_o", order)), order != 1);
-        EXPECT_EQ(absl::StrContains(c.KernelName(), "_k"), c.skip_unseen);
+        EXPECT_EQ(absl::StrContains(c.KernelName(), "_o2"), order == 2);
         EXPECT_THAT(cuda::FlashAttentionSource(c), HasSubstr(absl::StrCat("constexpr int kCausalOrder = ", order)));
         EXPECT_EQ(cuda::FlashCpAsyncTwin(c).causal_order, order);
-        EXPECT_FALSE(cuda::FlashCpAsyncTwin(c).skip_unseen);
         if (dtype != DType::kFloat16) ExpectCompilesWithoutSpills(c);
       }
-      // Other masks start in row order whatever the knob says; mma.sync kernels have no consumers.
+      // Other masks start in row order whatever the knob says.
       const FlashConfig none = cuda::ChooseFlashConfig(64, dtype, AttentionMask::kNone, 90, t);
       EXPECT_EQ(none.causal_order, 1);
       EXPECT_THAT(none.KernelName(), Not(HasSubstr("_o")));
-      EXPECT_FALSE(cuda::ChooseFlashConfig(64, dtype, AttentionMask::kCausal, 80, t).skip_unseen);
+    }
+  }
+}
+
+// The persistent warp-specialized kernel (Knob::kFlashPersistent): off by
+// default, the knob's kernels named apart, compiled without spills (the
+// producer's item loop within its 24 registers), and only where a producer
+// warpgroup loads (sm_90, 16-bit, unmasked or causal); the cp.async twin
+// is not persistent.
+TEST(FlashAttentionTest, PersistentKernelsFollowTheKnobAndCompile) {
+  using backend::Knob;
+  for (const FlashConfig& c : cuda::DefaultFlashConfigs(90)) EXPECT_FALSE(c.persistent) << c.KernelName();
+  backend::TuningSnapshot t;
+  t.Set(Knob::kFlashPersistent, 1);
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal, AttentionMask::kBool}) {
+      for (int e : {64, 128}) {
+        const FlashConfig c = cuda::ChooseFlashConfig(e, dtype, m, 90, t);
+        SCOPED_TRACE(c.KernelName());
+        EXPECT_EQ(c.persistent, c.warp_specialized);
+        EXPECT_EQ(c.warp_specialized, dtype != DType::kFloat32 && m != AttentionMask::kBool);
+        EXPECT_EQ(absl::EndsWith(c.KernelName(), "_p"), c.persistent);
+        EXPECT_FALSE(cuda::FlashCpAsyncTwin(c).persistent);
+        EXPECT_FALSE(cuda::ChooseFlashConfig(e, dtype, m, 80, t).persistent);
+        if (c.persistent) {
+          EXPECT_THAT(cuda::FlashAttentionSource(c), HasSubstr("kPersistent = true"));
+          if (dtype != DType::kFloat16) ExpectCompilesWithoutSpills(c);
+        }
+      }
     }
   }
 }

@@ -349,12 +349,14 @@ TEST_P(FlashAttentionTest, WarpSpecializedKernelMatchesFloat64) {
   }
 }
 
-// The causal block orders and the consumers' skip of unseen tiles
-// (Knob::kFlashCausalOrder, kFlashSkipUnseen) change which block runs
-// when, not what it computes: each gives the default's output bit for bit,
-// over more batches than one L2 section holds (order 2's sections, the last
-// one partial), rows past the end of a 192-row block, L < S and L > S.
-TEST_P(FlashAttentionTest, CausalOrdersAndTheConsumerSkipGiveTheDefaultsOutput) {
+// The causal block orders (Knob::kFlashCausalOrder) and the persistent
+// warp-specialized kernel (Knob::kFlashPersistent: a block per SM taking
+// items from a counter) change which block computes what when, not what it
+// computes: each gives the default's output bit for bit, causal or not,
+// over more items than SMs, rows past the end of a 192-row block, L < S
+// and L > S; every setting runs twice (the persistent launch's last block
+// zeroes the counter the next launch starts from).
+TEST_P(FlashAttentionTest, BlockOrdersAndThePersistentKernelGiveTheDefaultsOutput) {
   if (!device().is_cuda()) GTEST_SKIP() << "the CUDA kernel's block order";
   using backend::Knob;
   struct Case {
@@ -362,32 +364,39 @@ TEST_P(FlashAttentionTest, CausalOrdersAndTheConsumerSkipGiveTheDefaultsOutput) 
     int64_t batch, heads, e, l, s;
   };
   for (Case c : {Case{kBF16, 3, 100, 64, 400, 400}, Case{kF16, 2, 3, 128, 1000, 1000}, Case{kBF16, 2, 3, 64, 300, 2000},
-                 Case{kBF16, 2, 3, 64, 130, 17}, Case{kF32, 3, 100, 64, 200, 200}}) {
-    SCOPED_TRACE(testing::Message() << DTypeName(c.dtype) << " [" << c.batch << ", " << c.heads << ", " << c.l << ", "
-                                    << c.s << ", " << c.e << "]");
-    const Tensor q = Random({c.batch, c.heads, c.l, c.e}, c.dtype, 0.3),
-                 k = Random({c.batch, c.heads, c.s, c.e}, c.dtype, 0.3), v = Random({c.batch, c.heads, c.s, c.e}, c.dtype);
-    auto run = [&] {
-      auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& x) {
-        return scaled_dot_product_attention(a, b, x, Tensor(), 0.0, true);
-      });
-      const Tensor out = f(q, k, v);
-      EXPECT_EQ(f.kernels().size(), 1u) << f.explain();
-      return out.to_double_vector();
-    };
-    const std::vector<double> want = run();
-    if (c.heads == 3) {  // small enough for the float64 reference
-      EXPECT_TRUE(CloseToAttention(Tensor::from_vector(want, {c.batch, c.heads, c.l, c.e}, c.dtype),
-                                   AttentionRef(q, k, v, 1 / std::sqrt(static_cast<double>(c.e)), kCausal, kNoBias),
-                                   "default"));
-    }
-    for (auto [order, skip] : {std::pair{1, 1}, std::pair{2, 0}, std::pair{2, 1}, std::pair{3, 0}, std::pair{3, 1}}) {
-      backend::ScopedTuning tuning({{Knob::kFlashCausalOrder, order}, {Knob::kFlashSkipUnseen, skip}});
-      const std::vector<double> got = run();
-      ASSERT_EQ(got.size(), want.size());
-      int64_t differ = 0;
-      for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
-      EXPECT_EQ(differ, 0) << "order " << order << ", skip " << skip << ": values unlike the default's";
+                 Case{kBF16, 2, 3, 64, 130, 17}, Case{kBF16, 1, 1, 64, 1, 1}, Case{kF32, 3, 100, 64, 200, 200}}) {
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(testing::Message() << DTypeName(c.dtype) << " [" << c.batch << ", " << c.heads << ", " << c.l
+                                      << ", " << c.s << ", " << c.e << "]" << (causal ? " causal" : ""));
+      const Tensor q = Random({c.batch, c.heads, c.l, c.e}, c.dtype, 0.3),
+                   k = Random({c.batch, c.heads, c.s, c.e}, c.dtype, 0.3),
+                   v = Random({c.batch, c.heads, c.s, c.e}, c.dtype);
+      auto run = [&] {
+        auto f = compile([causal](const Tensor& a, const Tensor& b, const Tensor& x) {
+          return scaled_dot_product_attention(a, b, x, Tensor(), 0.0, causal);
+        });
+        const Tensor out = f(q, k, v);
+        EXPECT_EQ(f.kernels().size(), 1u) << f.explain();
+        return out.to_double_vector();
+      };
+      const std::vector<double> want = run();
+      if (c.heads <= 3) {  // small enough for the float64 reference
+        EXPECT_TRUE(CloseToAttention(Tensor::from_vector(want, {c.batch, c.heads, c.l, c.e}, c.dtype),
+                                     AttentionRef(q, k, v, 1 / std::sqrt(static_cast<double>(c.e)),
+                                                  causal ? +kCausal : +kAll, kNoBias),
+                                     "default"));
+      }
+      for (auto [order, persistent] : {std::pair{1, 0}, std::pair{2, 0}, std::pair{1, 1}, std::pair{2, 1}}) {
+        backend::ScopedTuning tuning({{Knob::kFlashCausalOrder, order}, {Knob::kFlashPersistent, persistent}});
+        for (int call = 0; call < 2; ++call) {
+          const std::vector<double> got = run();
+          ASSERT_EQ(got.size(), want.size());
+          int64_t differ = 0;
+          for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+          EXPECT_EQ(differ, 0) << "order " << order << ", persistent " << persistent << ", call " << call
+                               << ": values unlike the default's";
+        }
+      }
     }
   }
 }
