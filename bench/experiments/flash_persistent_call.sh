@@ -2,7 +2,8 @@
 # One device call for the persistent warp-specialized flash kernel
 # (Knob::kFlashPersistent): the attention GPU tests first (new and old
 # kernels, bit-for-bit against the default), then device_run.sh's
-# remote-bench on gpt2_forward and attention with an A/B run of the knob.
+# remote-bench on the attention rows with A/B runs of the knob (and of it
+# with two consumers at head dim 64, the causal rows).
 # Not part of the build or the bench. On the device, from the repository
 # root, carrying ["build-device/dist.tar.xz"]:
 #   bash bench/experiments/flash_persistent_call.sh
@@ -24,5 +25,6 @@ for f in t_f0 t_f1 t_f2 t_ex; do
 done
 echo "tests took $SECONDS s"
 rm -f build-device/dist.tar.xz  # unpacked above: device_run.sh keeps this dist
-FUSEBOX_BENCH_ARGS="--filter attention,gpt2_forward" FUSEBOX_AB="FUSEBOX_TUNE_FLASH_PERSISTENT=1" \
+FUSEBOX_BENCH_ARGS="--filter attention" \
+  FUSEBOX_AB="FUSEBOX_TUNE_FLASH_PERSISTENT=1;FUSEBOX_TUNE_FLASH_PERSISTENT=1 FUSEBOX_TUNE_FLASH_CONSUMERS=2@attention_causal" \
   bash bench/device_run.sh remote-bench
