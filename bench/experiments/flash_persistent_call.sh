@@ -15,9 +15,9 @@ tests_dir="$(cat build-device/dist/source_dir.txt)"
 if [[ ! -d "$tests_dir" ]]; then mkdir -p "$(dirname "$(dirname "$tests_dir")")"; ln -sfn "$root" "$(dirname "$tests_dir")"; fi
 filter='*FlashAttention*Cuda*:*Attention*Cuda*:*Sdpa*Cuda*:*Gpt2*Cuda*:*Gpt*Cuda*'
 for i in 0 1 2; do
-  GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$i timeout 90 build-device/dist/bin/frontend_tests --gtest_filter="$filter" >"$OUT/t_f$i.log" 2>&1 &
+  GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$i timeout 75 build-device/dist/bin/frontend_tests --gtest_filter="$filter" >"$OUT/t_f$i.log" 2>&1 &
 done
-timeout 90 build-device/dist/bin/examples_tests --gtest_filter='*Cuda*:*Gpu*' >"$OUT/t_ex.log" 2>&1 &
+timeout 75 build-device/dist/bin/examples_tests --gtest_filter='*Cuda*:*Gpu*' >"$OUT/t_ex.log" 2>&1 &
 wait
 for f in t_f0 t_f1 t_f2 t_ex; do
   echo "$f: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$f.log" | tr '\n' ' ')"
@@ -26,5 +26,5 @@ done
 echo "tests took $SECONDS s"
 rm -f build-device/dist.tar.xz  # unpacked above: device_run.sh keeps this dist
 FUSEBOX_BENCH_ARGS="--filter attention,gpt2_forward --profile" \
-  FUSEBOX_AB="FUSEBOX_TUNE_FLASH_PERSISTENT=1@attention" \
+  FUSEBOX_AB="FUSEBOX_TUNE_FLASH_PERSISTENT=1@attention_causal" \
   bash bench/device_run.sh remote-bench
