@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# A short device call: shards 1 and 2 of the attention GPU tests
+# (flash_persistent_call.sh's filter), then fusebox_bench's attention rows
+# without and with the persistent kernel (Knob::kFlashPersistent), no
+# PyTorch. Not part of the build or the bench. On the device, from the
+# repository root, carrying ["build-device/dist.tar.xz"]:
+#   bash bench/experiments/flash_persistent_ab.sh
+set -u
+root=$PWD
+rm -rf build-device/dist && tar -C build-device -xJf build-device/dist.tar.xz
+export LD_LIBRARY_PATH=$root/build-device/dist/lib FUSEBOX_CACHE_DIR=/tmp/fbc-tests
+tests_dir="$(cat build-device/dist/source_dir.txt)"
+if [[ ! -d "$tests_dir" ]]; then mkdir -p "$(dirname "$(dirname "$tests_dir")")"; ln -sfn "$root" "$(dirname "$tests_dir")"; fi
+nvidia-smi --query-gpu=name --format=csv,noheader
+filter='*FlashAttention*Cuda*:*Attention*Cuda*:*Sdpa*Cuda*:*Gpt2*Cuda*:*Gpt*Cuda*'
+for i in 1 2; do
+  GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$i timeout 75 build-device/dist/bin/frontend_tests --gtest_filter="$filter" >"$OUT/t_f$i.log" 2>&1 &
+done
+wait
+for i in 1 2; do
+  echo "t_f$i: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/t_f$i.log" | tr '\n' ' ')"
+  grep -E '^\[       OK \]|^\[  FAILED  \]|Failure' "$OUT/t_f$i.log" | cut -c1-160 | head -20
+done
+for setting in FUSEBOX_TUNE_FLASH_PERSISTENT=0 FUSEBOX_TUNE_FLASH_PERSISTENT=1 FUSEBOX_TUNE_FLASH_PERSISTENT=0; do
+  echo "== $setting"
+  env $setting build-device/dist/bin/fusebox_bench --filter attention 2>&1 | grep -E '^attention'
+done
