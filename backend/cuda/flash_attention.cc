@@ -257,7 +257,13 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
     const int order = tuning.GetInt(backend::Knob::kFlashCausalOrder);
     c.causal_order = order >= 1 ? order : dtype == DType::kFloat32 ? 2 : 1;
   }
-  c.persistent = c.warp_specialized && tuning.GetInt(backend::Knob::kFlashPersistent) != 0;
+  // Persistent where two consumers multiply (head dim 128): on the H100, ms,
+  // B 8, T 2048 / 4096, a block per item against persistent: 0.263 / 1.011
+  // -> 0.248 / 0.957, causal 0.184 / 0.603 -> 0.174 / 0.558; with three
+  // (head dim 64) 0.346 / 1.285 -> 0.340 / 1.308, causal 0.258 / 0.824 ->
+  // 0.263 / 0.841 (bench/experiments/flash_persistent_ab.sh).
+  const int persistent = tuning.GetInt(backend::Knob::kFlashPersistent);
+  c.persistent = c.warp_specialized && (persistent == 0 ? c.consumers() == 2 : persistent == 2);
   return c;
 }
 

@@ -21,7 +21,7 @@ for i in 1 2; do
   echo "t_f$i: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/t_f$i.log" | tr '\n' ' ')"
   grep -E '^\[       OK \]|^\[  FAILED  \]|Failure' "$OUT/t_f$i.log" | cut -c1-160 | head -20
 done
-for setting in FUSEBOX_TUNE_FLASH_PERSISTENT=0 FUSEBOX_TUNE_FLASH_PERSISTENT=1; do
+for setting in FUSEBOX_TUNE_FLASH_PERSISTENT=1 FUSEBOX_TUNE_FLASH_PERSISTENT=2; do
   echo "== $setting"
   env $setting build-device/dist/bin/fusebox_bench --filter attention 2>&1 | grep -E '^attention'
 done

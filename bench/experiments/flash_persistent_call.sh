@@ -26,5 +26,5 @@ done
 echo "tests took $SECONDS s"
 rm -f build-device/dist.tar.xz  # unpacked above: device_run.sh keeps this dist
 FUSEBOX_BENCH_ARGS="--filter attention,gpt2_forward --profile" \
-  FUSEBOX_AB="FUSEBOX_TUNE_FLASH_PERSISTENT=1@attention_causal" \
+  FUSEBOX_AB="FUSEBOX_TUNE_FLASH_PERSISTENT=2@attention_causal" \
   bash bench/device_run.sh remote-bench

@@ -135,7 +135,8 @@ TEST(FlashAttentionTest, WarpSpecializedKernelsAndTheirTwinsCompileWithoutSpills
 
 // Three consumer warpgroups (192 query rows a block, 512 threads, 160
 // registers a consumer thread): the rule at head dim 64, Knob::kFlashConsumers
-// at 128; two (240 registers) the rule at 128 and the knob's other value.
+// at 128; two (persistent: 232 registers) the rule at 128 and the knob's
+// other value.
 TEST(FlashAttentionTest, ThreeConsumersCompileWithoutSpills) {
   for (int block_n : {64, 128}) {
     for (int e : {64, 128}) {
@@ -150,14 +151,17 @@ TEST(FlashAttentionTest, ThreeConsumersCompileWithoutSpills) {
         EXPECT_EQ(c.threads(), 512);
         EXPECT_EQ(c.block_m(), 192);
         EXPECT_LE(c.SharedBytes(), 227 * 1024) << "sm_90's shared memory a block";
-        EXPECT_THAT(cuda::FlashAttentionSource(c), HasSubstr("kConsumers = 3, kProducerRegisters = 24, kConsumerRegisters = 160"));
+        EXPECT_THAT(cuda::FlashAttentionSource(c),
+                    HasSubstr("kConsumers = 3, kProducerRegisters = 24, kConsumerRegisters = 160"));
         if (e == 64) ExpectCompilesWithoutSpills(c);
       }
     }
   }
   const FlashConfig e128 = cuda::ChooseFlashConfig(128, DType::kBFloat16, AttentionMask::kCausal, 90, {});
   EXPECT_EQ(e128.consumers(), 2);
-  EXPECT_EQ(e128.consumer_registers(), 240);
+  EXPECT_TRUE(e128.persistent);
+  EXPECT_EQ(e128.producer_registers(), 40);  // the persistent producer's item loop
+  EXPECT_EQ(e128.consumer_registers(), 232);
   backend::TuningSnapshot two;
   two.Set(backend::Knob::kFlashConsumers, 2);
   const FlashConfig e64 = cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kNone, 90, two);
@@ -265,29 +269,35 @@ TEST(FlashAttentionTest, CausalOrdersFollowTheKnobAndCompile) {
   }
 }
 
-// The persistent warp-specialized kernel (Knob::kFlashPersistent): off by
-// default, the knob's kernels named apart, compiled without spills (the
-// producer's item loop within its 24 registers), and only where a producer
-// warpgroup loads (sm_90, 16-bit, unmasked or causal); the cp.async twin
-// is not persistent.
-TEST(FlashAttentionTest, PersistentKernelsFollowTheKnobAndCompile) {
+// The persistent warp-specialized kernel (Knob::kFlashPersistent): the
+// rule (persistent with two consumers, head dim 128; a block per item with
+// three), the knob's values, the names, persistent kernels compiled without
+// spills (the producer's item loop within its registers), and only where a
+// producer warpgroup loads (sm_90, 16-bit, unmasked or causal); the cp.async
+// twin is not persistent.
+TEST(FlashAttentionTest, PersistentKernelsFollowTheRuleAndTheKnobAndCompile) {
   using backend::Knob;
-  for (const FlashConfig& c : cuda::DefaultFlashConfigs(90)) EXPECT_FALSE(c.persistent) << c.KernelName();
-  backend::TuningSnapshot t;
-  t.Set(Knob::kFlashPersistent, 1);
-  for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
-    for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal, AttentionMask::kBool}) {
-      for (int e : {64, 128}) {
-        const FlashConfig c = cuda::ChooseFlashConfig(e, dtype, m, 90, t);
-        SCOPED_TRACE(c.KernelName());
-        EXPECT_EQ(c.persistent, c.warp_specialized);
-        EXPECT_EQ(c.warp_specialized, dtype != DType::kFloat32 && m != AttentionMask::kBool);
-        EXPECT_EQ(absl::EndsWith(c.KernelName(), "_p"), c.persistent);
-        EXPECT_FALSE(cuda::FlashCpAsyncTwin(c).persistent);
-        EXPECT_FALSE(cuda::ChooseFlashConfig(e, dtype, m, 80, t).persistent);
-        if (c.persistent) {
-          EXPECT_THAT(cuda::FlashAttentionSource(c), HasSubstr("kPersistent = true"));
-          if (dtype != DType::kFloat16) ExpectCompilesWithoutSpills(c);
+  for (const FlashConfig& c : cuda::DefaultFlashConfigs(90)) {
+    EXPECT_EQ(c.persistent, c.warp_specialized && c.head_dim == 128) << c.KernelName();
+    EXPECT_EQ(c.persistent, c.warp_specialized && c.consumers() == 2) << c.KernelName();
+  }
+  for (int knob : {1, 2}) {
+    backend::TuningSnapshot t;
+    t.Set(Knob::kFlashPersistent, knob);
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal, AttentionMask::kBool}) {
+        for (int e : {64, 128}) {
+          const FlashConfig c = cuda::ChooseFlashConfig(e, dtype, m, 90, t);
+          SCOPED_TRACE(c.KernelName());
+          EXPECT_EQ(c.warp_specialized, dtype != DType::kFloat32 && m != AttentionMask::kBool);
+          EXPECT_EQ(c.persistent, c.warp_specialized && knob == 2);
+          EXPECT_EQ(absl::EndsWith(c.KernelName(), "_p"), c.persistent);
+          EXPECT_FALSE(cuda::FlashCpAsyncTwin(c).persistent);
+          EXPECT_FALSE(cuda::ChooseFlashConfig(e, dtype, m, 80, t).persistent);
+          if (c.persistent) {
+            EXPECT_THAT(cuda::FlashAttentionSource(c), HasSubstr("kPersistent = true"));
+            if (dtype != DType::kFloat16) ExpectCompilesWithoutSpills(c);
+          }
         }
       }
     }
