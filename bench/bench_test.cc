@@ -90,7 +90,8 @@ ChildReport SampleChild(const std::string& mode) {
 
 // --profile's memory-bound kernels: those whose roofline time is their
 // bytes' at the copy ceiling (not a GEMM's FLOPs, not a graph run), and those
-// under 80% of it, worst first, each with its percent.
+// under 80% of it, worst first, each with its percent and bytes a call;
+// library kernels (extern_) counted apart.
 TEST(Profile, CountsMemoryBoundKernelsAndListsThoseUnder80Percent) {
   const Roofline roofline{.copy_bytes_per_s = 1e12, .f32_flops_per_s = 1e13};
   auto row = [](const char* name, double bytes, double roofline_us, double took_us) {
@@ -102,6 +103,8 @@ TEST(Profile, CountsMemoryBoundKernelsAndListsThoseUnder80Percent) {
       row("fast_exp", 1e9, 1000, 1100),    // bytes-bound, 90.9%
       row("slower_ce", 2e9, 2000, 5000),   // bytes-bound, 40%
       row("gemm", 1e9, 3000, 4000),        // its FLOPs bound it (3000 us > 1000 us of bytes)
+      row("extern_flash_attention_3", 1e9, 1000, 5000),  // bytes-bound at peak FLOPs, but a library kernel
+      row("extern_cublaslt_gemm_4", 1e9, 1000, 1100),
   };
   ProfilerRow graph_run = row("compiled graph: slow_norm", 1e9, 1000, 9000);
   graph_run.kernel = false;
@@ -109,7 +112,10 @@ TEST(Profile, CountsMemoryBoundKernelsAndListsThoseUnder80Percent) {
   Result r;
   MemoryBoundKernels(rows, roofline, r);
   EXPECT_EQ(r.profile_memory_bound, 3);
-  EXPECT_EQ(r.profile_memory_bound_under_80, (std::vector<std::string>{"slower_ce 40.0%", "slow_norm 50.0%"}));
+  EXPECT_EQ(r.profile_memory_bound_under_80,
+            (std::vector<std::string>{"slower_ce 40.0% (2000.0 MB)", "slow_norm 50.0% (1000.0 MB)"}));
+  EXPECT_EQ(r.profile_library_memory_bound, 2);
+  EXPECT_EQ(r.profile_library_under_80, (std::vector<std::string>{"extern_flash_attention_3 20.0% (1000.0 MB)"}));
 }
 
 TEST(CompileLatency, ChildJsonRoundTripsAfterLogLines) {

@@ -50,13 +50,16 @@ void PrintDetails(const Result& r) {
     std::printf("  worst kernels by time lost against the roofline (%s):%s\n", r.profile_roofline.c_str(),
                 r.profile_worst.empty() ? " none (no roofline)" : "");
     for (const std::string& line : r.profile_worst) std::printf("    %s\n", line.c_str());
-    if (r.profile_memory_bound > 0) {  // the worst ten by name
-      const std::vector<std::string>& under = r.profile_memory_bound_under_80;
+    // The worst ten by name: fusebox's kernels, then the library's.
+    auto print = [](const char* what, int64_t count, const std::vector<std::string>& under) {
+      if (count == 0) return;
       const std::vector<std::string> shown(under.begin(), under.begin() + std::min<size_t>(under.size(), 10));
-      std::printf("  memory-bound kernels under 80%% of the copy ceiling: %zu of %lld%s%s%s\n", under.size(),
-                  static_cast<long long>(r.profile_memory_bound), under.empty() ? "" : ": ",
-                  absl::StrJoin(shown, ", ").c_str(), under.size() > shown.size() ? ", ..." : "");
-    }
+      std::printf("  %s under 80%% of the copy ceiling: %zu of %lld%s%s%s\n", what, under.size(),
+                  static_cast<long long>(count), under.empty() ? "" : ": ", absl::StrJoin(shown, ", ").c_str(),
+                  under.size() > shown.size() ? ", ..." : "");
+    };
+    print("memory-bound kernels", r.profile_memory_bound, r.profile_memory_bound_under_80);
+    print("memory-bound library kernels (extern_)", r.profile_library_memory_bound, r.profile_library_under_80);
   }
   for (const std::string& f : r.failures) std::printf("  FAILED: %s\n", f.c_str());
 }

@@ -74,8 +74,10 @@ struct Result {
   std::string profile_roofline;
   // Their memory-bound kernels (the roofline's time is the copy's) and those
   // under 80% of the copy ceiling, worst first: "name 71.2%".
-  int64_t profile_memory_bound = 0;
+  int64_t profile_memory_bound = 0;  // fusebox's own kernels (not extern_)
   std::vector<std::string> profile_memory_bound_under_80;
+  int64_t profile_library_memory_bound = 0;  // extern_ kernels (cuBLASLt, flash attention) the same way
+  std::vector<std::string> profile_library_under_80;
   double host_ms_per_call = 0, host_ms_per_call_profiled = 0;
   std::vector<std::string> failures;
   bool ok() const { return failures.empty(); }

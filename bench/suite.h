@@ -60,7 +60,9 @@ std::vector<std::string> PtxLines(const std::vector<KernelInfo>& kernels);
 void Profile(Device device, const std::function<void(int)>& call, Result& r);
 // Profile's count of the memory-bound kernels among `rows` (their roofline
 // time is their bytes' at the copy ceiling) into r.profile_memory_bound, and
-// those under 80% of it, worst first, into r.profile_memory_bound_under_80.
+// those under 80% of it, worst first, with their bytes a call, into
+// r.profile_memory_bound_under_80; library kernels (extern_: cuBLASLt,
+// flash attention) apart, into r.profile_library_*.
 void MemoryBoundKernels(const std::vector<ProfilerRow>& rows, const Roofline& roofline, Result& r);
 
 // Runs one case on `device`; inputs are drawn from seeds derived from `seed`.
