@@ -152,6 +152,9 @@ constexpr KnobInfo kKnobs[] = {
      "block per SM taking items from a counter, the next item's Q and K/V loading while the last one finishes); 0 "
      "chooses (persistent at head dim 128, two consumers: 3-6% faster on the H100, causal or not; a block per item "
      "at 64, three consumers: even unmasked, causal 1-2% slower)"},
+    {Knob::kFlashAlignEnd, "FUSEBOX_TUNE_FLASH_ALIGN_END", kBool, 0, 0, 1,
+     "CUDA flash attention, sm_90's warp-specialized kernel, causal: row tiles end at the last query row, so the "
+     "partial tile is the first (the shortest) and not the last (the longest); not yet measured"},
 };
 static_assert(std::size(kKnobs) == kNumKnobs, "one row per Knob");
 

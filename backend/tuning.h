@@ -60,6 +60,7 @@ enum class Knob : int {
   kFlashConsumers,
   kFlashCausalOrder,
   kFlashPersistent,
+  kFlashAlignEnd,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(Knob::kCount);

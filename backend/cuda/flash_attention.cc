@@ -197,7 +197,7 @@ std::string FlashConfig::KernelName() const {
                       min_blocks > 1 ? absl::StrCat("_b", min_blocks) : "",
                       dtype != DType::kFloat32 && !positive_scale ? "_sneg" : "",
                       mask == AttentionMask::kCausal && causal_order != 1 ? absl::StrCat("_o", causal_order) : "",
-                      persistent ? "_p" : "");
+                      persistent ? "_p" : "", align_end ? "_e" : "");
 }
 
 namespace {
@@ -264,6 +264,7 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
   // 0.263 / 0.841 (bench/experiments/flash_persistent_ab.sh).
   const int persistent = tuning.GetInt(backend::Knob::kFlashPersistent);
   c.persistent = c.warp_specialized && (persistent == 0 ? c.consumers() == 2 : persistent == 2);
+  c.align_end = c.warp_specialized && mask == AttentionMask::kCausal && tuning.GetInt(backend::Knob::kFlashAlignEnd) != 0;
   return c;
 }
 

@@ -56,6 +56,11 @@ struct FlashConfig {
   // Warp-specialized: a block per SM taking items (batch, row tile) from a
   // counter, one after another (FlashAttention-3's persistent kernel).
   bool persistent = false;
+  // Warp-specialized, causal: row tiles end at the last query row, so the
+  // partial tile (L not a multiple of block_m) is the first and shortest
+  // rather than the last and longest (GPT-2's T 1024 in 192-row tiles: 81
+  // consumer-tiles a head instead of 96, 72 seen).
+  bool align_end = false;
   int block_m() const;  // query rows a block
 
   int threads() const { return 32 * warps; }
@@ -68,7 +73,8 @@ struct FlashConfig {
   int producer_registers() const { return !persistent ? 24 : head_dim == 64 ? 32 : 40; }
   int consumer_registers() const;  // each consumer thread's, after the producer's
   int64_t SharedBytes() const;  // Q, then the stages of K and V (wgmma: and 1024 bytes to align)
-  // "fb_flash_attention_e64_bf16_causal_n64_w8" (a scale <= 0: "..._sneg"; causal order 2: "_o2"; persistent: "_p")
+  // "fb_flash_attention_e64_bf16_causal_n64_w8" (a scale <= 0: "..._sneg"; causal order 2: "_o2"; persistent: "_p";
+  // align_end: "_e")
   std::string KernelName() const;
   friend bool operator==(const FlashConfig&, const FlashConfig&) = default;
 };

@@ -161,7 +161,10 @@ __device__ __forceinline__ bool fb_block(const FbAttnParams& p, long long item, 
   int rows;
   fb_block_place(p, item, b, rows);
   if (b >= p.batch) return false;
-  blk.m0 = rows * kBM;
+  // kAlignEnd: the row tiles end at the last query row, so the partial one
+  // is the first (causal: the shortest) and its rows before 0, read as zeros
+  // (TMA fills them) and fully masked, are not stored.
+  blk.m0 = kAlignEnd ? p.l - (int)(fb_row_tiles(p) - rows) * kBM : rows * kBM;
   long long rest = b, qo = 0, ko = 0, vo = 0, mo = 0;
 #pragma unroll
   for (int d = 3; d >= 0; --d) {
@@ -346,7 +349,7 @@ __device__ __forceinline__ void fb_store_tile(const float (&acc)[kE / 8][4], con
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const float inv = 1.f / sum;
     const int row = trow + (lane >> 2) + h * 8;
-    if (row >= rows) continue;
+    if (row >= rows || (kAlignEnd && row < 0)) continue;
 #pragma unroll
     for (int e = 0; e < kE / 8; ++e) {
       *(fb_u32*)(o + row * o_row + e * 8 + (lane & 3) * 2) = fb_pack(acc[e][2 * h] * inv, acc[e][2 * h + 1] * inv);
@@ -497,6 +500,7 @@ std::string FlashAttentionSource(const FlashConfig& c) {
       ", kBM = ", c.block_m(), ", kThreads = ", c.threads(), ", kMask = ", static_cast<int>(c.mask),
       ", kMinBlocks = ", c.min_blocks, ";\nconstexpr bool kPositiveScale = ", c.positive_scale ? "true" : "false",
       ", kLastRowsFirst = ", causal ? "true" : "false", ", kPersistent = ", c.persistent ? "true" : "false",
+      ", kAlignEnd = ", c.align_end ? "true" : "false",
       ";\nconstexpr int kCausalOrder = ", c.causal_order, ";\ntypedef ",
       f32 ? "float" : "unsigned short",
       " fb_elem;\nconstexpr bool kBF16 = ", bf16 ? "true" : "false", ";\n", kBlockCommon);

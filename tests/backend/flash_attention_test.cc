@@ -304,5 +304,31 @@ TEST(FlashAttentionTest, PersistentKernelsFollowTheRuleAndTheKnobAndCompile) {
   }
 }
 
+// Row tiles ending at the last query row (Knob::kFlashAlignEnd): off by
+// default, only for the causal warp-specialized kernel (persistent or not),
+// named apart, compiled without spills.
+TEST(FlashAttentionTest, EndAlignedRowTilesFollowTheKnobAndCompile) {
+  using backend::Knob;
+  for (const FlashConfig& c : cuda::DefaultFlashConfigs(90)) EXPECT_FALSE(c.align_end) << c.KernelName();
+  for (int persistent : {1, 2}) {
+    backend::TuningSnapshot t;
+    t.Set(Knob::kFlashAlignEnd, 1).Set(Knob::kFlashPersistent, persistent);
+    for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal, AttentionMask::kBool}) {
+      for (int e : {64, 128}) {
+        const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, m, 90, t);
+        SCOPED_TRACE(c.KernelName());
+        EXPECT_EQ(c.align_end, m == AttentionMask::kCausal);
+        EXPECT_EQ(absl::EndsWith(c.KernelName(), "_e"), c.align_end);
+        EXPECT_FALSE(cuda::FlashCpAsyncTwin(c).align_end);
+        EXPECT_FALSE(cuda::ChooseFlashConfig(e, DType::kFloat32, m, 90, t).align_end);
+        if (c.align_end) {
+          EXPECT_THAT(cuda::FlashAttentionSource(c), HasSubstr("kAlignEnd = true"));
+          ExpectCompilesWithoutSpills(c);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fusebox

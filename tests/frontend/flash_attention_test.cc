@@ -8,6 +8,7 @@
 // a device.
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -349,10 +350,13 @@ TEST_P(FlashAttentionTest, WarpSpecializedKernelMatchesFloat64) {
   }
 }
 
-// The causal block orders (Knob::kFlashCausalOrder) and the persistent
+// The causal block orders (Knob::kFlashCausalOrder), the persistent
 // warp-specialized kernel (Knob::kFlashPersistent: a block per SM taking
-// items from a counter) change which block computes what when, not what it
-// computes: each gives the default's output bit for bit, causal or not,
+// items from a counter) and row tiles ending at the last row
+// (Knob::kFlashAlignEnd: a first tile reaching before row 0, its rows
+// zero-filled, fully masked and not stored) change which block computes
+// what when, not what it computes (a fully masked tile adds exact zeros):
+// each gives the default's output bit for bit, causal or not,
 // over more items than SMs, rows past the end of a 192-row block, L < S
 // and L > S; every setting runs twice (the persistent launch's last block
 // zeroes the counter the next launch starts from).
@@ -387,15 +391,19 @@ TEST_P(FlashAttentionTest, BlockOrdersAndThePersistentKernelGiveTheDefaultsOutpu
                                                   causal ? +kCausal : +kAll, kNoBias),
                                      "default"));
       }
-      for (auto [order, persistent] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}}) {
-        backend::ScopedTuning tuning({{Knob::kFlashCausalOrder, order}, {Knob::kFlashPersistent, persistent}});
+      // {causal order, persistent knob, row tiles ending at the last row}
+      for (auto [order, persistent, align_end] : {std::tuple{1, 1, 0}, std::tuple{2, 1, 0}, std::tuple{1, 2, 0},
+                                                  std::tuple{2, 2, 0}, std::tuple{1, 1, 1}, std::tuple{2, 2, 1}}) {
+        backend::ScopedTuning tuning({{Knob::kFlashCausalOrder, order},
+                                      {Knob::kFlashPersistent, persistent},
+                                      {Knob::kFlashAlignEnd, align_end}});
         for (int call = 0; call < 2; ++call) {
           const std::vector<double> got = run();
           ASSERT_EQ(got.size(), want.size());
           int64_t differ = 0;
           for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
-          EXPECT_EQ(differ, 0) << "order " << order << ", persistent knob " << persistent << ", call " << call
-                               << ": values unlike the default's";
+          EXPECT_EQ(differ, 0) << "order " << order << ", persistent knob " << persistent << ", align end "
+                               << align_end << ", call " << call << ": values unlike the default's";
         }
       }
     }
