@@ -1,6 +1,7 @@
 // The benchmark harness's pure helpers: how many input sets rotation uses,
 // what --filter matches, that the suite's cases are the ones the README,
 // compare_torch.py and --filter name; and the compile-latency children.
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -8,6 +9,7 @@
 #include "bench/harness.h"
 #include "bench/suite.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace fusebox::bench {
 namespace {
@@ -113,9 +115,46 @@ TEST(Profile, CountsMemoryBoundKernelsAndListsThoseUnder80Percent) {
   MemoryBoundKernels(rows, roofline, r);
   EXPECT_EQ(r.profile_memory_bound, 3);
   EXPECT_EQ(r.profile_memory_bound_under_80,
-            (std::vector<std::string>{"slower_ce 40.0% (2000.0 MB)", "slow_norm 50.0% (1000.0 MB)"}));
+            (std::vector<std::string>{"slower_ce 40.0% (2000.00 MB)", "slow_norm 50.0% (1000.00 MB)"}));
   EXPECT_EQ(r.profile_library_memory_bound, 2);
-  EXPECT_EQ(r.profile_library_under_80, (std::vector<std::string>{"extern_flash_attention_3 20.0% (1000.0 MB)"}));
+  ASSERT_EQ(r.profile_kernels.size(), 6u);  // every kernel row, not the graph run
+  EXPECT_EQ(r.profile_kernels[0].name, "slow_norm");
+  EXPECT_TRUE(r.profile_kernels[0].memory_bound);
+  EXPECT_DOUBLE_EQ(r.profile_kernels[0].roofline_percent, 50.0);
+  EXPECT_FALSE(r.profile_kernels[3].memory_bound);  // the gemm
+  EXPECT_TRUE(r.profile_kernels[4].library);
+  EXPECT_EQ(r.profile_library_under_80, (std::vector<std::string>{"extern_flash_attention_3 20.0% (1000.00 MB)"}));
+}
+
+// --json carries --profile's kernels, every one (the printed table stops at
+// 40 rows), as JSON a parser reads back.
+TEST(Profile, TheJsonCarriesEveryProfiledKernel) {
+  Result r;
+  r.name = "gpt2_forward";
+  r.profile_kernels = {{.name = "per_fused_\"quoted\"_0", .calls = 5, .time_us = 41.5, .bytes = 2.5e7, .flops = 0,
+                        .roofline_percent = 71.25, .memory_bound = true},
+                       {.name = "extern_cublaslt_gemm_1", .calls = 5, .time_us = 300, .bytes = 6e7, .flops = 3e10,
+                        .roofline_percent = 48.5, .library = true}};
+  Report report;
+  report.results.push_back(r);
+  const std::string path = ::testing::TempDir() + "/profile_kernels.json";
+  WriteJson(report, path);
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json& kernels = j["results"][0]["profile_kernels"];
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0]["name"], "per_fused_\"quoted\"_0");
+  EXPECT_EQ(kernels[0]["calls"], 5);
+  EXPECT_DOUBLE_EQ(kernels[0]["roofline_percent"].get<double>(), 71.25);
+  EXPECT_TRUE(kernels[0]["memory_bound"].get<bool>());
+  EXPECT_FALSE(kernels[0]["library"].get<bool>());
+  EXPECT_TRUE(kernels[1]["library"].get<bool>());
+  EXPECT_DOUBLE_EQ(kernels[1]["flops"].get<double>(), 3e10);
+  // Without --profile there is no such key.
+  report.results[0].profile_kernels.clear();
+  WriteJson(report, path);
+  std::ifstream again(path);
+  EXPECT_FALSE(nlohmann::json::parse(again)["results"][0].contains("profile_kernels"));
 }
 
 TEST(CompileLatency, ChildJsonRoundTripsAfterLogLines) {

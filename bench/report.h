@@ -78,6 +78,15 @@ struct Result {
   std::vector<std::string> profile_memory_bound_under_80;
   int64_t profile_library_memory_bound = 0;  // extern_ kernels (cuBLASLt, flash attention) the same way
   std::vector<std::string> profile_library_under_80;
+  // Every kernel of those calls with a roofline, for the JSON (the table
+  // above is cut at 40 rows): totals over the calls.
+  struct ProfileKernel {
+    std::string name;
+    int64_t calls = 0;
+    double time_us = 0, bytes = 0, flops = 0, roofline_percent = 0;
+    bool memory_bound = false, library = false;
+  };
+  std::vector<ProfileKernel> profile_kernels;
   double host_ms_per_call = 0, host_ms_per_call_profiled = 0;
   std::vector<std::string> failures;
   bool ok() const { return failures.empty(); }

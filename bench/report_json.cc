@@ -54,6 +54,20 @@ std::string JsonSide(const Side& side, double bytes) {
                       ",\n       \"trials_ms\": ", JsonNumbers(t.trials_ms), "}");
 }
 
+// --profile's kernels (Result::profile_kernels), as ", \"profile_kernels\": [...]"; nothing without --profile.
+std::string JsonProfileKernels(const std::vector<Result::ProfileKernel>& kernels) {
+  if (kernels.empty()) return "";
+  std::vector<std::string> parts;
+  for (const Result::ProfileKernel& k : kernels) {
+    parts.push_back(absl::StrCat("\n       {\"name\": ", JsonString(k.name), ", \"calls\": ", k.calls,
+                                 ", \"time_us\": ", JsonNumber(k.time_us), ", \"bytes\": ", JsonNumber(k.bytes),
+                                 ", \"flops\": ", JsonNumber(k.flops), ", \"roofline_percent\": ",
+                                 JsonNumber(k.roofline_percent), ", \"memory_bound\": ", JsonBool(k.memory_bound),
+                                 ", \"library\": ", JsonBool(k.library), "}"));
+  }
+  return absl::StrCat(",\n     \"profile_kernels\": [", absl::StrJoin(parts, ","), "]");
+}
+
 std::string JsonResult(const Result& r) {
   std::vector<std::string> inputs;
   for (const Shape& s : r.input_shapes) inputs.push_back(JsonShape(s));
@@ -77,7 +91,7 @@ std::string JsonResult(const Result& r) {
       ", \"max_abs_diff_tol\": ", JsonNumber(r.max_abs_diff_tol), ", \"rel_err_eager\": ", JsonNumber(r.rel_err_eager),
       ", \"rel_err_compiled\": ", JsonNumber(r.rel_err_compiled), ", \"rel_err_tol\": ", JsonNumber(r.rel_err_tol),
       ", \"checked_elements\": ", r.checked, ", \"ok\": ", JsonBool(r.ok()), ", \"failures\": ", JsonStrings(r.failures),
-      "}");
+      JsonProfileKernels(r.profile_kernels), "}");
 }
 
 std::string JsonSweep(const SweepResult& r) {

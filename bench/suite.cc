@@ -141,11 +141,16 @@ void MemoryBoundKernels(const std::vector<ProfilerRow>& rows, const Roofline& ro
   std::vector<const ProfilerRow*> under, library_under;
   for (const ProfilerRow& row : rows) {
     if (!row.kernel || !row.has_roofline() || roofline.copy_bytes_per_s <= 0) continue;
+    r.profile_kernels.push_back({.name = row.name, .calls = row.calls, .time_us = row.kernel_time_total_us,
+                                 .bytes = row.bytes_total, .flops = row.flops_total,
+                                 .roofline_percent = row.roofline_percent(),
+                                 .library = absl::StartsWith(row.name, "extern_")});
     const double copy_us = row.bytes_total / roofline.copy_bytes_per_s * 1e6;
     if (std::fabs(row.roofline_time_total_us - copy_us) > 1e-6 * std::max(1.0, copy_us)) continue;
     // A library kernel (a GEMM near the ridge, a short attention) is bound by
     // its math in practice even where its bytes outweigh its FLOPs at peak.
     const bool library = absl::StartsWith(row.name, "extern_");
+    r.profile_kernels.back().memory_bound = true;
     ++(library ? r.profile_library_memory_bound : r.profile_memory_bound);
     if (row.roofline_percent() < 80) (library ? library_under : under).push_back(&row);
   }
@@ -155,7 +160,7 @@ void MemoryBoundKernels(const std::vector<ProfilerRow>& rows, const Roofline& ro
     std::sort(rows.begin(), rows.end(),
               [](const ProfilerRow* a, const ProfilerRow* b) { return a->roofline_percent() < b->roofline_percent(); });
     for (const ProfilerRow* row : rows) {
-      out.push_back(absl::StrFormat("%s %.1f%% (%.1f MB)", row->name, row->roofline_percent(),
+      out.push_back(absl::StrFormat("%s %.1f%% (%.2f MB)", row->name, row->roofline_percent(),
                                     row->bytes_total / std::max<int64_t>(row->calls, 1) / 1e6));
     }
   };

@@ -62,7 +62,8 @@ void Profile(Device device, const std::function<void(int)>& call, Result& r);
 // time is their bytes' at the copy ceiling) into r.profile_memory_bound, and
 // those under 80% of it, worst first, with their bytes a call, into
 // r.profile_memory_bound_under_80; library kernels (extern_: cuBLASLt,
-// flash attention) apart, into r.profile_library_*.
+// flash attention) apart, into r.profile_library_*; every kernel with a
+// roofline into r.profile_kernels.
 void MemoryBoundKernels(const std::vector<ProfilerRow>& rows, const Roofline& roofline, Result& r);
 
 // Runs one case on `device`; inputs are drawn from seeds derived from `seed`.
