@@ -264,7 +264,8 @@ FlashConfig ChooseFlashConfig(int64_t head_dim, DType dtype, AttentionMask mask,
   // 0.263 / 0.841 (bench/experiments/flash_persistent_ab.sh).
   const int persistent = tuning.GetInt(backend::Knob::kFlashPersistent);
   c.persistent = c.warp_specialized && (persistent == 0 ? c.consumers() == 2 : persistent == 2);
-  c.align_end = c.warp_specialized && mask == AttentionMask::kCausal && tuning.GetInt(backend::Knob::kFlashAlignEnd) != 0;
+  c.align_end =
+      c.warp_specialized && mask == AttentionMask::kCausal && tuning.GetInt(backend::Knob::kFlashAlignEnd) != 0;
   return c;
 }
 
@@ -327,22 +328,29 @@ absl::StatusOr<const FlashKernel*> GetFlashKernel(const FlashConfig& config, int
 
 namespace {
 
-// The persistent kernels' item counters on `device` (two zeroed 64-bit
-// words: the next item, the blocks done), allocated once; each launch's last
-// block zeroes them again for the next (launches are in stream order).
-absl::StatusOr<unsigned long long*> PersistentWork(int device) {
+// What a persistent launch on `device` needs, found once: its item counters
+// (two zeroed 64-bit words: the next item, the blocks done; each launch's
+// last block zeroes them again for the next, launches being in stream order)
+// and the SM count (a block each).
+struct PersistentDevice {
+  unsigned long long* work = nullptr;
+  int sms = 1;
+};
+absl::StatusOr<PersistentDevice> PersistentDeviceOf(int device) {
   static fusebox::Mutex mu;
-  static auto* work = new std::map<int, CUdeviceptr>();
+  static auto* devices = new std::map<int, PersistentDevice>();
   fusebox::MutexLock lock(&mu);
-  auto it = work->find(device);
-  if (it == work->end()) {
+  auto it = devices->find(device);
+  if (it == devices->end()) {
     Driver& driver = Driver::Get();
     absl::StatusOr<CUdeviceptr> ptr = driver.MemAlloc(device, 16);
     if (!ptr.ok()) return ptr.status();
     if (absl::Status s = driver.MemsetD32Async(device, *ptr, 0, 4); !s.ok()) return s;
-    it = work->emplace(device, *ptr).first;
+    it = devices->emplace(device, PersistentDevice{.work = reinterpret_cast<unsigned long long*>(*ptr),
+                                                   .sms = std::max(driver.MultiprocessorCount(device).value_or(1), 1)})
+             .first;
   }
-  return reinterpret_cast<unsigned long long*>(it->second);
+  return it->second;
 }
 
 }  // namespace
@@ -389,11 +397,10 @@ absl::Status LaunchFlashAttention(int device, const FlashKernel& kernel, const A
   dims.grid_y = static_cast<unsigned>(std::min<int64_t>(f.batch, 65535));
   dims.grid_z = static_cast<unsigned>((f.batch + dims.grid_y - 1) / dims.grid_y);
   if (c.persistent) {  // a block per SM (one fits: __launch_bounds__(kThreads, 1)), at most one per item
-    absl::StatusOr<unsigned long long*> work = PersistentWork(device);
-    if (!work.ok()) return work.status();
-    ws.a.work = *work;
-    const int64_t sms = Driver::Get().DeviceAttribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).value_or(1);
-    dims.grid_x = static_cast<unsigned>(std::min<int64_t>(dims.grid_x * f.batch, std::max<int64_t>(sms, 1)));
+    absl::StatusOr<PersistentDevice> persistent = PersistentDeviceOf(device);
+    if (!persistent.ok()) return persistent.status();
+    ws.a.work = persistent->work;
+    dims.grid_x = static_cast<unsigned>(std::min<int64_t>(dims.grid_x * f.batch, persistent->sms));
     dims.grid_y = dims.grid_z = 1;
   }
   dims.block_x = static_cast<unsigned>(c.threads());

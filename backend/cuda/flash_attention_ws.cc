@@ -139,6 +139,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) FB_NAME(const __grid_c
         fb_block(p.a, item, blk);
         int cq[3] = {0, 0, 0}, ck[3] = {0, 0, 0}, cv[3] = {0, 0, 0};
         int rq[3] = {1, 1, 1}, rk[3] = {1, 1, 1}, rv[3] = {1, 1, 1};
+        // The batch found again rather than kept from fb_block: held, it
+        // spills the persistent producer's 32 registers at head dim 64.
         long long rest = fb_block_batch(p.a, item);
 #pragma unroll
         for (int d = 3; d >= 0; --d) {
