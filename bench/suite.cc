@@ -141,15 +141,14 @@ void MemoryBoundKernels(const std::vector<ProfilerRow>& rows, const Roofline& ro
   std::vector<const ProfilerRow*> under, library_under;
   for (const ProfilerRow& row : rows) {
     if (!row.kernel || !row.has_roofline() || roofline.copy_bytes_per_s <= 0) continue;
-    r.profile_kernels.push_back({.name = row.name, .calls = row.calls, .time_us = row.kernel_time_total_us,
-                                 .bytes = row.bytes_total, .flops = row.flops_total,
-                                 .roofline_percent = row.roofline_percent(),
-                                 .library = absl::StartsWith(row.name, "extern_")});
-    const double copy_us = row.bytes_total / roofline.copy_bytes_per_s * 1e6;
-    if (std::fabs(row.roofline_time_total_us - copy_us) > 1e-6 * std::max(1.0, copy_us)) continue;
     // A library kernel (a GEMM near the ridge, a short attention) is bound by
     // its math in practice even where its bytes outweigh its FLOPs at peak.
     const bool library = absl::StartsWith(row.name, "extern_");
+    r.profile_kernels.push_back({.name = row.name, .calls = row.calls, .time_us = row.kernel_time_total_us,
+                                 .bytes = row.bytes_total, .flops = row.flops_total,
+                                 .roofline_percent = row.roofline_percent(), .library = library});
+    const double copy_us = row.bytes_total / roofline.copy_bytes_per_s * 1e6;
+    if (std::fabs(row.roofline_time_total_us - copy_us) > 1e-6 * std::max(1.0, copy_us)) continue;
     r.profile_kernels.back().memory_bound = true;
     ++(library ? r.profile_library_memory_bound : r.profile_memory_bound);
     if (row.roofline_percent() < 80) (library ? library_under : under).push_back(&row);

@@ -6,11 +6,7 @@
 # repository root, carrying ["build-device/dist.tar.xz"]:
 #   bash bench/experiments/flash_persistent_ab.sh
 set -u
-root=$PWD
-rm -rf build-device/dist && tar -C build-device -xJf build-device/dist.tar.xz
-export LD_LIBRARY_PATH=$root/build-device/dist/lib FUSEBOX_CACHE_DIR=/tmp/fbc-tests
-tests_dir="$(cat build-device/dist/source_dir.txt)"
-if [[ ! -d "$tests_dir" ]]; then mkdir -p "$(dirname "$(dirname "$tests_dir")")"; ln -sfn "$root" "$(dirname "$tests_dir")"; fi
+source bench/experiments/unpack_dist.sh /tmp/fbc-tests
 nvidia-smi --query-gpu=name --format=csv,noheader
 filter='*FlashAttention*Cuda*:*Attention*Cuda*:*Sdpa*Cuda*:*Gpt2*Cuda*:*Gpt*Cuda*'
 for i in 1 2; do

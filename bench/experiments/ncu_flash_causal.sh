@@ -10,10 +10,7 @@
 #   bash bench/experiments/ncu_flash_causal.sh
 # FUSEBOX_TUNE_* settings in the environment reach fusebox's kernels.
 set -uo pipefail
-rm -rf build-device/dist && tar -C build-device -xJf build-device/dist.tar.xz
-export LD_LIBRARY_PATH=$PWD/build-device/dist/lib FUSEBOX_CACHE_DIR=/tmp/fbc-ncu
-src=$(dirname "$(cat build-device/dist/source_dir.txt)")
-mkdir -p "$(dirname "$src")" && ln -sfn "$PWD" "$src" 2>/dev/null || true
+source bench/experiments/unpack_dist.sh /tmp/fbc-ncu
 exec > >(tee "${OUT:-/tmp}/ncu-flash.txt") 2>&1
 metrics=gpu__time_duration.sum,sm__cycles_active.avg,gpc__cycles_elapsed.max,launch__grid_size
 metrics+=,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active
