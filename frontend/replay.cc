@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "frontend/capture.h"
+#include "frontend/input_values.h"
 #include "frontend/random.h"
 #include "frontend/runtime.h"
 
@@ -110,6 +111,13 @@ ReplayCandidate MakeReplayCandidate(std::vector<ArgGuard> guards, std::span<cons
     }
     c.entry.inputs.push_back(std::move(spec));
   }
+  // A plan that assumed an argument's values (a mask judged causal) would
+  // need them read each call: such calls trace (the runtime checks them).
+  for (const fusion::ValueGuard& v : graph.executable->plan().value_guards) {
+    if (v.input < 0 || static_cast<size_t>(v.input) >= c.entry.inputs.size() || c.entry.inputs[v.input].argument >= 0) {
+      return {.why_not = "its plan assumed the values of an argument (a mask it judged causal)"};
+    }
+  }
   for (const Tensor* r : results) {
     ReplayOutput spec;
     const TensorImpl* impl = r->defined() ? &r->impl() : nullptr;
@@ -142,6 +150,11 @@ bool GlobalsCurrent(const ReplayEntry& entry) {
     if (in.argument >= 0 || in.rng_state) continue;
     const Storage* storage = in.global.impl().storage.get();
     if (storage != nullptr && storage->rebinds() != in.rebinds) return false;
+  }
+  // The values its plan assumed (of tensors read from elsewhere: see
+  // MakeReplayCandidate) are still those: the memory is unwritten.
+  for (const fusion::ValueGuard& v : entry.record.executable->plan().value_guards) {
+    if (!ValueGuardHolds(v, entry.inputs[v.input].global)) return false;
   }
   return true;
 }

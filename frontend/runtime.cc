@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <exception>
 #include <future>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -14,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "tensor/mutex.h"
 #include "backend/executable.h"
+#include "frontend/input_values.h"
 #include "frontend/numerics_check.h"
 #include "fusion/dynamic_shapes.h"
 #include "fusion/pipeline.h"
@@ -47,6 +50,13 @@ struct SymbolicEntry {
 
 using ExecutablePtr = std::shared_ptr<const backend::Executable>;
 
+// The plans of one graph for other input values than its first plan's.
+struct ValuePlans {
+  std::deque<ExecutablePtr> plans;  // the newest last, at most kMaxValuePlans
+  // Per memory (Storage::id) an earlier plan read: plans made since it was written.
+  absl::flat_hash_map<uint64_t, int> rewrites;
+};
+
 // The plans compiled under one tuning snapshot, and those being compiled:
 // a thread that misses a key another thread is compiling waits for that
 // result (a hit) rather than compiling the same plan again (threads making
@@ -54,6 +64,12 @@ using ExecutablePtr = std::shared_ptr<const backend::Executable>;
 // function reached its recompile limit).
 struct TunedPlans {
   absl::flat_hash_map<graph::Graph, ExecutablePtr> plans;
+  // A graph whose first plan assumed input values (plan.value_guards) that a
+  // later call's inputs do not hold: the plans for other memory, and the one
+  // that assumes none, for calls that read memory written kMaxRewrites times
+  // since a plan read it.
+  absl::flat_hash_map<graph::Graph, ValuePlans> other_values;
+  absl::flat_hash_map<graph::Graph, ExecutablePtr> no_values;
   absl::flat_hash_map<SymbolicPlanKey, SymbolicEntry> symbolic;
   absl::flat_hash_map<graph::Graph, std::shared_future<ExecutablePtr>> plans_pending;
   absl::flat_hash_map<SymbolicPlanKey, std::shared_future<SymbolicEntry>> symbolic_pending;
@@ -69,6 +85,12 @@ struct PlanCache {
   absl::node_hash_map<backend::TuningSnapshot, TunedPlans> by_tuning ABSL_GUARDED_BY(mu);
   RuntimeStats stats ABSL_GUARDED_BY(mu);
 };
+
+// Plans kept per graph for other input values (other models' buffers), and
+// how often memory a plan read may be written before the graph takes the
+// plan that assumes nothing (memory written every call would plan every call).
+constexpr size_t kMaxValuePlans = 8;
+constexpr int kMaxRewrites = 2;
 
 double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -126,6 +148,75 @@ std::shared_ptr<const backend::Executable> CompilePlan(fusion::Plan plan, const 
   result->kernel_compiles = exe->compiled_kernels();
   result->compile_times += exe->compile_times();
   return exe;
+}
+
+// Plans `graph` for `inputs` (its values may be assumed, unless `assume` is
+// false), timed into `result`.
+ExecutablePtr PlanAndCompile(const graph::Graph& graph, absl::Span<const Tensor> inputs, absl::Span<const InputDim> dynamic,
+                             bool assume, const backend::TuningSnapshot& tuning, RunResult* result) {
+  const auto start = std::chrono::steady_clock::now();
+  TensorInputValues values(inputs);
+  // `dynamic` too: no symbol survives, but the plan keeps why (explain()).
+  fusion::Plan plan = fusion::BuildPlan(graph, dynamic, {.values = assume ? &values : nullptr});
+  result->compile_times.plan_ms += MsSince(start);
+  return CompilePlan(std::move(plan), tuning, result);
+}
+
+// The memory (Storage::id) that `plans` read values from and that `inputs`
+// hold at another version: written since.
+std::vector<uint64_t> WrittenSince(absl::Span<const ExecutablePtr> plans, absl::Span<const Tensor> inputs) {
+  std::vector<uint64_t> written;
+  for (const ExecutablePtr& exe : plans) {
+    for (const fusion::ValueGuard& g : exe->plan().value_guards) {
+      if (g.input < 0 || static_cast<size_t>(g.input) >= inputs.size()) continue;
+      const Storage* storage = inputs[g.input].impl().storage.get();
+      if (storage != nullptr && storage->id() == g.storage && storage->version() != g.version &&
+          std::find(written.begin(), written.end(), g.storage) == written.end()) {
+        written.push_back(g.storage);
+      }
+    }
+  }
+  return written;
+}
+
+// The plan for `graph` when `first`, the one first planned for it, assumed
+// values that `inputs` do not hold. Second: whether this call planned it.
+std::pair<ExecutablePtr, bool> PlanForOtherValues(PlanCache& cache, TunedPlans& tuned, const graph::Graph& graph,
+                                                  const ExecutablePtr& first, absl::Span<const Tensor> inputs,
+                                                  absl::Span<const InputDim> dynamic,
+                                                  const backend::TuningSnapshot& tuning, RunResult* result) {
+  bool assume = true;
+  std::vector<uint64_t> written;
+  {
+    fusebox::MutexLock lock(&cache.mu);
+    const ValuePlans& others = tuned.other_values[graph];
+    for (const ExecutablePtr& exe : others.plans) {
+      if (ValueGuardsHold(exe->plan().value_guards, inputs)) return {exe, false};
+    }
+    std::vector<ExecutablePtr> read = {others.plans.begin(), others.plans.end()};
+    read.push_back(first);
+    written = WrittenSince(read, inputs);
+    for (uint64_t id : written) {
+      if (auto it = others.rewrites.find(id); it != others.rewrites.end() && it->second >= kMaxRewrites) assume = false;
+    }
+    if (auto it = tuned.no_values.find(graph); !assume && it != tuned.no_values.end()) return {it->second, false};
+  }
+  if (!assume) {
+    spdlog::debug("plan cache: memory a plan read values from was written {} times; the graph's plan assumes none now",
+                  kMaxRewrites + 1);
+  }
+  ExecutablePtr exe = PlanAndCompile(graph, inputs, dynamic, assume, tuning, result);
+  fusebox::MutexLock lock(&cache.mu);
+  if (!assume) {
+    tuned.no_values.try_emplace(graph, exe);
+    return {exe, true};
+  }
+  ValuePlans& others = tuned.other_values[graph];
+  for (uint64_t id : written) ++others.rewrites[id];
+  if (exe->plan().value_guards.empty()) return {exe, true};  // read no values now (unreadable): holds for any
+  others.plans.push_back(exe);
+  if (others.plans.size() > kMaxValuePlans) others.plans.pop_front();
+  return {exe, true};
 }
 
 // The input dims of `symbols` the kernels of `plan` (built from `graph`) do
@@ -198,7 +289,8 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
   std::shared_ptr<const backend::Executable> exe;
   RunResult result;
   std::vector<InputDim> dynamic(options.dynamic.begin(), options.dynamic.end());
-  if (options.known_plan && options.known_plan->tuning() == tuning) {
+  if (options.known_plan && options.known_plan->tuning() == tuning &&
+      ValueGuardsHold(options.known_plan->plan().value_guards, inputs)) {
     exe = options.known_plan;
     fusebox::MutexLock lock(&cache.mu);
     ++cache.stats.plan_cache_hits;
@@ -218,12 +310,11 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
     for (const std::string& why : symbols.kept_static) spdlog::debug("dynamic shapes: {}", why);
     if (symbols.empty()) {
       auto [found, made] = FindOrMake(cache, tuned->plans, tuned->plans_pending, graph, [&] {
-        const auto start = std::chrono::steady_clock::now();
-        // `dynamic` too: no symbol survives, but the plan keeps why (explain()).
-        fusion::Plan plan = fusion::BuildPlan(graph, dynamic);
-        result.compile_times.plan_ms += MsSince(start);
-        return CompilePlan(std::move(plan), tuning, &result);
+        return PlanAndCompile(graph, inputs, dynamic, /*assume=*/true, tuning, &result);
       });
+      if (!ValueGuardsHold(found->plan().value_guards, inputs)) {
+        std::tie(found, made) = PlanForOtherValues(cache, *tuned, graph, found, inputs, dynamic, tuning, &result);
+      }
       exe = std::move(found);
       fusebox::MutexLock lock(&cache.mu);
       ++(made ? cache.stats.plan_compiles : cache.stats.plan_cache_hits);

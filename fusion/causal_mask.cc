@@ -1,5 +1,6 @@
 #include "fusion/causal_mask.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -19,19 +20,26 @@ using graph::Op;
 
 constexpr int64_t kMaxEvaluated = int64_t{1} << 22;
 
-// Whether `id` is computed from positions (iota) and the constants -1, 0
-// and 1 alone, by ops the evaluator below knows (views, casts, pointwise ops
-// with a reference). Other constants could make a mask causal at one size
-// and not at another (j < i + 1 && j < 70) that a dynamic plan also serves.
-bool FromConstantsAlone(const Graph& g, NodeId id) {
+// Whether `id` is computed from positions (iota), the constants -1, 0 and 1
+// and graph inputs whose values `values` can read (noted in `inputs`), by ops
+// the evaluator below knows (views, casts, pointwise ops with a reference).
+// Other constants could make a mask causal at one size and not at another
+// (j < i + 1 && j < 70) that a dynamic plan also serves; a plan that read an
+// input's values is never dynamic (the runtime plans it at its sizes).
+bool FromKnownValues(const Graph& g, NodeId id, InputValues* values, std::vector<int32_t>* inputs) {
   const Node& n = g.node(id);
   if (n.op == Op::kConstant) return n.scalar == 0 || n.scalar == 1 || n.scalar == -1;
   if (n.op == Op::kIota) return true;
+  if (n.op == Op::kInput) {
+    if (values == nullptr || values->Values(n.input_index) == nullptr) return false;
+    if (std::find(inputs->begin(), inputs->end(), n.input_index) == inputs->end()) inputs->push_back(n.input_index);
+    return true;
+  }
   const graph::OpKind kind = graph::Info(n.op).kind;
   if (kind != graph::OpKind::kView && kind != graph::OpKind::kPointwise) return false;
   if (kind == graph::OpKind::kPointwise && graph::Info(n.op).reference == nullptr) return false;
   for (NodeId in : n.inputs) {
-    if (!FromConstantsAlone(g, in)) return false;
+    if (!FromKnownValues(g, in, values, inputs)) return false;
   }
   return true;
 }
@@ -46,41 +54,60 @@ std::optional<double> Cast(double v, DType dtype) {
   return v;
 }
 
-// Node `id`'s value at `pos` (one index per dim), in float64.
-std::optional<double> Evaluate(const Graph& g, NodeId id, const Shape& pos) {
+// Node `id`'s values at the positions `at` (row-major linear indices into its
+// shape), in float64, every position at once: a view maps the positions into
+// its input's row-major value, a pointwise op combines its operands' values
+// at the same positions. False where a value is not modelled (a rounding cast).
+bool Evaluate(const Graph& g, NodeId id, InputValues* values, const std::vector<int64_t>& at, std::vector<double>* out) {
   const Node& n = g.node(id);
-  if (n.op == Op::kConstant) return n.scalar;
-  if (n.op == Op::kIota) {
-    int64_t linear = 0;
-    for (size_t d = 0; d < pos.size(); ++d) linear = linear * n.shape[d] + pos[d];
-    return static_cast<double>(linear);
-  }
-  if (n.op == Op::kView) {
-    int64_t linear = n.offset;
-    for (size_t d = 0; d < pos.size(); ++d) linear += pos[d] * n.strides[d];
-    const Shape& in_shape = g.node(n.inputs[0]).shape;
-    Shape in_pos(in_shape.size(), 0);
-    for (int d = static_cast<int>(in_shape.size()) - 1; d >= 0; --d) {
-      if (in_shape[d] == 0) return std::nullopt;
-      in_pos[d] = linear % in_shape[d];
-      linear /= in_shape[d];
+  out->resize(at.size());
+  switch (n.op) {
+    case Op::kConstant:
+      std::fill(out->begin(), out->end(), n.scalar);
+      return true;
+    case Op::kIota:
+      for (size_t k = 0; k < at.size(); ++k) (*out)[k] = static_cast<double>(at[k]);
+      return true;
+    case Op::kInput: {
+      const std::vector<float>& v = *values->Values(n.input_index);
+      for (size_t k = 0; k < at.size(); ++k) (*out)[k] = v[at[k]];
+      return true;
     }
-    return Evaluate(g, n.inputs[0], in_pos);
+    case Op::kView: {
+      std::vector<int64_t> in_at(at.size());
+      const size_t r = n.shape.size();
+      for (size_t k = 0; k < at.size(); ++k) {
+        int64_t rest = at[k], linear = n.offset;
+        for (size_t d = r; d-- > 0;) {
+          linear += (rest % n.shape[d]) * n.strides[d];
+          rest /= n.shape[d];
+        }
+        in_at[k] = linear;
+      }
+      return Evaluate(g, n.inputs[0], values, in_at, out);
+    }
+    default:
+      break;
   }
-  double args[3] = {0, 0, 0};
+  std::vector<double> args[3];
   for (size_t k = 0; k < n.inputs.size() && k < 3; ++k) {
-    std::optional<double> v = Evaluate(g, n.inputs[k], pos);  // pointwise operands have the node's shape
-    if (!v) return std::nullopt;
-    args[k] = *v;
+    if (!Evaluate(g, n.inputs[k], values, at, &args[k])) return false;  // pointwise operands have the node's shape
   }
-  if (n.op == Op::kCast) return Cast(args[0], n.dtype);
-  return Cast(graph::Info(n.op).reference(args[0], args[1], args[2]), n.dtype);
+  for (auto& a : args) a.resize(at.size(), 0.0);
+  const auto reference = graph::Info(n.op).reference;
+  for (size_t k = 0; k < at.size(); ++k) {
+    const double v = n.op == Op::kCast ? args[0][k] : reference(args[0][k], args[1][k], args[2][k]);
+    const std::optional<double> cast = Cast(v, n.dtype);
+    if (!cast) return false;
+    (*out)[k] = *cast;
+  }
+  return true;
 }
 
 // Whether the [.., L, S] bool `mask` keeps exactly the top-left triangle,
 // the same for every batch index (batch dims of size 1, or broadcast by a
-// view that steps 0 along them), evaluated element by element.
-bool IsTopLeftTriangle(const Graph& g, NodeId mask, bool keeps) {
+// view that steps 0 along them), evaluated at every position of one batch.
+bool IsTopLeftTriangle(const Graph& g, NodeId mask, bool keeps, InputValues* values) {
   const Node& m = g.node(mask);
   const size_t r = m.shape.size();
   const int64_t l = m.shape[r - 2], s = m.shape[r - 1];
@@ -88,41 +115,48 @@ bool IsTopLeftTriangle(const Graph& g, NodeId mask, bool keeps) {
   for (size_t d = 0; d + 2 < r; ++d) {
     if (m.shape[d] != 1 && !(m.op == Op::kView && m.strides[d] == 0)) return false;
   }
-  Shape pos(r, 0);
+  std::vector<int64_t> at(static_cast<size_t>(l * s));
+  for (int64_t k = 0; k < l * s; ++k) at[k] = k;  // batch index 0: the first L * S positions
+  std::vector<double> v;
+  if (!Evaluate(g, mask, values, at, &v)) return false;
   for (int64_t i = 0; i < l; ++i) {
     for (int64_t j = 0; j < s; ++j) {
-      pos[r - 2] = i, pos[r - 1] = j;
-      const std::optional<double> v = Evaluate(g, mask, pos);
-      if (!v || ((*v != 0) == keeps) != (j <= i)) return false;
+      if (((v[i * s + j] != 0) == keeps) != (j <= i)) return false;
     }
   }
   return true;
 }
 
 // The subgraph `id` is computed by, spelled out: equal keys, equal values.
-void AppendKey(const Graph& g, NodeId id, std::string* key) {
+void AppendKey(const Graph& g, NodeId id, InputValues* values, std::string* key) {
   const Node& n = g.node(id);
+  if (n.op == Op::kInput) absl::StrAppend(key, "(values ", values->ContentId(n.input_index), ")");
   absl::StrAppend(key, "(", graph::Info(n.op).name, " ", DTypeName(n.dtype), ShapeToString(n.shape), " ", n.scalar,
                   " ", n.dim);
   if (n.op == Op::kView) absl::StrAppend(key, " +", n.offset, ShapeToString(n.strides));
-  for (NodeId in : n.inputs) AppendKey(g, in, key);
+  for (NodeId in : n.inputs) AppendKey(g, in, values, key);
   key->push_back(')');
 }
 
 }  // namespace
 
-bool IsCausalMask(const Graph& g, NodeId mask, bool keeps, CausalMaskMemo* memo) {
+bool IsCausalMask(const Graph& g, NodeId mask, bool keeps, CausalMaskMemo* memo, InputValues* values,
+                  std::vector<int32_t>* read) {
   const Node& m = g.node(mask);
   const size_t r = m.shape.size();
-  if (m.dtype != DType::kBool || r < 2 || !FromConstantsAlone(g, mask)) return false;
-  std::string key;
-  if (memo != nullptr) {
-    absl::StrAppend(&key, keeps ? "keeps " : "drops ");
-    AppendKey(g, mask, &key);
-    if (auto it = memo->find(key); it != memo->end()) return it->second;
+  std::vector<int32_t> inputs;
+  if (m.dtype != DType::kBool || r < 2 || !FromKnownValues(g, mask, values, &inputs)) return false;
+  bool causal;
+  if (memo == nullptr) {
+    causal = IsTopLeftTriangle(g, mask, keeps, values);
+  } else {
+    std::string key = keeps ? "keeps " : "drops ";
+    AppendKey(g, mask, values, &key);
+    auto [it, inserted] = memo->try_emplace(std::move(key), false);
+    if (inserted) it->second = IsTopLeftTriangle(g, mask, keeps, values);
+    causal = it->second;
   }
-  const bool causal = IsTopLeftTriangle(g, mask, keeps);
-  if (memo != nullptr) memo->emplace(std::move(key), causal);
+  if (read != nullptr) read->insert(read->end(), inputs.begin(), inputs.end());
   return causal;
 }
 

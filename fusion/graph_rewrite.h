@@ -3,6 +3,7 @@
 // Plan::graph_notes).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@ namespace fusebox::fusion {
 struct GraphRewrite {
   graph::Graph graph;
   std::vector<std::string> notes;
+  std::vector<int32_t> value_inputs;  // graph inputs whose values the rewrite assumed (input_values.h)
 };
 
 }  // namespace fusebox::fusion

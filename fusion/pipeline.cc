@@ -32,7 +32,8 @@ void DumpPlan(const char* after, const Plan& plan, const std::string* before = n
 
 }  // namespace
 
-graph::Graph RunGraphPasses(const graph::Graph& captured, std::vector<std::string>* notes) {
+graph::Graph RunGraphPasses(const graph::Graph& captured, std::vector<std::string>* notes, InputValues* values,
+                            std::vector<int32_t>* value_inputs) {
   if (DebugDump("graph")) std::fprintf(stderr, "[fusebox graph] captured\n%s", captured.ToString().c_str());
 
   // 1. Drop values nothing returns: before fusion so they cost no kernel work.
@@ -41,8 +42,10 @@ graph::Graph RunGraphPasses(const graph::Graph& captured, std::vector<std::strin
 
   // 2. Hand-written attention becomes scaled_dot_product_attention's node:
   // one extern kernel in place of two GEMMs and a softmax kernel (it leaves
-  // no dead node behind).
-  GraphRewrite attention = RecognizeAttention(g);
+  // no dead node behind). A mask read from an input whose values are known
+  // may be judged causal on them (the plan then guards on that input).
+  GraphRewrite attention = RecognizeAttention(g, values);
+  if (value_inputs != nullptr) *value_inputs = attention.value_inputs;
   DumpGraph("recognize_attention", g, attention.graph);
   if (notes != nullptr) notes->insert(notes->end(), attention.notes.begin(), attention.notes.end());
 
@@ -56,12 +59,14 @@ graph::Graph RunGraphPasses(const graph::Graph& captured, std::vector<std::strin
 
 Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic, PlanOptions options) {
   std::vector<std::string> graph_notes;
-  const graph::Graph g = RunGraphPasses(captured, &graph_notes);
+  std::vector<int32_t> value_inputs;
+  const graph::Graph g = RunGraphPasses(captured, &graph_notes, options.values, &value_inputs);
 
   // 4. Group into kernels (or one per op); 5. order them so each runs after
   // what it loads; 6. name them (names depend on the final groups and order).
   Plan plan = options.fuse ? FuseKernels(g) : SplitKernels(g);
   plan.graph_notes = std::move(graph_notes);
+  for (int32_t in : value_inputs) plan.value_guards.push_back(options.values->Guard(in));
   DumpPlan(options.fuse ? "fuse_kernels" : "split_kernels", plan);
   const std::string fused = DebugDump("plan") ? plan.ToString() : std::string();
   plan = OrderKernels(std::move(plan));
@@ -70,7 +75,9 @@ Plan BuildPlan(const graph::Graph& captured, absl::Span<const InputDim> dynamic,
   DumpPlan("name_kernels", plan);
 
   // 7. Which sizes stay run-time values (on the final graph: node ids match).
-  plan.symbols = FindDimSymbols(plan.graph, dynamic);
+  // A plan that assumed input values is planned at one size (its cache key
+  // holds every size): it keeps its sizes compiled in.
+  plan.symbols = FindDimSymbols(plan.graph, plan.value_guards.empty() ? dynamic : absl::Span<const InputDim>());
   plan.index64 = plan.dynamic() && NeedsIndex64(plan.graph);
   spdlog::debug("planned {} kernel(s) for a graph of {} node(s)", plan.kernels.size(), g.size());
   return plan;

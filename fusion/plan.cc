@@ -90,6 +90,10 @@ std::string Plan::ToString() const {
   }
   for (const std::string& note : notes) absl::StrAppend(&out, "  note: ", note, "\n");
   for (const std::string& s : DescribeSymbols(symbols)) absl::StrAppend(&out, "  run-time size: ", s, "\n");
+  for (const ValueGuard& v : value_guards) {
+    absl::StrAppend(&out, "  assumes the values of input ", v.input, " (memory ", v.storage, " at version ", v.version,
+                    ", offset ", v.offset, ")\n");
+  }
   return out;
 }
 

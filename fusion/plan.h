@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fusion/dynamic_shapes.h"
+#include "fusion/input_values.h"
 #include "graph/graph.h"
 
 namespace fusebox::fusion {
@@ -45,6 +46,9 @@ struct Plan {
   // plan serves (fixed per plan-cache key, see dynamic_shapes.h).
   DimSymbols symbols;
   bool index64 = false;
+  // The graph inputs whose values the plan assumed, and the memory they were
+  // read from: it runs only while each is the same (input_values.h).
+  std::vector<ValueGuard> value_guards;
   bool dynamic() const { return !symbols.empty(); }
   std::string ToString() const;
 };

@@ -1,5 +1,6 @@
 #include "fusion/recognize_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -49,6 +50,7 @@ struct Match {
   NodeId mask = -1;  // bool or float, [batch..., L, S]
   bool mask_drops = false;  // masked_fill's: true drops the key
   bool causal = false;
+  std::vector<int32_t> value_inputs;  // the mask judged on these graph inputs' values
   std::vector<NodeId> replaced;  // every node between the GEMMs' operands and the result
 };
 
@@ -126,7 +128,8 @@ std::optional<Scores> ScaledScores(const Graph& g, NodeId x) {
 
 // The pattern ending at matmul `result`, or a reason it is not attention
 // (empty when it is not a softmax @ v at all).
-std::optional<Match> MatchAttention(const Graph& g, NodeId result, CausalMaskMemo* memo, std::string* why) {
+std::optional<Match> MatchAttention(const Graph& g, NodeId result, CausalMaskMemo* memo, InputValues* values,
+                                    std::string* why) {
   Match m{.result = result};
   const Node& mm = g.node(result);
   const NodeId p = Unreshaped(g, mm.inputs[0]);
@@ -197,7 +200,7 @@ std::optional<Match> MatchAttention(const Graph& g, NodeId result, CausalMaskMem
       *why = "its mask is neither bool nor of q's dtype";
       return std::nullopt;
     }
-    m.causal = bool_mask && IsCausalMask(g, m.mask, !m.mask_drops, memo);
+    m.causal = bool_mask && IsCausalMask(g, m.mask, !m.mask_drops, memo, values, &m.value_inputs);
   }
   return m;
 }
@@ -334,7 +337,7 @@ class Rewriter {
 
 }  // namespace
 
-GraphRewrite RecognizeAttention(const Graph& g) {
+GraphRewrite RecognizeAttention(const Graph& g, InputValues* values) {
   std::vector<std::vector<NodeId>> users(g.size());
   for (NodeId id = 0; id < g.size(); ++id) {
     for (NodeId in : g.node(id).inputs) users[in].push_back(id);
@@ -345,14 +348,25 @@ GraphRewrite RecognizeAttention(const Graph& g) {
   for (NodeId id = 0; id < g.size(); ++id) {
     if (g.node(id).op != Op::kMatmul) continue;
     std::string why;
-    std::optional<Match> m = MatchAttention(g, id, &memo, &why);
+    std::optional<Match> m = MatchAttention(g, id, &memo, values, &why);
     if (m && !Exclusive(g, users, *m)) {
       why = "its scores or probabilities are also used elsewhere";
       m.reset();
     }
     if (m) {
+      std::string assumed;
+      if (!m->value_inputs.empty()) {
+        assumed = absl::StrCat(" (", m->causal ? "causal" : "not causal", " as the values of graph input(s) ",
+                               absl::StrJoin(m->value_inputs, ", "),
+                               " are now: the plan is used while that memory is not written or rebound)");
+        for (int32_t in : m->value_inputs) {
+          if (std::find(out.value_inputs.begin(), out.value_inputs.end(), in) == out.value_inputs.end()) {
+            out.value_inputs.push_back(in);
+          }
+        }
+      }
       out.notes.push_back(absl::StrCat("hand-written attention ", Describe(*m),
-                                       " recognized: runs as scaled_dot_product_attention's fused kernel"));
+                                       " recognized: runs as scaled_dot_product_attention's fused kernel", assumed));
       matches.emplace(id, *std::move(m));
     } else if (!why.empty()) {
       out.notes.push_back(absl::StrCat("softmax(scores) @ v -> ", DTypeName(g.node(id).dtype),

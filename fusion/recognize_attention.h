@@ -9,6 +9,7 @@
 
 
 #include "fusion/graph_rewrite.h"
+#include "fusion/input_values.h"
 #include "graph/graph.h"
 
 namespace fusebox::fusion {
@@ -17,8 +18,10 @@ namespace fusebox::fusion {
 // k^T)` (k^T any view of k over its last two dims), times or divided by a
 // constant, then optionally masked (`where(m, -inf, s)` as masked_fill,
 // `where(m, s, -inf)`, or `s + float_mask`), when the scores and
-// probabilities feed nothing else. An input-free mask that is causal becomes
-// is_causal (no mask read). Returns the graph unchanged when nothing applies.
-GraphRewrite RecognizeAttention(const graph::Graph& g);
+// probabilities feed nothing else. A causal mask built from positions and
+// constants, or from inputs whose `values` are given (may be null), becomes
+// is_causal (no mask read); the rewrite's value_inputs name those inputs.
+// Returns the graph unchanged when nothing applies.
+GraphRewrite RecognizeAttention(const graph::Graph& g, InputValues* values = nullptr);
 
 }  // namespace fusebox::fusion

@@ -7,6 +7,11 @@
 
 namespace fusebox {
 
+Storage::Storage(void* data, size_t nbytes, Device device) : data_(data), nbytes_(nbytes), device_(device) {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1, std::memory_order_relaxed);
+}
+
 std::shared_ptr<Storage> Storage::Allocate(size_t nbytes, Device device) {
   void* data = nullptr;
   if (device.is_cpu()) {

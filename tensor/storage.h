@@ -27,6 +27,10 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  // Unique to this allocation for the process's life (an address may be
+  // reused once memory is freed; an id never is): with version(), what a
+  // plan specialized on these values guards on (fusion::ValueGuard).
+  uint64_t id() const { return id_; }
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   // Called once by every in-place op that wrote this memory.
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
@@ -44,10 +48,11 @@ class Storage {
   void CheckPending();
 
  private:
-  Storage(void* data, size_t nbytes, Device device) : data_(data), nbytes_(nbytes), device_(device) {}
+  Storage(void* data, size_t nbytes, Device device);
   void* data_;
   size_t nbytes_;
   Device device_;
+  uint64_t id_;
   std::atomic<uint64_t> version_{0};
   std::atomic<uint64_t> rebinds_{0};
   std::atomic<bool> has_pending_{false};  // a lock-free "nothing pending"

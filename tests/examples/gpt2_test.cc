@@ -23,6 +23,7 @@ using gpt2::Attention;
 using gpt2::GPT;
 using gpt2::GPTConfig;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t kBatch = 2;
 
@@ -347,6 +348,71 @@ TEST(Gpt2Replay, TheModelReplaysAndSeesInPlaceParameterChanges) {
     EXPECT_NE(changed, eager);
     EXPECT_NEAR(forward(idx, tgt).item(), changed, 1e-5 * std::max(1.0, std::fabs(changed)));
     EXPECT_EQ(forward.stats().replays, 2) << forward.explain();
+  }
+}
+
+// nanoGPT's `bias` buffer is a graph input: `bias[:T, :T] == 0` is judged
+// on its values, so the written-out attention runs the causal kernel (no
+// mask built or read: the kernels of SDPA's model). Writing the buffer in
+// place plans again: one layer's mask now keeps every key, and the
+// compiled forward follows eager, traced or replayed.
+TEST(Gpt2ManualMask, TheBufferIsJudgedCausalUntilItIsWritten) {
+  for (bool replay : {false, true}) {
+    SCOPED_TRACE(replay ? "replay" : "traced");
+    // Head dim 64: one the fused kernel takes.
+    GPTConfig config = Tiny(Attention::kManual);
+    config.n_embd = 128;
+    GPT manual(config, Device::cpu(), DType::kFloat32, /*seed=*/test_util::Seed());
+    config.attention = Attention::kSdpa;
+    GPT sdpa(config, Device::cpu(), DType::kFloat32, /*seed=*/test_util::Seed());
+    const int64_t seq = 11, vocab = manual.config().vocab_size;
+    const Tensor idx = Tensor::from_vector(RandomTokens(kBatch * seq, vocab), {kBatch, seq});
+    const Tensor tgt = Tensor::from_vector(RandomTokens(kBatch * seq, vocab), {kBatch, seq});
+    auto loss_of = [](const GPT& model) {
+      return compile([&model](const Tensor& x, const Tensor& y) { return model(x, y).loss; },
+                     CompileOptions{.replay = true});
+    };
+    auto forward = compile([&](const Tensor& x, const Tensor& y) { return manual(x, y).loss; },
+                           CompileOptions{.replay = replay});
+    auto sdpa_forward = loss_of(sdpa);
+    const double eager = manual(idx, tgt).loss.item();
+    for (int call = 0; call < 3; ++call) {
+      EXPECT_NEAR(forward(idx, tgt).item(), eager, 1e-5 * std::max(1.0, std::fabs(eager))) << "call " << call;
+    }
+    EXPECT_THAT(forward.explain(), HasSubstr("causal as the values of graph input"));
+    sdpa_forward(idx, tgt);
+    EXPECT_EQ(forward.kernels().size(), sdpa_forward.kernels().size());
+
+    // Every key of layer 0 kept: no longer causal, and the loss changes.
+    manual.h[0].attn.mask.fill_(1.0);
+    const double changed = manual(idx, tgt).loss.item();
+    EXPECT_GT(std::fabs(changed - eager), 1e-4);
+    for (int call = 0; call < 2; ++call) {
+      EXPECT_NEAR(forward(idx, tgt).item(), changed, 1e-5 * std::max(1.0, std::fabs(changed))) << "call " << call;
+    }
+    EXPECT_THAT(forward.explain(), HasSubstr("a mask) @ v"));
+    // Back to the triangle, written again: judged again, causal.
+    for (int64_t i = 0; i + 1 < config.block_size; ++i) {
+      manual.h[0].attn.mask.narrow(0, i, 1).narrow(1, i + 1, config.block_size - i - 1).fill_(0.0);
+    }
+    EXPECT_NEAR(forward(idx, tgt).item(), eager, 1e-5 * std::max(1.0, std::fabs(eager)));
+    EXPECT_THAT(forward.explain(), Not(HasSubstr("a mask) @ v")));
+    // Memory written on every call: after a few plans, the graph's plan reads
+    // the mask at run time instead (no plan per call), still right.
+    for (int write = 0; write < 4; ++write) {
+      manual.h[1].attn.mask.mul_(1.0);
+      EXPECT_NEAR(forward(idx, tgt).item(), eager, 1e-5 * std::max(1.0, std::fabs(eager))) << "write " << write;
+    }
+    EXPECT_THAT(forward.explain(), HasSubstr("a mask) @ v"));
+    // Another model's buffers (other memory, the same graph): judged causal on
+    // their own values.
+    config.attention = Attention::kManual;
+    GPT again(config, Device::cpu(), DType::kFloat32, /*seed=*/test_util::Seed());
+    auto forward_again = compile([&](const Tensor& x, const Tensor& y) { return again(x, y).loss; },
+                                 CompileOptions{.replay = replay});
+    EXPECT_NEAR(forward_again(idx, tgt).item(), eager, 1e-5 * std::max(1.0, std::fabs(eager)));
+    EXPECT_THAT(forward_again.explain(), HasSubstr("causal as the values of graph input"));
+    EXPECT_THAT(forward_again.explain(), Not(HasSubstr("a mask) @ v")));
   }
 }
 

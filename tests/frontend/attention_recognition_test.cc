@@ -285,6 +285,39 @@ TEST_P(AttentionRecognitionTest, MasksThatAreNotCausalAreReadAsMasks) {
   }
 }
 
+// A mask passed in as a tensor (an argument, int64 0/1 here) is judged on
+// its values: the triangle runs causal; another tensor with other values
+// (a window) or the same memory written in place is judged again, and the
+// results follow. A plan that read an argument's values does not replay.
+TEST_P(AttentionRecognitionTest, AMaskTensorIsJudgedOnItsValues) {
+  const int64_t t = 23, e = 64;
+  const Tensor q = Random({2, t, e}, kBF16, 0.3), k = Random({2, t, e}, kBF16, 0.3), v = Random({2, t, e}, kBF16);
+  auto f = compile(
+      [](const Tensor& a, const Tensor& b, const Tensor& cv, const Tensor& keep) {
+        return matmul(softmax(masked_fill(matmul(a, b.transpose(-2, -1)) * 0.125, eq(keep, 0.0), -kInf), -1), cv);
+      },
+      CompileOptions{.replay = true});
+  auto mask_of = [&](auto kept) {
+    std::vector<double> values;
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < t; ++j) values.push_back(kept(0, i, j) ? 1.0 : 0.0);
+    }
+    return Tensor::from_vector(values, {t, t}, DType::kInt64, device());
+  };
+  auto window = [](int64_t, int64_t i, int64_t j) { return i - 3 <= j && j <= i; };
+  const Tensor causal = mask_of(kCausal), windowed = mask_of(window);
+  for (int call = 0; call < 3; ++call) {
+    EXPECT_TRUE(CloseToAttention(f(q, k, v, causal), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "causal"));
+    EXPECT_THAT(f.explain(), HasSubstr("causal as the values of graph input"));
+  }
+  EXPECT_EQ(f.stats().replays, 0) << f.explain();
+  EXPECT_THAT(f.explain(), HasSubstr("assumed the values of an argument"));
+  EXPECT_TRUE(CloseToAttention(f(q, k, v, windowed), AttentionRef(q, k, v, 0.125, window, kNoBias), "window"));
+  EXPECT_THAT(f.explain(), HasSubstr("not causal as the values of graph input"));
+  causal.copy_(windowed);  // the triangle's memory, written: a window now
+  EXPECT_TRUE(CloseToAttention(f(q, k, v, causal), AttentionRef(q, k, v, 0.125, window, kNoBias), "written"));
+}
+
 // Dropout between the softmax and the second GEMM is not the fused kernel's
 // (it has none): the decomposition stays, as scaled_dot_product_attention's
 // with dropout_p > 0.

@@ -1,0 +1,43 @@
+// Plans specialized on the values of graph inputs. A model's constant buffer
+// (nanoGPT's `bias`, tril(ones(block_size, block_size))) is a graph input
+// like any activation, so `bias[:T, :T] == 0` is a mask the compiler cannot
+// see is causal from the graph alone: it would run the masked kernel (every
+// tile, the mask read) and a kernel building the mask, per layer. Given the
+// values, the pass that recognizes attention judges the mask on the host; the
+// plan then holds while the memory it read is the same and unwritten (its
+// Storage's id and version, the view's offset: ValueGuard), which the
+// runtime checks before each run, as torch.compile's freezing holds only
+// while the parameters do, but checked, not assumed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace fusebox::fusion {
+
+// One graph input whose values a plan assumed: the memory it read then.
+struct ValueGuard {
+  int32_t input = -1;    // graph input index
+  uint64_t storage = 0;  // Storage::id()
+  uint64_t version = 0;  // Storage::version() when read
+  int64_t offset = 0;    // the bound view's element offset into that memory
+  friend bool operator==(const ValueGuard&, const ValueGuard&) = default;
+};
+
+// The values of a planned call's graph inputs, read on demand (a CUDA input
+// is copied to the host once, when first asked for).
+class InputValues {
+ public:
+  virtual ~InputValues() = default;
+  // Input `index`'s elements in row-major order of its shape; null where they
+  // cannot be read or are not exact as float (integers from 2^24 on,
+  // more than 2^22 elements).
+  virtual const std::vector<float>* Values(int32_t index) = 0;
+  // Equal for two inputs whose values are equal (element for element): a
+  // memo key, so twelve layers' equal buffers are judged once.
+  virtual int64_t ContentId(int32_t index) = 0;
+  // What a plan that assumed input `index`'s values guards on.
+  virtual ValueGuard Guard(int32_t index) = 0;
+};
+
+}  // namespace fusebox::fusion
