@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "tensor/mutex.h"
 #include "frontend/capture.h"
+#include "frontend/input_values.h"
 #include "fusion/pipeline.h"
 #include "spdlog/spdlog.h"
 
@@ -151,8 +152,12 @@ std::vector<KernelNumerics> CheckNumerics(const graph::Graph& captured, absl::Sp
   try {
     // Widened after the graph passes: a recognized 16-bit attention is the same node in f32.
     const std::vector<Tensor> wide_inputs = WidenHalfInputs(inputs);
+    // A plan that judged a mask on input values judges it the same way here
+    // (its guards held for this run: the values are those it read).
+    TensorInputValues values(inputs);
+    fusion::InputValues* judged = fused.plan().value_guards.empty() ? nullptr : &values;
     std::shared_ptr<const backend::Executable> reference =
-        Reference(WidenHalfFloats(fusion::RunGraphPasses(captured), wide_inputs));
+        Reference(WidenHalfFloats(fusion::RunGraphPasses(captured, nullptr, judged), wide_inputs));
     if (!SameNodes(g, reference->plan().graph)) {
       spdlog::warn("numerics check skipped: the unfused graph does not match the fused plan's");
       return {};

@@ -314,6 +314,15 @@ TEST_P(AttentionRecognitionTest, AMaskTensorIsJudgedOnItsValues) {
   EXPECT_THAT(f.explain(), HasSubstr("assumed the values of an argument"));
   EXPECT_TRUE(CloseToAttention(f(q, k, v, windowed), AttentionRef(q, k, v, 0.125, window, kNoBias), "window"));
   EXPECT_THAT(f.explain(), HasSubstr("not causal as the values of graph input"));
+  // The numerics check judges the mask as the plan did (same nodes).
+  auto checked = compile(
+      [](const Tensor& a, const Tensor& b, const Tensor& cv, const Tensor& keep) {
+        return matmul(softmax(masked_fill(matmul(a, b.transpose(-2, -1)) * 0.125, eq(keep, 0.0), -kInf), -1), cv);
+      },
+      CompileOptions{.check_numerics = true});
+  checked(q, k, v, causal);
+  EXPECT_EQ(checked.numerics().size(), checked.kernels().size());
+  for (const KernelNumerics& n : checked.numerics()) EXPECT_FALSE(n.flagged) << n.kernel << ": " << n.worst;
   causal.copy_(windowed);  // the triangle's memory, written: a window now
   EXPECT_TRUE(CloseToAttention(f(q, k, v, causal), AttentionRef(q, k, v, 0.125, window, kNoBias), "written"));
 }
