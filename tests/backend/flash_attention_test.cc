@@ -291,7 +291,7 @@ TEST(FlashAttentionTest, PersistentKernelsFollowTheRuleAndTheKnobAndCompile) {
           SCOPED_TRACE(c.KernelName());
           EXPECT_EQ(c.warp_specialized, dtype != DType::kFloat32 && m != AttentionMask::kBool);
           EXPECT_EQ(c.persistent, c.warp_specialized && knob == 2);
-          EXPECT_EQ(absl::EndsWith(c.KernelName(), "_p"), c.persistent);
+          EXPECT_EQ(absl::StrContains(c.KernelName(), "_p"), c.persistent);
           EXPECT_FALSE(cuda::FlashCpAsyncTwin(c).persistent);
           EXPECT_FALSE(cuda::ChooseFlashConfig(e, dtype, m, 80, t).persistent);
           if (c.persistent) {
@@ -304,15 +304,20 @@ TEST(FlashAttentionTest, PersistentKernelsFollowTheRuleAndTheKnobAndCompile) {
   }
 }
 
-// Row tiles ending at the last query row (Knob::kFlashAlignEnd): off by
-// default, only for the causal warp-specialized kernel (persistent or not),
+// Row tiles ending at the last query row (Knob::kFlashAlignEnd): the rule
+// for the causal warp-specialized kernel (persistent or not), off with 1,
 // named apart, compiled without spills.
 TEST(FlashAttentionTest, EndAlignedRowTilesFollowTheKnobAndCompile) {
   using backend::Knob;
-  for (const FlashConfig& c : cuda::DefaultFlashConfigs(90)) EXPECT_FALSE(c.align_end) << c.KernelName();
+  for (const FlashConfig& c : cuda::DefaultFlashConfigs(90)) {
+    EXPECT_EQ(c.align_end, c.warp_specialized && c.mask == AttentionMask::kCausal) << c.KernelName();
+  }
+  backend::TuningSnapshot off;
+  off.Set(Knob::kFlashAlignEnd, 1);
+  EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kCausal, 90, off).align_end);
   for (int persistent : {1, 2}) {
     backend::TuningSnapshot t;
-    t.Set(Knob::kFlashAlignEnd, 1).Set(Knob::kFlashPersistent, persistent);
+    t.Set(Knob::kFlashAlignEnd, 2).Set(Knob::kFlashPersistent, persistent);
     for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal, AttentionMask::kBool}) {
       for (int e : {64, 128}) {
         const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, m, 90, t);

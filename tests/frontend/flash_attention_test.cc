@@ -391,9 +391,9 @@ TEST_P(FlashAttentionTest, BlockOrdersAndThePersistentKernelGiveTheDefaultsOutpu
                                                   causal ? +kCausal : +kAll, kNoBias),
                                      "default"));
       }
-      // {causal order, persistent knob, row tiles ending at the last row}
-      for (auto [order, persistent, align_end] : {std::tuple{1, 1, 0}, std::tuple{2, 1, 0}, std::tuple{1, 2, 0},
-                                                  std::tuple{2, 2, 0}, std::tuple{1, 1, 1}, std::tuple{2, 2, 1}}) {
+      // {causal order, persistent knob, row tiles from row 0 (1) or ending at the last row (2)}
+      for (auto [order, persistent, align_end] : {std::tuple{1, 1, 1}, std::tuple{2, 1, 2}, std::tuple{1, 2, 1},
+                                                  std::tuple{2, 2, 2}, std::tuple{1, 1, 2}, std::tuple{2, 2, 1}}) {
         backend::ScopedTuning tuning({{Knob::kFlashCausalOrder, order},
                                       {Knob::kFlashPersistent, persistent},
                                       {Knob::kFlashAlignEnd, align_end}});
