@@ -228,7 +228,8 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
   compile_times_ += run.compile_times;
   if (!eager_) {
     GraphRecord record{.executable = run.executable, .end_reason = reason, .location = loc,
-                       .from_cache = run.plan_cache_hit, .numerics = std::move(run.numerics),
+                       .from_cache = run.plan_cache_hit, .for_other_values = run.for_other_values,
+                       .numerics = std::move(run.numerics),
                        .trace = std::move(trace), .dynamic = dynamic, .repeated = options.known_plan != nullptr};
     for (const Tensor& in : shown_inputs_) record.inputs.push_back(Signature(in));
     if (keep_inputs_) {

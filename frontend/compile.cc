@@ -131,6 +131,11 @@ TracedCall CompiledState::EndCall(CaptureSession* session) {
   }
   for (size_t g = 0; g < graphs.size() && g < last_graphs_.size(); ++g) {
     if (graphs[g].from_cache) continue;
+    // Bounded by the plan cache itself (kMaxValuePlans): no recompile.
+    if (graphs[g].for_other_values) {
+      value_replans_.push_back(absl::StrCat("graph ", g, ": the input values its plan judged a mask on changed"));
+      continue;
+    }
     recompiles_.push_back(RecompileReason(g, last_graphs_[g], graphs[g]));
     spdlog::debug("recompile: {}", recompiles_.back());
     if (DebugDump("recompiles")) std::fprintf(stderr, "[fusebox recompiles] %s\n", recompiles_.back().c_str());
@@ -258,6 +263,7 @@ std::string CompiledState::Explain() const {
                                  " graph(s), ", last_breaks_, " graph break(s), ", last_kernels_.size(),
                                  " kernel launch(es)\n");
   for (const std::string& why : recompiles_) absl::StrAppend(&out, "recompiled: ", why, "\n");
+  for (const std::string& why : value_replans_) absl::StrAppend(&out, "planned again: ", why, "\n");
   if (options_.replay) {
     absl::StrAppend(&out, "replay: ", stats_.replays, " call(s) replayed, ", replays_.size(), " recorded",
                     stale_replays_ > 0 ? absl::StrCat(", ", stale_replays_, " dropped (a tensor read from outside the "

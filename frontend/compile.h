@@ -192,6 +192,8 @@ class CompiledState {
   int64_t last_breaks_ ABSL_GUARDED_BY(mu_) = 0;  // every break of the last call, with or without a graph before it
   CompileStats stats_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> recompiles_ ABSL_GUARDED_BY(mu_);  // why each recompile happened, oldest first
+  // Plans made for other input values (not recompiles: the plan cache bounds them).
+  std::vector<std::string> value_replans_ ABSL_GUARDED_BY(mu_);
   // Automatic dynamic, per graph of a call: the input shapes last seen, and
   // the dims seen with two sizes.
   std::vector<std::vector<Shape>> seen_shapes_ ABSL_GUARDED_BY(mu_);

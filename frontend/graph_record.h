@@ -50,6 +50,7 @@ struct GraphRecord {
   std::string end_reason;         // "end of compiled function", "item() called"
   std::source_location location;  // of the call that ended the graph
   bool from_cache = false;        // the plan was already compiled
+  bool for_other_values = false;  // planned for input values its cached plan did not assume (RunResult)
   std::vector<KernelNumerics> numerics;  // check_numerics: one per kernel, else empty
   // The captured graph (with the order its nodes came in) and the dynamic
   // dims it was planned with: the next call's capture follows it, and when

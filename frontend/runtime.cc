@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <exception>
 #include <future>
 #include <memory>
@@ -52,7 +51,7 @@ using ExecutablePtr = std::shared_ptr<const backend::Executable>;
 
 // The plans of one graph for other input values than its first plan's.
 struct ValuePlans {
-  std::deque<ExecutablePtr> plans;  // the newest last, at most kMaxValuePlans
+  std::vector<ExecutablePtr> plans;  // at most kMaxValuePlans
   // Per memory (Storage::id) an earlier plan read: plans made since it was written.
   absl::flat_hash_map<uint64_t, int> rewrites;
 };
@@ -86,9 +85,10 @@ struct PlanCache {
   RuntimeStats stats ABSL_GUARDED_BY(mu);
 };
 
-// Plans kept per graph for other input values (other models' buffers), and
-// how often memory a plan read may be written before the graph takes the
-// plan that assumes nothing (memory written every call would plan every call).
+// Plans per graph for other input values (other models' buffers, masks
+// passed in), and how often memory a plan read may be written, before the
+// graph's calls take the plan that assumes nothing: a fresh mask tensor or
+// one written every call would otherwise plan every call.
 constexpr size_t kMaxValuePlans = 8;
 constexpr int kMaxRewrites = 2;
 
@@ -193,17 +193,19 @@ std::pair<ExecutablePtr, bool> PlanForOtherValues(PlanCache& cache, TunedPlans& 
     for (const ExecutablePtr& exe : others.plans) {
       if (ValueGuardsHold(exe->plan().value_guards, inputs)) return {exe, false};
     }
-    std::vector<ExecutablePtr> read = {others.plans.begin(), others.plans.end()};
+    std::vector<ExecutablePtr> read = others.plans;
     read.push_back(first);
     written = WrittenSince(read, inputs);
+    assume = others.plans.size() < kMaxValuePlans;
     for (uint64_t id : written) {
       if (auto it = others.rewrites.find(id); it != others.rewrites.end() && it->second >= kMaxRewrites) assume = false;
     }
     if (auto it = tuned.no_values.find(graph); !assume && it != tuned.no_values.end()) return {it->second, false};
   }
   if (!assume) {
-    spdlog::debug("plan cache: memory a plan read values from was written {} times; the graph's plan assumes none now",
-                  kMaxRewrites + 1);
+    spdlog::debug("plan cache: a graph's input values changed past {} plans or {} writes of one tensor; its calls "
+                  "take the plan that assumes none",
+                  kMaxValuePlans, kMaxRewrites);
   }
   ExecutablePtr exe = PlanAndCompile(graph, inputs, dynamic, assume, tuning, result);
   fusebox::MutexLock lock(&cache.mu);
@@ -215,7 +217,6 @@ std::pair<ExecutablePtr, bool> PlanForOtherValues(PlanCache& cache, TunedPlans& 
   for (uint64_t id : written) ++others.rewrites[id];
   if (exe->plan().value_guards.empty()) return {exe, true};  // read no values now (unreadable): holds for any
   others.plans.push_back(exe);
-  if (others.plans.size() > kMaxValuePlans) others.plans.pop_front();
   return {exe, true};
 }
 
@@ -314,6 +315,7 @@ RunResult RunGraph(const graph::Graph& graph, absl::Span<const Tensor> inputs, c
       });
       if (!ValueGuardsHold(found->plan().value_guards, inputs)) {
         std::tie(found, made) = PlanForOtherValues(cache, *tuned, graph, found, inputs, dynamic, tuning, &result);
+        result.for_other_values = made;
       }
       exe = std::move(found);
       fusebox::MutexLock lock(&cache.mu);

@@ -22,6 +22,9 @@ struct RunResult {
   // the graph after the passes and the fusion notes.
   std::shared_ptr<const backend::Executable> executable;
   bool plan_cache_hit = false;
+  // Planned because the graph's plan assumed input values this call's
+  // inputs do not hold (a mask judged on them; fusion/input_values.h).
+  bool for_other_values = false;
   int kernel_compiles = 0;                // compiler runs this call caused
   CompileTimes compile_times;             // of the plan this call compiled, if any
   // check_numerics: each kernel's stored values against an unfused run.

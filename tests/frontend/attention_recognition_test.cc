@@ -325,6 +325,15 @@ TEST_P(AttentionRecognitionTest, AMaskTensorIsJudgedOnItsValues) {
   for (const KernelNumerics& n : checked.numerics()) EXPECT_FALSE(n.flagged) << n.kernel << ": " << n.worst;
   causal.copy_(windowed);  // the triangle's memory, written: a window now
   EXPECT_TRUE(CloseToAttention(f(q, k, v, causal), AttentionRef(q, k, v, 0.125, window, kNoBias), "written"));
+  // A fresh mask tensor every call: a plan per memory up to a bound, then
+  // the plan that reads the mask (results right throughout).
+  const int64_t plans_before = f.stats().plan_compiles;
+  for (int call = 0; call < 14; ++call) {
+    const Tensor fresh = mask_of(kCausal);
+    ASSERT_TRUE(CloseToAttention(f(q, k, v, fresh), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "fresh"));
+  }
+  EXPECT_LE(f.stats().plan_compiles - plans_before, 9);
+  EXPECT_THAT(f.explain(), HasSubstr("a mask) @ v"));
 }
 
 // Dropout between the softmax and the second GEMM is not the fused kernel's
