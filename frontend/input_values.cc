@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "absl/hash/hash.h"
 #include "backend/cuda/driver.h"
 #include "tensor/dtype.h"
 
@@ -15,7 +14,8 @@ namespace {
 constexpr int64_t kMaxElements = int64_t{1} << 22;
 constexpr int64_t kMaxSpan = int64_t{1} << 24;
 
-// `t`'s elements in row-major order, as float where that is exact (every float dtype here converts exactly).
+// `t`'s elements in row-major order, as float where that is exact (every
+// float dtype here converts exactly; integers up to 2^24).
 std::optional<std::vector<float>> ReadExactly(const Tensor& t) {
   const TensorImpl& impl = t.impl();
   if (impl.lazy || impl.storage == nullptr || impl.storage->pending() != nullptr) return std::nullopt;
