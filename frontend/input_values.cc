@@ -1,6 +1,5 @@
 #include "frontend/input_values.h"
 
-#include <cmath>
 #include <cstring>
 
 #include "backend/cuda/driver.h"
@@ -9,81 +8,72 @@
 namespace fusebox::frontend {
 namespace {
 
-// Elements read at most: a mask the evaluator judges (2^22) of a view at most
-// four times larger in memory (a crop of a bigger buffer).
-constexpr int64_t kMaxElements = int64_t{1} << 22;
-constexpr int64_t kMaxSpan = int64_t{1} << 24;
+// Elements an input's memory may span to be read: a [2048, 2048] int64 mask
+// is 32 MB.
+constexpr int64_t kMaxSpan = int64_t{1} << 23;
 
-// `t`'s elements in row-major order, as float where that is exact (every
-// float dtype here converts exactly; integers up to 2^24).
-std::optional<std::vector<float>> ReadExactly(const Tensor& t) {
+// The bytes of `t` from its first element to its last (a broadcast dim adds
+// none), copied from its memory without running an op.
+std::optional<std::vector<char>> ReadSpan(const Tensor& t) {
   const TensorImpl& impl = t.impl();
   if (impl.lazy || impl.storage == nullptr || impl.storage->pending() != nullptr) return std::nullopt;
-  if (t.numel() > kMaxElements) return std::nullopt;
   int64_t span = 1;  // elements from the view's first to its last, inclusive
   for (size_t d = 0; d < impl.shape.size(); ++d) {
-    if (impl.shape[d] == 0) return std::vector<float>();
+    if (impl.shape[d] == 0) return std::vector<char>();
     if (impl.strides[d] < 0) return std::nullopt;
     span += (impl.shape[d] - 1) * impl.strides[d];
   }
   if (span > kMaxSpan) return std::nullopt;
-  const size_t size = DTypeSize(impl.dtype);
-  std::vector<char> bytes(static_cast<size_t>(span) * size);
-  const char* base = static_cast<const char*>(impl.storage->data()) + impl.offset * size;
+  std::vector<char> bytes(static_cast<size_t>(span) * DTypeSize(impl.dtype));
+  const char* base = static_cast<const char*>(impl.storage->data()) + impl.offset * DTypeSize(impl.dtype);
   if (impl.device.is_cuda()) {
-    if (!cuda::Driver::Get()
-             .CopyDeviceToHost(impl.device.index, bytes.data(), reinterpret_cast<CUdeviceptr>(base), bytes.size())
-             .ok()) {
-      return std::nullopt;
-    }
+    const absl::Status copied = cuda::Driver::Get().CopyDeviceToHost(impl.device.index, bytes.data(),
+                                                                     reinterpret_cast<CUdeviceptr>(base), bytes.size());
+    if (!copied.ok()) return std::nullopt;
   } else {
     std::memcpy(bytes.data(), base, bytes.size());
   }
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  // Row by row along the last dim (a float32 buffer is read as floats).
-  const size_t r = impl.shape.size();
-  const int64_t cols = r == 0 ? 1 : impl.shape[r - 1], col_stride = r == 0 ? 0 : impl.strides[r - 1];
-  for (int64_t row = 0; row < t.numel() / cols; ++row) {
-    int64_t rest = row, at = 0;
-    for (size_t d = r - (r == 0 ? 0 : 1); d-- > 0;) {
-      at += (rest % impl.shape[d]) * impl.strides[d];
-      rest /= impl.shape[d];
-    }
-    float* dst = out.data() + row * cols;
-    if (impl.dtype == DType::kFloat32) {
-      const float* src = reinterpret_cast<const float*>(bytes.data()) + at;
-      for (int64_t j = 0; j < cols; ++j) dst[j] = src[j * col_stride];
-      continue;
-    }
-    for (int64_t j = 0; j < cols; ++j) {
-      const double v = ReadElement(bytes.data(), impl.dtype, at + j * col_stride);
-      // Integers from 2^24 on may round as float.
-      if (!IsFloating(impl.dtype) && std::fabs(v) >= 16777216.0) return std::nullopt;
-      dst[j] = static_cast<float>(v);
-    }
-  }
-  return out;
+  return bytes;
 }
 
 }  // namespace
 
-const std::vector<float>* TensorInputValues::Values(int32_t index) {
-  if (index < 0 || static_cast<size_t>(index) >= inputs_.size()) return nullptr;
+const std::optional<std::vector<char>>& TensorInputValues::Bytes(int32_t index) {
   auto [it, inserted] = read_.try_emplace(index);
-  if (inserted) it->second = ReadExactly(inputs_[index]);
-  return it->second ? &*it->second : nullptr;
+  if (inserted) it->second = ReadSpan(inputs_[index]);
+  return it->second;
+}
+
+bool TensorInputValues::Readable(int32_t index) {
+  return index >= 0 && static_cast<size_t>(index) < inputs_.size() && Bytes(index).has_value();
+}
+
+void TensorInputValues::Gather(int32_t index, const std::vector<int64_t>& at, std::vector<double>* out) {
+  const std::vector<char>& bytes = *Bytes(index);
+  const TensorImpl& impl = inputs_[index].impl();
+  const size_t r = impl.shape.size();
+  out->resize(at.size());
+  for (size_t k = 0; k < at.size(); ++k) {
+    int64_t rest = at[k], element = 0;
+    for (size_t d = r; d-- > 0;) {
+      element += (rest % impl.shape[d]) * impl.strides[d];
+      rest /= impl.shape[d];
+    }
+    (*out)[k] = ReadElement(bytes.data(), impl.dtype, element);
+  }
 }
 
 int64_t TensorInputValues::ContentId(int32_t index) {
   if (auto it = content_.find(index); it != content_.end()) return it->second;
-  const std::vector<float>* mine = Values(index);
   int64_t id = index;
-  if (mine != nullptr) {
-    // The first input of equal dtype and elements (bit for bit), if any.
+  if (Readable(index)) {
+    // The first input read of equal dtype, shape, strides and bytes, if any.
+    const TensorImpl& mine = inputs_[index].impl();
+    const std::vector<char>& bytes = *Bytes(index);
     for (int32_t other : distinct_) {
-      const std::vector<float>& values = *read_.at(other);
-      if (values.size() == mine->size() && inputs_[other].dtype() == inputs_[index].dtype() &&
-          std::memcmp(values.data(), mine->data(), mine->size() * sizeof(float)) == 0) {
+      const TensorImpl& theirs = inputs_[other].impl();
+      if (theirs.dtype == mine.dtype && theirs.shape == mine.shape && theirs.strides == mine.strides &&
+          *Bytes(other) == bytes) {
         id = other;
         break;
       }

@@ -18,13 +18,18 @@ namespace fusebox::frontend {
 class TensorInputValues final : public fusion::InputValues {
  public:
   explicit TensorInputValues(absl::Span<const Tensor> inputs) : inputs_(inputs) {}
-  const std::vector<float>* Values(int32_t index) override;
+  bool Readable(int32_t index) override;
+  void Gather(int32_t index, const std::vector<int64_t>& at, std::vector<double>* out) override;
   int64_t ContentId(int32_t index) override;
   fusion::ValueGuard Guard(int32_t index) override;
 
  private:
+  // The bytes from an input's first element to its last, copied to the host
+  // once (nullopt: not readable).
+  const std::optional<std::vector<char>>& Bytes(int32_t index);
+
   absl::Span<const Tensor> inputs_;
-  absl::flat_hash_map<int32_t, std::optional<std::vector<float>>> read_;  // nullopt: not readable
+  absl::flat_hash_map<int32_t, std::optional<std::vector<char>>> read_;
   absl::flat_hash_map<int32_t, int64_t> content_;
   std::vector<int32_t> distinct_;  // one input of each content read so far
 };

@@ -65,8 +65,8 @@ struct TunedPlans {
   absl::flat_hash_map<graph::Graph, ExecutablePtr> plans;
   // A graph whose first plan assumed input values (plan.value_guards) that a
   // later call's inputs do not hold: the plans for other memory, and the one
-  // that assumes none, for calls that read memory written kMaxRewrites times
-  // since a plan read it.
+  // that assumes none (made once values gave nothing to assume, or past the
+  // bounds below), which then serves every call no other plan holds for.
   absl::flat_hash_map<graph::Graph, ValuePlans> other_values;
   absl::flat_hash_map<graph::Graph, ExecutablePtr> no_values;
   absl::flat_hash_map<SymbolicPlanKey, SymbolicEntry> symbolic;
@@ -193,6 +193,8 @@ std::pair<ExecutablePtr, bool> PlanForOtherValues(PlanCache& cache, TunedPlans& 
     for (const ExecutablePtr& exe : others.plans) {
       if (ValueGuardsHold(exe->plan().value_guards, inputs)) return {exe, false};
     }
+    // Values seen before gave a plan that assumes none: it serves every call.
+    if (auto it = tuned.no_values.find(graph); it != tuned.no_values.end()) return {it->second, false};
     std::vector<ExecutablePtr> read = others.plans;
     read.push_back(first);
     written = WrittenSince(read, inputs);
@@ -200,7 +202,6 @@ std::pair<ExecutablePtr, bool> PlanForOtherValues(PlanCache& cache, TunedPlans& 
     for (uint64_t id : written) {
       if (auto it = others.rewrites.find(id); it != others.rewrites.end() && it->second >= kMaxRewrites) assume = false;
     }
-    if (auto it = tuned.no_values.find(graph); !assume && it != tuned.no_values.end()) return {it->second, false};
   }
   if (!assume) {
     spdlog::debug("plan cache: a graph's input values changed past {} plans or {} writes of one tensor; its calls "
@@ -209,14 +210,13 @@ std::pair<ExecutablePtr, bool> PlanForOtherValues(PlanCache& cache, TunedPlans& 
   }
   ExecutablePtr exe = PlanAndCompile(graph, inputs, dynamic, assume, tuning, result);
   fusebox::MutexLock lock(&cache.mu);
-  if (!assume) {
-    tuned.no_values.try_emplace(graph, exe);
-    return {exe, true};
-  }
   ValuePlans& others = tuned.other_values[graph];
   for (uint64_t id : written) ++others.rewrites[id];
-  if (exe->plan().value_guards.empty()) return {exe, true};  // read no values now (unreadable): holds for any
-  others.plans.push_back(exe);
+  if (exe->plan().value_guards.empty()) {
+    tuned.no_values.try_emplace(graph, exe);
+  } else {
+    others.plans.push_back(exe);
+  }
   return {exe, true};
 }
 

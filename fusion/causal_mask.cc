@@ -31,7 +31,7 @@ bool FromKnownValues(const Graph& g, NodeId id, InputValues* values, std::vector
   if (n.op == Op::kConstant) return n.scalar == 0 || n.scalar == 1 || n.scalar == -1;
   if (n.op == Op::kIota) return true;
   if (n.op == Op::kInput) {
-    if (values == nullptr || values->Values(n.input_index) == nullptr) return false;
+    if (values == nullptr || !values->Readable(n.input_index)) return false;
     if (std::find(inputs->begin(), inputs->end(), n.input_index) == inputs->end()) inputs->push_back(n.input_index);
     return true;
   }
@@ -68,11 +68,9 @@ bool Evaluate(const Graph& g, NodeId id, InputValues* values, const std::vector<
     case Op::kIota:
       for (size_t k = 0; k < at.size(); ++k) (*out)[k] = static_cast<double>(at[k]);
       return true;
-    case Op::kInput: {
-      const std::vector<float>& v = *values->Values(n.input_index);
-      for (size_t k = 0; k < at.size(); ++k) (*out)[k] = v[at[k]];
+    case Op::kInput:
+      values->Gather(n.input_index, at, out);
       return true;
-    }
     case Op::kView: {
       std::vector<int64_t> in_at(at.size());
       const size_t r = n.shape.size();
@@ -104,27 +102,32 @@ bool Evaluate(const Graph& g, NodeId id, InputValues* values, const std::vector<
   return true;
 }
 
-// Whether the [.., L, S] bool `mask` keeps exactly the top-left triangle,
-// the same for every batch index (batch dims of size 1, or broadcast by a
-// view that steps 0 along them), evaluated at every position of one batch.
-bool IsTopLeftTriangle(const Graph& g, NodeId mask, bool keeps, InputValues* values) {
+// What the [.., L, S] bool `mask` keeps, the same for every batch index
+// (batch dims of size 1, or broadcast by a view that steps 0 along them),
+// evaluated at every position of one batch: exactly the top-left triangle,
+// every key, or something else.
+MaskKind Classify(const Graph& g, NodeId mask, bool keeps, InputValues* values) {
   const Node& m = g.node(mask);
   const size_t r = m.shape.size();
   const int64_t l = m.shape[r - 2], s = m.shape[r - 1];
-  if (l * s > kMaxEvaluated) return false;
+  if (l * s > kMaxEvaluated) return MaskKind::kOther;
   for (size_t d = 0; d + 2 < r; ++d) {
-    if (m.shape[d] != 1 && !(m.op == Op::kView && m.strides[d] == 0)) return false;
+    const bool broadcast = (m.op == Op::kView || m.op == Op::kInput) && m.strides[d] == 0;
+    if (m.shape[d] != 1 && !broadcast) return MaskKind::kOther;
   }
   std::vector<int64_t> at(static_cast<size_t>(l * s));
   for (int64_t k = 0; k < l * s; ++k) at[k] = k;  // batch index 0: the first L * S positions
   std::vector<double> v;
-  if (!Evaluate(g, mask, values, at, &v)) return false;
+  if (!Evaluate(g, mask, values, at, &v)) return MaskKind::kOther;
+  bool causal = true, all = true;
   for (int64_t i = 0; i < l; ++i) {
     for (int64_t j = 0; j < s; ++j) {
-      if (((v[i * s + j] != 0) == keeps) != (j <= i)) return false;
+      const bool kept = (v[i * s + j] != 0) == keeps;
+      causal = causal && kept == (j <= i);
+      all = all && kept;
     }
   }
-  return true;
+  return causal ? MaskKind::kCausal : all ? MaskKind::kAll : MaskKind::kOther;
 }
 
 // The subgraph `id` is computed by, spelled out: equal keys, equal values.
@@ -140,24 +143,24 @@ void AppendKey(const Graph& g, NodeId id, InputValues* values, std::string* key)
 
 }  // namespace
 
-bool IsCausalMask(const Graph& g, NodeId mask, bool keeps, CausalMaskMemo* memo, InputValues* values,
-                  std::vector<int32_t>* read) {
+MaskKind JudgeMask(const Graph& g, NodeId mask, bool keeps, CausalMaskMemo* memo, InputValues* values,
+                   std::vector<int32_t>* read) {
   const Node& m = g.node(mask);
   const size_t r = m.shape.size();
   std::vector<int32_t> inputs;
-  if (m.dtype != DType::kBool || r < 2 || !FromKnownValues(g, mask, values, &inputs)) return false;
-  bool causal;
+  if (m.dtype != DType::kBool || r < 2 || !FromKnownValues(g, mask, values, &inputs)) return MaskKind::kOther;
+  MaskKind kind;
   if (memo == nullptr) {
-    causal = IsTopLeftTriangle(g, mask, keeps, values);
+    kind = Classify(g, mask, keeps, values);
   } else {
     std::string key = keeps ? "keeps " : "drops ";
     AppendKey(g, mask, values, &key);
-    auto [it, inserted] = memo->try_emplace(std::move(key), false);
-    if (inserted) it->second = IsTopLeftTriangle(g, mask, keeps, values);
-    causal = it->second;
+    auto [it, inserted] = memo->try_emplace(std::move(key), MaskKind::kOther);
+    if (inserted) it->second = Classify(g, mask, keeps, values);
+    kind = it->second;
   }
   if (read != nullptr) read->insert(read->end(), inputs.begin(), inputs.end());
-  return causal;
+  return kind;
 }
 
 }  // namespace fusebox::fusion

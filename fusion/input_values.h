@@ -29,12 +29,14 @@ struct ValueGuard {
 class InputValues {
  public:
   virtual ~InputValues() = default;
-  // Input `index`'s elements in row-major order of its shape; null where they
-  // cannot be read or are not exact as float (integers from 2^24 on,
-  // more than 2^22 elements).
-  virtual const std::vector<float>* Values(int32_t index) = 0;
-  // Equal for two inputs whose values are equal (element for element): a
-  // memo key, so twelve layers' equal buffers are judged once.
+  // Whether input `index`'s values can be read (its memory is on the host or
+  // a device, spans at most 2^23 elements, and has no failure pending).
+  virtual bool Readable(int32_t index) = 0;
+  // Input `index`'s elements at the row-major positions `at` of its shape
+  // (a broadcast dim reads one element again), into `out`; Readable first.
+  virtual void Gather(int32_t index, const std::vector<int64_t>& at, std::vector<double>* out) = 0;
+  // Equal for two inputs whose values are equal (dtype, shape, strides and
+  // memory bit for bit): a memo key, so equal buffers are judged once.
   virtual int64_t ContentId(int32_t index) = 0;
   // What a plan that assumed input `index`'s values guards on.
   virtual ValueGuard Guard(int32_t index) = 0;

@@ -50,7 +50,8 @@ struct Match {
   NodeId mask = -1;  // bool or float, [batch..., L, S]
   bool mask_drops = false;  // masked_fill's: true drops the key
   bool causal = false;
-  std::vector<int32_t> value_inputs;  // the mask judged on these graph inputs' values
+  bool keeps_all = false;  // the mask keeps every key: none is read
+  std::vector<int32_t> value_inputs;  // causal or keeping all as these graph inputs' values are
   std::vector<NodeId> replaced;  // every node between the GEMMs' operands and the result
 };
 
@@ -200,7 +201,12 @@ std::optional<Match> MatchAttention(const Graph& g, NodeId result, CausalMaskMem
       *why = "its mask is neither bool nor of q's dtype";
       return std::nullopt;
     }
-    m.causal = bool_mask && IsCausalMask(g, m.mask, !m.mask_drops, memo, values, &m.value_inputs);
+    std::vector<int32_t> read;
+    const MaskKind kind = bool_mask ? JudgeMask(g, m.mask, !m.mask_drops, memo, values, &read) : MaskKind::kOther;
+    m.causal = kind == MaskKind::kCausal, m.keeps_all = kind == MaskKind::kAll;
+    // Only what the plan drops depends on the values: a mask read as a mask
+    // is right for any, so that plan needs no guard.
+    if (kind != MaskKind::kOther) m.value_inputs = std::move(read);
   }
   return m;
 }
@@ -220,7 +226,7 @@ bool Exclusive(const Graph& g, const std::vector<std::vector<NodeId>>& users, co
 }
 
 std::string Describe(const Match& m) {
-  const char* mask = m.causal ? "causal" : m.mask < 0 ? "no mask" : "a mask";
+  const char* mask = m.causal ? "causal" : m.mask < 0 ? "no mask" : m.keeps_all ? "a mask keeping every key" : "a mask";
   return absl::StrCat("softmax(q @ k^T * ", m.scale, ", ", mask, ") @ v over ", DTypeName(m.dtype), " [",
                       absl::StrJoin(m.batch, ", "), m.batch.empty() ? "" : ", ", m.l, ", ", m.s, "] E ", m.e);
 }
@@ -231,7 +237,8 @@ class Rewriter {
  public:
   explicit Rewriter(const Graph& g) : g_(g), builder_(g.device()), remap_(g.size(), -1) {}
 
-  Graph Run(const absl::flat_hash_map<NodeId, Match>& matches) {
+  // `judged`: attention nodes whose bool mask is causal or keeps every key.
+  Graph Run(const absl::flat_hash_map<NodeId, Match>& matches, const absl::flat_hash_map<NodeId, MaskKind>& judged) {
     absl::flat_hash_set<NodeId> replaced;
     for (const auto& [result, m] : matches) replaced.insert(m.replaced.begin(), m.replaced.end());
     for (NodeId id = 0; id < g_.size(); ++id) {
@@ -253,6 +260,10 @@ class Rewriter {
         n.inputs[0] = attention;
       } else {
         for (NodeId& in : n.inputs) in = remap_[in];
+      }
+      if (auto it = judged.find(id); it != judged.end()) {  // the mask read no more
+        n.inputs.pop_back();
+        n.dim = it->second == MaskKind::kCausal ? 1 : 0;
       }
       remap_[id] = builder_.Add(std::move(n));
     }
@@ -319,7 +330,7 @@ class Rewriter {
     node.inputs.push_back(View({.base = m.k_t, .shape = Full(m, m.s, m.e), .strides = k_strides}));
     const Shape v_shape = Full(m, m.s, m.ev);
     node.inputs.push_back(View({.base = m.v, .shape = v_shape, .strides = ContiguousStrides(v_shape)}));
-    if (m.mask >= 0 && !m.causal) node.inputs.push_back(m.mask_drops ? Kept(m.mask) : remap_[m.mask]);
+    if (m.mask >= 0 && !m.causal && !m.keeps_all) node.inputs.push_back(m.mask_drops ? Kept(m.mask) : remap_[m.mask]);
     const Shape shape = node.shape;
     const NodeId attention = builder_.Add(std::move(node));
     const Node& gemm = g_.node(m.result);
@@ -343,10 +354,36 @@ GraphRewrite RecognizeAttention(const Graph& g, InputValues* values) {
     for (NodeId in : g.node(id).inputs) users[in].push_back(id);
   }
   absl::flat_hash_map<NodeId, Match> matches;
+  absl::flat_hash_map<NodeId, MaskKind> judged;
   GraphRewrite out;
+  // " (causal as the values of graph input(s) 3 are now ...)", noting the inputs.
+  auto assumed = [&](MaskKind kind, const std::vector<int32_t>& inputs) -> std::string {
+    if (inputs.empty()) return "";
+    for (int32_t in : inputs) {
+      if (std::find(out.value_inputs.begin(), out.value_inputs.end(), in) == out.value_inputs.end()) {
+        out.value_inputs.push_back(in);
+      }
+    }
+    return absl::StrCat(" (", kind == MaskKind::kCausal ? "causal" : "keeping every key",
+                        " as the values of graph input(s) ", absl::StrJoin(inputs, ", "),
+                        " are now: the plan is used while that memory is not written or rebound)");
+  };
   CausalMaskMemo memo;  // each layer's mask is judged once
   for (NodeId id = 0; id < g.size(); ++id) {
-    if (g.node(id).op != Op::kMatmul) continue;
+    const Node& n = g.node(id);
+    // scaled_dot_product_attention's own bool mask (true keeps a key).
+    if (n.op == Op::kAttention && n.inputs.size() == 4 && n.dim == 0 && g.node(n.inputs[3]).dtype == DType::kBool) {
+      std::vector<int32_t> read;
+      const MaskKind kind = JudgeMask(g, n.inputs[3], /*keeps=*/true, &memo, values, &read);
+      if (kind == MaskKind::kOther) continue;
+      judged.emplace(id, kind);
+      out.notes.push_back(absl::StrCat("attention %", id, "'s bool mask ",
+                                       kind == MaskKind::kCausal ? "is causal: the causal kernel runs"
+                                                                 : "keeps every key: the unmasked kernel runs",
+                                       " and reads no mask", assumed(kind, read)));
+      continue;
+    }
+    if (n.op != Op::kMatmul) continue;
     std::string why;
     std::optional<Match> m = MatchAttention(g, id, &memo, values, &why);
     if (m && !Exclusive(g, users, *m)) {
@@ -354,26 +391,16 @@ GraphRewrite RecognizeAttention(const Graph& g, InputValues* values) {
       m.reset();
     }
     if (m) {
-      std::string assumed;
-      if (!m->value_inputs.empty()) {
-        assumed = absl::StrCat(" (", m->causal ? "causal" : "not causal", " as the values of graph input(s) ",
-                               absl::StrJoin(m->value_inputs, ", "),
-                               " are now: the plan is used while that memory is not written or rebound)");
-        for (int32_t in : m->value_inputs) {
-          if (std::find(out.value_inputs.begin(), out.value_inputs.end(), in) == out.value_inputs.end()) {
-            out.value_inputs.push_back(in);
-          }
-        }
-      }
+      const std::string note = assumed(m->causal ? MaskKind::kCausal : MaskKind::kAll, m->value_inputs);
       out.notes.push_back(absl::StrCat("hand-written attention ", Describe(*m),
-                                       " recognized: runs as scaled_dot_product_attention's fused kernel", assumed));
+                                       " recognized: runs as scaled_dot_product_attention's fused kernel", note));
       matches.emplace(id, *std::move(m));
     } else if (!why.empty()) {
       out.notes.push_back(absl::StrCat("softmax(scores) @ v -> ", DTypeName(g.node(id).dtype),
                                        ShapeToString(g.node(id).shape), " stays as written: ", why));
     }
   }
-  out.graph = matches.empty() ? g : Rewriter(g).Run(matches);
+  out.graph = matches.empty() && judged.empty() ? g : Rewriter(g).Run(matches, judged);
   return out;
 }
 

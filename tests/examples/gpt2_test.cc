@@ -383,27 +383,21 @@ TEST(Gpt2ManualMask, TheBufferIsJudgedCausalUntilItIsWritten) {
     sdpa_forward(idx, tgt);
     EXPECT_EQ(forward.kernels().size(), sdpa_forward.kernels().size());
 
-    // Every key of layer 0 kept: no longer causal, and the loss changes.
+    // Every key of layer 0 kept: no longer causal (the unmasked kernel), and
+    // the loss changes.
     manual.h[0].attn.mask.fill_(1.0);
     const double changed = manual(idx, tgt).loss.item();
     EXPECT_GT(std::fabs(changed - eager), 1e-4);
     for (int call = 0; call < 2; ++call) {
       EXPECT_NEAR(forward(idx, tgt).item(), changed, 1e-5 * std::max(1.0, std::fabs(changed))) << "call " << call;
     }
-    EXPECT_THAT(forward.explain(), HasSubstr("a mask) @ v"));
+    EXPECT_THAT(forward.explain(), HasSubstr("a mask keeping every key) @ v"));
     // Back to the triangle, written again: judged again, causal.
     for (int64_t i = 0; i + 1 < config.block_size; ++i) {
       manual.h[0].attn.mask.narrow(0, i, 1).narrow(1, i + 1, config.block_size - i - 1).fill_(0.0);
     }
     EXPECT_NEAR(forward(idx, tgt).item(), eager, 1e-5 * std::max(1.0, std::fabs(eager)));
     EXPECT_THAT(forward.explain(), Not(HasSubstr("a mask) @ v")));
-    // Memory written on every call: after a few plans, the graph's plan reads
-    // the mask at run time instead (no plan per call), still right.
-    for (int write = 0; write < 4; ++write) {
-      manual.h[1].attn.mask.mul_(1.0);
-      EXPECT_NEAR(forward(idx, tgt).item(), eager, 1e-5 * std::max(1.0, std::fabs(eager))) << "write " << write;
-    }
-    EXPECT_THAT(forward.explain(), HasSubstr("a mask) @ v"));
     // Another model's buffers (other memory, the same graph): judged causal on
     // their own values.
     config.attention = Attention::kManual;
@@ -413,6 +407,15 @@ TEST(Gpt2ManualMask, TheBufferIsJudgedCausalUntilItIsWritten) {
     EXPECT_NEAR(forward_again(idx, tgt).item(), eager, 1e-5 * std::max(1.0, std::fabs(eager)));
     EXPECT_THAT(forward_again.explain(), HasSubstr("causal as the values of graph input"));
     EXPECT_THAT(forward_again.explain(), Not(HasSubstr("a mask) @ v")));
+    // Memory written on every call (last: from then on the graph's calls in
+    // this process read the mask): after a few plans, the plan that reads
+    // the mask at run time (no plan per call), still right.
+    if (!replay) continue;
+    for (int write = 0; write < 4; ++write) {
+      manual.h[1].attn.mask.mul_(1.0);
+      EXPECT_NEAR(forward(idx, tgt).item(), eager, 1e-5 * std::max(1.0, std::fabs(eager))) << "write " << write;
+    }
+    EXPECT_THAT(forward.explain(), HasSubstr("a mask) @ v"));
   }
 }
 

@@ -287,7 +287,8 @@ TEST_P(AttentionRecognitionTest, MasksThatAreNotCausalAreReadAsMasks) {
 
 // A mask passed in as a tensor (an argument, int64 0/1 here) is judged on
 // its values: the triangle runs causal; another tensor with other values
-// (a window) or the same memory written in place is judged again, and the
+// (a window) plans again, reading the mask, and that plan then serves the
+// graph's other values (fresh masks, the triangle's memory written): the
 // results follow. A plan that read an argument's values does not replay.
 TEST_P(AttentionRecognitionTest, AMaskTensorIsJudgedOnItsValues) {
   const int64_t t = 23, e = 64;
@@ -313,7 +314,7 @@ TEST_P(AttentionRecognitionTest, AMaskTensorIsJudgedOnItsValues) {
   EXPECT_EQ(f.stats().replays, 0) << f.explain();
   EXPECT_THAT(f.explain(), HasSubstr("assumed the values of an argument"));
   EXPECT_TRUE(CloseToAttention(f(q, k, v, windowed), AttentionRef(q, k, v, 0.125, window, kNoBias), "window"));
-  EXPECT_THAT(f.explain(), HasSubstr("not causal as the values of graph input"));
+  EXPECT_THAT(f.explain(), HasSubstr("a mask) @ v"));
   // The numerics check judges the mask as the plan did (same nodes).
   auto checked = compile(
       [](const Tensor& a, const Tensor& b, const Tensor& cv, const Tensor& keep) {
@@ -325,15 +326,49 @@ TEST_P(AttentionRecognitionTest, AMaskTensorIsJudgedOnItsValues) {
   for (const KernelNumerics& n : checked.numerics()) EXPECT_FALSE(n.flagged) << n.kernel << ": " << n.worst;
   causal.copy_(windowed);  // the triangle's memory, written: a window now
   EXPECT_TRUE(CloseToAttention(f(q, k, v, causal), AttentionRef(q, k, v, 0.125, window, kNoBias), "written"));
-  // A fresh mask tensor every call: a plan per memory up to a bound, then
-  // the plan that reads the mask (results right throughout).
+  // A fresh mask tensor every call: the plan that reads the mask, no plan
+  // per call (results right throughout).
   const int64_t plans_before = f.stats().plan_compiles;
   for (int call = 0; call < 14; ++call) {
     const Tensor fresh = mask_of(kCausal);
     ASSERT_TRUE(CloseToAttention(f(q, k, v, fresh), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "fresh"));
   }
-  EXPECT_LE(f.stats().plan_compiles - plans_before, 9);
+  EXPECT_EQ(f.stats().plan_compiles - plans_before, 0);
   EXPECT_THAT(f.explain(), HasSubstr("a mask) @ v"));
+}
+
+// scaled_dot_product_attention's own bool mask is judged the same way: the
+// triangle runs the causal kernel, all-true the unmasked one, and a window
+// stays a mask read by the kernel.
+TEST_P(AttentionRecognitionTest, AScaledDotProductAttentionMaskIsJudgedOnItsValues) {
+  const int64_t t = 21, e = 64;
+  const Tensor q = Random({2, 3, t, e}, kBF16, 0.3), k = Random({2, 3, t, e}, kBF16, 0.3);
+  const Tensor v = Random({2, 3, t, e}, kBF16);
+  auto window = [](int64_t, int64_t i, int64_t j) { return i - 2 <= j && j <= i; };
+  struct Case {
+    const char* name;
+    std::function<bool(int64_t, int64_t, int64_t)> kept;
+    const char* said;
+  };
+  for (const Case& c : {Case{"causal", kCausal, "is causal"}, Case{"all", kAll, "keeps every key"},
+                        Case{"window", window, "stays"}}) {
+    SCOPED_TRACE(c.name);
+    std::vector<double> values;
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < t; ++j) values.push_back(c.kept(0, i, j) ? 1.0 : 0.0);
+    }
+    const Tensor mask = Tensor::from_vector(values, {t, t}, DType::kBool, device());
+    auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& cv, const Tensor& m) {
+      return scaled_dot_product_attention(a, b, cv, m);
+    });
+    const Tensor got = f(q, k, v, mask);
+    EXPECT_TRUE(CloseToAttention(got, AttentionRef(q, k, v, 0.125, c.kept, kNoBias), "compiled"));
+    if (std::string(c.said) == "stays") {
+      EXPECT_THAT(f.explain(), Not(HasSubstr("'s bool mask")));
+    } else {
+      EXPECT_THAT(f.explain(), HasSubstr(std::string("'s bool mask ") + c.said));
+    }
+  }
 }
 
 // Dropout between the softmax and the second GEMM is not the fused kernel's
