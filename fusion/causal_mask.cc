@@ -72,16 +72,8 @@ bool Evaluate(const Graph& g, NodeId id, InputValues* values, const std::vector<
       values->Gather(n.input_index, at, out);
       return true;
     case Op::kView: {
-      std::vector<int64_t> in_at(at.size());
-      const size_t r = n.shape.size();
-      for (size_t k = 0; k < at.size(); ++k) {
-        int64_t rest = at[k], linear = n.offset;
-        for (size_t d = r; d-- > 0;) {
-          linear += (rest % n.shape[d]) * n.strides[d];
-          rest /= n.shape[d];
-        }
-        in_at[k] = linear;
-      }
+      std::vector<int64_t> in_at;
+      StridedOffsets(n.shape, n.strides, n.offset, at, &in_at);
       return Evaluate(g, n.inputs[0], values, in_at, out);
     }
     default:

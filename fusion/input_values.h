@@ -10,10 +10,47 @@
 // while the parameters do, but checked, not assumed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
+
 namespace fusebox::fusion {
+
+// The element offsets (offset + sum of index * stride) of the row-major
+// positions `at` of `shape`: how a view or an input's strides read them.
+// Consecutive positions step a multi-index (no division), as a mask's
+// evaluation over every position of [L, S] does.
+inline void StridedOffsets(absl::Span<const int64_t> shape, absl::Span<const int64_t> strides, int64_t offset,
+                           const std::vector<int64_t>& at, std::vector<int64_t>* out) {
+  const size_t r = shape.size();
+  out->resize(at.size());
+  std::vector<int64_t> index(r, 0);
+  int64_t linear = offset, previous = -2;
+  for (size_t k = 0; k < at.size(); ++k) {
+    if (at[k] == previous + 1 && r > 0) {
+      size_t d = r - 1;  // odometer: carry into the dims before
+      linear += strides[d];
+      while (++index[d] == shape[d] && d > 0) {
+        linear -= index[d] * strides[d];
+        index[d] = 0;
+        --d;
+        linear += strides[d];
+      }
+    } else {
+      int64_t rest = at[k];
+      linear = offset;
+      for (size_t d = r; d-- > 0;) {
+        index[d] = rest % shape[d];
+        linear += index[d] * strides[d];
+        rest /= shape[d];
+      }
+    }
+    previous = at[k];
+    (*out)[k] = linear;
+  }
+}
 
 // One graph input whose values a plan assumed: the memory it read then.
 struct ValueGuard {
