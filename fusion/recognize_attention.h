@@ -18,10 +18,12 @@ namespace fusebox::fusion {
 // k^T)` (k^T any view of k over its last two dims), times or divided by a
 // constant, then optionally masked (`where(m, -inf, s)` as masked_fill,
 // `where(m, s, -inf)`, or `s + float_mask`), when the scores and
-// probabilities feed nothing else. A causal mask built from positions and
-// constants, or from inputs whose `values` are given (may be null), becomes
-// is_causal (no mask read); the rewrite's value_inputs name those inputs.
-// Returns the graph unchanged when nothing applies.
+// probabilities feed nothing else. A bool mask built from positions and
+// constants, or from inputs whose `values` are given (may be null), that is
+// causal becomes is_causal and one that keeps every key is dropped (no mask
+// read), here and on scaled_dot_product_attention's own nodes; the
+// rewrite's value_inputs name the inputs those decisions read. Returns the
+// graph unchanged when nothing applies.
 GraphRewrite RecognizeAttention(const graph::Graph& g, InputValues* values = nullptr);
 
 }  // namespace fusebox::fusion
