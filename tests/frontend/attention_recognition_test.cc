@@ -8,9 +8,11 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -367,6 +369,78 @@ TEST_P(AttentionRecognitionTest, AScaledDotProductAttentionMaskIsJudgedOnItsValu
       EXPECT_THAT(f.explain(), Not(HasSubstr("'s bool mask")));
     } else {
       EXPECT_THAT(f.explain(), HasSubstr(std::string("'s bool mask ") + c.said));
+    }
+  }
+}
+
+// Masks read from tensors, whatever their values do between calls: each
+// trial draws sizes, a dtype, a spelling (masked_fill of a float buffer ==
+// 0, where() of a bool mask, SDPA's attn_mask), whether the mask is an
+// argument or a tensor read from outside, traced or replayed; each call
+// draws what the mask keeps (the triangle, every key, a window, the
+// triangle with one key flipped, random keys) and how it changes (written in
+// place, or another tensor). Every call matches the float64 reference of
+// the mask as it is at that call: a plan judged on earlier values never runs
+// on later ones.
+TEST_P(AttentionRecognitionTest, MasksFromTensorsStayRightWhateverTheirValuesDo) {
+  std::mt19937_64& rng = test_util::Rng();
+  auto uniform = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 8; ++trial) {
+    const int64_t l = uniform(3, 34), s = uniform(0, 1) ? l : l + uniform(1, 9), e = 64;
+    const DType dtype = trial % 2 ? kBF16 : DType::kFloat32;
+    const int spelling = static_cast<int>(uniform(0, 2));
+    const bool global = uniform(0, 1) != 0, replay = uniform(0, 1) != 0;
+    SCOPED_TRACE(absl::StrCat("trial ", trial, ": L ", l, " S ", s, " ", DTypeName(dtype), " spelling ", spelling,
+                              global ? " global" : " argument", replay ? " replay" : "", " (seed ",
+                              test_util::Seed(), ")"));
+    const Tensor q = Random({2, 2, l, e}, dtype, 0.3), k = Random({2, 2, s, e}, dtype, 0.3);
+    const Tensor v = Random({2, 2, s, e}, dtype);
+    // What the mask keeps: 0 the triangle, 1 every key, 2 a window, 3 the
+    // triangle with one key flipped, 4 random keys; every row keeps its
+    // diagonal key (no row without keys).
+    auto draw = [&](int kind) {
+      std::vector<double> keep(static_cast<size_t>(l * s));
+      for (int64_t i = 0; i < l; ++i) {
+        for (int64_t j = 0; j < s; ++j) {
+          const bool below = j <= i;
+          keep[i * s + j] = kind == 1 || (kind == 0 && below) || (kind == 2 && below && j >= i - 3) ||
+                            (kind == 3 && below) || (kind == 4 && (j == i || uniform(0, 9) < 7));
+        }
+      }
+      if (kind == 3) {
+        const int64_t i = uniform(0, l - 1), j = uniform(0, s - 1);
+        if (i != j) keep[i * s + j] = 1 - keep[i * s + j];
+      }
+      return keep;
+    };
+    auto as_tensor = [&](const std::vector<double>& keep) {
+      return Tensor::from_vector(keep, {l, s}, spelling == 0 ? DType::kFloat32 : DType::kBool, device());
+    };
+    auto attend = [spelling](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& m) {
+      if (spelling == 2) return scaled_dot_product_attention(a, b, c, m, 0.0, false, 0.125);
+      const Tensor scores = matmul(a, b.transpose(-2, -1)) * 0.125;
+      const Tensor p = spelling == 0 ? softmax(masked_fill(scores, eq(m, 0.0), -kInf), -1)
+                                     : softmax(where(m, scores, -kInf), -1);
+      return matmul(p, c);
+    };
+    std::vector<double> keep = draw(0);
+    Tensor buffer = as_tensor(keep);
+    auto f = compile([&](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& m) {
+      return attend(a, b, c, global ? buffer : m);
+    }, CompileOptions{.replay = replay});
+    for (int call = 0; call < 7; ++call) {
+      if (call > 0) {
+        keep = draw(static_cast<int>(uniform(0, 4)));
+        if (uniform(0, 1)) {
+          buffer.copy_(as_tensor(keep));  // the same memory, written
+        } else {
+          buffer = as_tensor(keep);  // another tensor (a global one rebound)
+        }
+      }
+      const Tensor got = f(q, k, v, buffer);
+      auto allowed = [&](int64_t, int64_t i, int64_t j) { return keep[i * s + j] != 0; };
+      ASSERT_TRUE(CloseToAttention(got, AttentionRef(q, k, v, 0.125, allowed, kNoBias), absl::StrCat("call ", call)))
+          << f.explain().substr(0, 2000);
     }
   }
 }
