@@ -371,6 +371,21 @@ TEST_P(AttentionRecognitionTest, AScaledDotProductAttentionMaskIsJudgedOnItsValu
       EXPECT_THAT(f.explain(), HasSubstr(std::string("'s bool mask ") + c.said));
     }
   }
+  // A mask per batch, [2, 1, L, S]: the first batch's triangle, the second's
+  // every key. Neither holds for every batch: the kernel reads the mask.
+  std::vector<double> values;
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < t; ++j) values.push_back(b == 1 || j <= i ? 1.0 : 0.0);
+    }
+  }
+  const Tensor per_batch = Tensor::from_vector(values, {2, 1, t, t}, DType::kBool, device());
+  auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& cv, const Tensor& m) {
+    return scaled_dot_product_attention(a, b, cv, m);
+  });
+  auto kept = [](int64_t b, int64_t i, int64_t j) { return b / 3 == 1 || j <= i; };  // b: batch * 3 heads + head
+  EXPECT_TRUE(CloseToAttention(f(q, k, v, per_batch), AttentionRef(q, k, v, 0.125, kept, kNoBias), "per batch"));
+  EXPECT_THAT(f.explain(), Not(HasSubstr("'s bool mask")));
 }
 
 // Masks read from tensors, whatever their values do between calls: each
