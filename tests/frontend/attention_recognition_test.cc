@@ -5,6 +5,7 @@
 // scale spelling, the same kernels as the SDPA form, explain() saying so, and
 // the cases left as written (probabilities used elsewhere, head dims the
 // kernel does not take) still right. CUDA skips without a device.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -389,7 +390,7 @@ TEST_P(AttentionRecognitionTest, AScaledDotProductAttentionMaskIsJudgedOnItsValu
 }
 
 // Masks read from tensors, whatever their values do between calls: each
-// trial draws sizes, a dtype, a spelling (masked_fill of a float buffer ==
+// trial draws sizes (L = S, S > L, S < L), a dtype, a spelling (masked_fill of a float buffer ==
 // 0, where() of a bool mask, SDPA's attn_mask), whether the mask is an
 // argument or a tensor read from outside, traced or replayed; each call
 // draws what the mask keeps (the triangle, every key, a window, the
@@ -401,7 +402,8 @@ TEST_P(AttentionRecognitionTest, MasksFromTensorsStayRightWhateverTheirValuesDo)
   std::mt19937_64& rng = test_util::Rng();
   auto uniform = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   for (int trial = 0; trial < 8; ++trial) {
-    const int64_t l = uniform(3, 34), s = uniform(0, 1) ? l : l + uniform(1, 9), e = 64;
+    const int64_t l = uniform(3, 34), e = 64;
+    const int64_t shape = uniform(0, 2), s = shape == 0 ? l : shape == 1 ? l + uniform(1, 9) : uniform(1, l);
     const DType dtype = trial % 2 ? kBF16 : DType::kFloat32;
     const int spelling = static_cast<int>(uniform(0, 2));
     const bool global = uniform(0, 1) != 0, replay = uniform(0, 1) != 0;
@@ -410,21 +412,23 @@ TEST_P(AttentionRecognitionTest, MasksFromTensorsStayRightWhateverTheirValuesDo)
                               test_util::Seed(), ")"));
     const Tensor q = Random({2, 2, l, e}, dtype, 0.3), k = Random({2, 2, s, e}, dtype, 0.3);
     const Tensor v = Random({2, 2, s, e}, dtype);
-    // What the mask keeps: 0 the triangle, 1 every key, 2 a window, 3 the
-    // triangle with one key flipped, 4 random keys; every row keeps its
-    // diagonal key (no row without keys).
+    // What the mask keeps: 0 the triangle (top-left, as is_causal: rows
+    // past S keep every key), 1 every key, 2 a window, 3 the triangle with
+    // one key flipped, 4 random keys; every row keeps key min(i, S - 1) (no
+    // row without keys).
     auto draw = [&](int kind) {
       std::vector<double> keep(static_cast<size_t>(l * s));
       for (int64_t i = 0; i < l; ++i) {
+        const int64_t diagonal = std::min(i, s - 1);
         for (int64_t j = 0; j < s; ++j) {
           const bool below = j <= i;
-          keep[i * s + j] = kind == 1 || (kind == 0 && below) || (kind == 2 && below && j >= i - 3) ||
-                            (kind == 3 && below) || (kind == 4 && (j == i || uniform(0, 9) < 7));
+          keep[i * s + j] = kind == 1 || (kind == 0 && below) || (kind == 2 && below && j >= diagonal - 3) ||
+                            (kind == 3 && below) || (kind == 4 && (j == diagonal || uniform(0, 9) < 7));
         }
       }
       if (kind == 3) {
         const int64_t i = uniform(0, l - 1), j = uniform(0, s - 1);
-        if (i != j) keep[i * s + j] = 1 - keep[i * s + j];
+        if (j != std::min(i, s - 1)) keep[i * s + j] = 1 - keep[i * s + j];
       }
       return keep;
     };
