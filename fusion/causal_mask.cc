@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,15 +21,16 @@ using graph::Op;
 
 constexpr int64_t kMaxEvaluated = int64_t{1} << 22;
 
-// Whether `id` is computed from positions (iota), the constants -1, 0 and 1
-// and graph inputs whose values `values` can read (noted in `inputs`), by ops
+// Whether `id` is computed from positions (iota), the constants -1, 0, 1 and
+// +-inf and graph inputs whose values `values` can read (noted in `inputs`), by ops
 // the evaluator below knows (views, casts, pointwise ops with a reference).
 // Other constants could make a mask causal at one size and not at another
 // (j < i + 1 && j < 70) that a dynamic plan also serves; a plan that read an
 // input's values is never dynamic (the runtime plans it at its sizes).
 bool FromKnownValues(const Graph& g, NodeId id, InputValues* values, std::vector<int32_t>* inputs) {
   const Node& n = g.node(id);
-  if (n.op == Op::kConstant) return n.scalar == 0 || n.scalar == 1 || n.scalar == -1;
+  // +-inf too: an additive mask's -inf compares and selects the same at every size.
+  if (n.op == Op::kConstant) return n.scalar == 0 || n.scalar == 1 || n.scalar == -1 || std::isinf(n.scalar);
   if (n.op == Op::kIota) return true;
   if (n.op == Op::kInput) {
     if (values == nullptr || !values->Readable(n.input_index)) return false;
@@ -94,7 +96,7 @@ bool Evaluate(const Graph& g, NodeId id, InputValues* values, const std::vector<
   return true;
 }
 
-// What the [.., L, S] bool `mask` keeps, the same for every batch index
+// What the [.., L, S] `mask` keeps (bool, or additive: 0 keeps, -inf drops), the same for every batch index
 // (batch dims of size 1, or broadcast by a view that steps 0 along them),
 // evaluated at every position of one batch: exactly the top-left triangle,
 // every key, or something else.
@@ -111,10 +113,15 @@ MaskKind Classify(const Graph& g, NodeId mask, bool keeps, InputValues* values) 
   for (int64_t k = 0; k < l * s; ++k) at[k] = k;  // batch index 0: the first L * S positions
   std::vector<double> v;
   if (!Evaluate(g, mask, values, at, &v)) return MaskKind::kOther;
+  const bool additive = m.dtype != DType::kBool;
   bool causal = true, all = true;
   for (int64_t i = 0; i < l; ++i) {
     for (int64_t j = 0; j < s; ++j) {
-      const bool kept = (v[i * s + j] != 0) == keeps;
+      const double x = v[i * s + j];
+      // An additive mask keeps with 0 and drops with -inf; any other value
+      // is a bias on the scores.
+      if (additive && x != 0 && x != -std::numeric_limits<double>::infinity()) return MaskKind::kOther;
+      const bool kept = additive ? x == 0 : (x != 0) == keeps;
       causal = causal && kept == (j <= i);
       all = all && kept;
     }
@@ -140,7 +147,7 @@ MaskKind JudgeMask(const Graph& g, NodeId mask, bool keeps, CausalMaskMemo* memo
   const Node& m = g.node(mask);
   const size_t r = m.shape.size();
   std::vector<int32_t> inputs;
-  if (m.dtype != DType::kBool || r < 2 || !FromKnownValues(g, mask, values, &inputs)) return MaskKind::kOther;
+  if (r < 2 || !FromKnownValues(g, mask, values, &inputs)) return MaskKind::kOther;
   MaskKind kind;
   if (memo == nullptr) {
     kind = Classify(g, mask, keeps, values);

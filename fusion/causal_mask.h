@@ -16,11 +16,13 @@
 
 namespace fusebox::fusion {
 
-// What a bool [batch..., L, S] `mask` keeps: exactly the top-left triangle
-// (key j of query i where j <= i, PyTorch's is_causal), every key, or
-// something else. `keeps` says whether true keeps a key (where's condition,
-// SDPA's bool mask) or drops it (masked_fill's). Judged only where the mask
-// reads nothing but positions, the constants -1, 0 and 1 and inputs whose
+// What a [batch..., L, S] `mask` keeps: exactly the top-left triangle (key j
+// of query i where j <= i, PyTorch's is_causal), every key, or something
+// else. A bool mask: `keeps` says whether true keeps a key (where's
+// condition, SDPA's bool mask) or drops it (masked_fill's). A float mask is
+// additive: 0 keeps, -inf drops, any other value is a bias (something else).
+// Judged only where the mask reads nothing but positions, the constants -1,
+// 0, 1 and +-inf and inputs whose
 // `values` (may be null: none) are known, and is the same for every batch
 // index; L * S above 2^22 elements is not evaluated (kOther).
 // Each layer of a model builds the same mask again: with `memo`, a mask

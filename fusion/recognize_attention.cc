@@ -202,7 +202,7 @@ std::optional<Match> MatchAttention(const Graph& g, NodeId result, CausalMaskMem
       return std::nullopt;
     }
     std::vector<int32_t> read;
-    const MaskKind kind = bool_mask ? JudgeMask(g, m.mask, !m.mask_drops, memo, values, &read) : MaskKind::kOther;
+    const MaskKind kind = JudgeMask(g, m.mask, !m.mask_drops, memo, values, &read);  // a float mask: additive
     m.causal = kind == MaskKind::kCausal, m.keeps_all = kind == MaskKind::kAll;
     // Only what the plan drops depends on the values: a mask read as a mask
     // is right for any, so that plan needs no guard.
@@ -371,13 +371,14 @@ GraphRewrite RecognizeAttention(const Graph& g, InputValues* values) {
   CausalMaskMemo memo;  // each layer's mask is judged once
   for (NodeId id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
-    // scaled_dot_product_attention's own bool mask (true keeps a key).
-    if (n.op == Op::kAttention && n.inputs.size() == 4 && n.dim == 0 && g.node(n.inputs[3]).dtype == DType::kBool) {
+    // scaled_dot_product_attention's own mask (bool: true keeps a key; float: added).
+    if (n.op == Op::kAttention && n.inputs.size() == 4 && n.dim == 0) {
       std::vector<int32_t> read;
       const MaskKind kind = JudgeMask(g, n.inputs[3], /*keeps=*/true, &memo, values, &read);
       if (kind == MaskKind::kOther) continue;
       judged.emplace(id, kind);
-      out.notes.push_back(absl::StrCat("attention %", id, "'s bool mask ",
+      out.notes.push_back(absl::StrCat("attention %", id, "'s ",
+                                       g.node(n.inputs[3]).dtype == DType::kBool ? "bool" : "additive", " mask ",
                                        kind == MaskKind::kCausal ? "is causal: the causal kernel runs"
                                                                  : "keeps every key: the unmasked kernel runs",
                                        " and reads no mask", assumed(kind, read)));

@@ -340,9 +340,9 @@ TEST_P(AttentionRecognitionTest, AMaskTensorIsJudgedOnItsValues) {
   EXPECT_THAT(f.explain(), HasSubstr("a mask) @ v"));
 }
 
-// scaled_dot_product_attention's own bool mask is judged the same way: the
-// triangle runs the causal kernel, all-true the unmasked one, and a window
-// stays a mask read by the kernel.
+// scaled_dot_product_attention's own mask is judged the same way, bool or
+// additive: the triangle runs the causal kernel, all-true (all-zero) the
+// unmasked one, and a window or a bias stays a mask read by the kernel.
 TEST_P(AttentionRecognitionTest, AScaledDotProductAttentionMaskIsJudgedOnItsValues) {
   const int64_t t = 21, e = 64;
   const Tensor q = Random({2, 3, t, e}, kBF16, 0.3), k = Random({2, 3, t, e}, kBF16, 0.3);
@@ -372,6 +372,47 @@ TEST_P(AttentionRecognitionTest, AScaledDotProductAttentionMaskIsJudgedOnItsValu
       EXPECT_THAT(f.explain(), HasSubstr(std::string("'s bool mask ") + c.said));
     }
   }
+  // Additive masks (0 keeps, -inf drops) in q's dtype, as LLaMA's reference
+  // builds them: the triangle and all-zero are judged, a window or a bias
+  // is added by the kernel.
+  struct AdditiveCase {
+    const char* name;
+    std::function<double(int64_t, int64_t)> value;  // (i, j)
+    std::function<bool(int64_t, int64_t, int64_t)> kept;
+    const char* said;  // null: added by the kernel
+  };
+  for (const AdditiveCase& c :
+       {AdditiveCase{"triu(full(-inf), 1)", [](int64_t i, int64_t j) { return j > i ? -kInf : 0.0; }, kCausal,
+                     "additive mask is causal"},
+        AdditiveCase{"zeros", [](int64_t, int64_t) { return 0.0; }, kAll, "additive mask keeps every key"},
+        AdditiveCase{"window", [](int64_t i, int64_t j) { return j > i || j < i - 2 ? -kInf : 0.0; }, window, nullptr},
+        AdditiveCase{"triangle plus a bias", [](int64_t i, int64_t j) { return j > i ? -kInf : 0.25; }, kCausal,
+                     nullptr}}) {
+    SCOPED_TRACE(c.name);
+    std::vector<double> values;
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < t; ++j) values.push_back(c.value(i, j));
+    }
+    const Tensor mask = Tensor::from_vector(values, {t, t}, kBF16, device());
+    auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& cv, const Tensor& m) {
+      return scaled_dot_product_attention(a, b, cv, m);
+    });
+    auto bias = [&](int64_t, int64_t i, int64_t j) { return std::isinf(c.value(i, j)) ? 0.0 : c.value(i, j); };
+    EXPECT_TRUE(CloseToAttention(f(q, k, v, mask), AttentionRef(q, k, v, 0.125, c.kept, bias), "additive"));
+    if (c.said != nullptr) {
+      EXPECT_THAT(f.explain(), HasSubstr(c.said));
+    } else {
+      EXPECT_THAT(f.explain(), Not(HasSubstr("additive mask")));
+    }
+  }
+  // Written by hand as LLaMA's reference does, the mask built in the graph:
+  // scores + triu(full(-inf), 1) is the causal kernel.
+  auto llama = compile([&](const Tensor& a, const Tensor& b, const Tensor& cv) {
+    const Tensor causal_mask = triu(full({t, t}, -kInf, device(), kBF16), 1);
+    return matmul(softmax(matmul(a, b.transpose(-2, -1)) * 0.125 + causal_mask, -1), cv);
+  });
+  EXPECT_TRUE(CloseToAttention(llama(q, k, v), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "llama"));
+  EXPECT_THAT(llama.explain(), HasSubstr("causal) @ v"));
   // A mask per batch, [2, 1, L, S]: the first batch's triangle, the second's
   // every key. Neither holds for every batch: the kernel reads the mask.
   std::vector<double> values;
