@@ -230,7 +230,9 @@ void CaptureSession::Flush(const std::string& reason, const std::source_location
     GraphRecord record{.executable = run.executable, .end_reason = reason, .location = loc,
                        .from_cache = run.plan_cache_hit, .for_other_values = run.for_other_values,
                        .numerics = std::move(run.numerics),
-                       .trace = std::move(trace), .dynamic = dynamic, .repeated = options.known_plan != nullptr};
+                       .trace = std::move(trace), .dynamic = dynamic,
+                       // It ran that plan (not one for other input values: value_guards).
+                       .repeated = options.known_plan != nullptr && run.executable == options.known_plan};
     for (const Tensor& in : shown_inputs_) record.inputs.push_back(Signature(in));
     if (keep_inputs_) {
       record.input_tensors = inputs_;

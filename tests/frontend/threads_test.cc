@@ -14,6 +14,7 @@
 
 #include "frontend/fusebox.h"
 #include "gtest/gtest.h"
+#include "tests/frontend/attention_ref.h"
 #include "tests/workloads.h"
 
 namespace fusebox {
@@ -286,6 +287,47 @@ TEST(Threads, ResultsOfACompiledCallSharedBetweenThreads) {
     });
     ASSERT_EQ(failures.count(), 0) << failures.first();
   }
+}
+
+// Attention written by hand whose mask is a tensor judged on its values
+// (fusion/input_values.h), shared by threads that pass the triangle, a
+// window or a fresh all-true mask: plans for other values are made while
+// other threads run the first, and every result follows its own mask.
+TEST(Threads, MasksJudgedOnTheirValuesFromSeveralThreads) {
+  const int64_t t = 19, e = 64;
+  auto random = [&](int64_t rows) { return randn({2, rows, e}, Device::cpu(), FreshSeed()) * 0.3; };
+  const Tensor q = random(t), k = random(t), v = random(t);
+  auto mask_of = [&](const std::function<bool(int64_t, int64_t, int64_t)>& kept) {
+    std::vector<double> values;
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < t; ++j) values.push_back(kept(0, i, j) ? 1.0 : 0.0);
+    }
+    return Tensor::from_vector(values, {t, t}, DType::kFloat32, Device::cpu());
+  };
+  const std::function<bool(int64_t, int64_t, int64_t)> kinds[] = {
+      [](int64_t, int64_t i, int64_t j) { return j <= i; }, [](int64_t, int64_t, int64_t) { return true; },
+      [](int64_t, int64_t i, int64_t j) { return j <= i && j >= i - 2; }};
+  std::vector<test_util::Expected> want;
+  for (const auto& kept : kinds) {
+    want.push_back(test_util::AttentionRef(q, k, v, 0.125, kept, [](int64_t, int64_t, int64_t) { return 0.0; }));
+  }
+  const Tensor causal = mask_of(kinds[0]), window = mask_of(kinds[2]);
+  auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& m) {
+    const Tensor scores = matmul(a, b.transpose(-2, -1)) * 0.125;
+    return matmul(softmax(masked_fill(scores, eq(m, 0.0), -INFINITY), -1), c);
+  });
+  Failures failures;
+  RunThreads(12, &failures, [&](int thread, int call) {
+    const int kind = (thread + call) % 3;
+    const Tensor mask = kind == 0 ? causal : kind == 2 ? window : mask_of(kinds[1]);  // all-true: fresh each call
+    const Tensor got = f(q, k, v, mask);
+    if (::testing::AssertionResult r = test_util::CloseToAttention(got, want[kind], "attention"); !r) {
+      failures.Add(std::string("thread ") + std::to_string(thread) + ", call " + std::to_string(call) + ": " +
+                   r.message());
+    }
+  });
+  EXPECT_EQ(failures.count(), 0) << failures.first();
+  ExpectStatsAddUp(f.stats(), kThreads * 12);
 }
 
 TEST(Threads, EagerOpsFromSeveralThreads) {
