@@ -4,6 +4,7 @@
 
 #include "backend/cuda/driver.h"
 #include "tensor/dtype.h"
+#include "tensor/layout.h"
 
 namespace fusebox::frontend {
 namespace {
@@ -17,12 +18,11 @@ constexpr int64_t kMaxSpan = int64_t{1} << 23;
 std::optional<std::vector<char>> ReadSpan(const Tensor& t) {
   const TensorImpl& impl = t.impl();
   if (impl.lazy || impl.storage == nullptr || impl.storage->pending() != nullptr) return std::nullopt;
-  int64_t span = 1;  // elements from the view's first to its last, inclusive
   for (size_t d = 0; d < impl.shape.size(); ++d) {
     if (impl.shape[d] == 0) return std::vector<char>();
     if (impl.strides[d] < 0) return std::nullopt;
-    span += (impl.shape[d] - 1) * impl.strides[d];
   }
+  const int64_t span = ElementSpan(impl.shape, impl.strides);
   if (span > kMaxSpan) return std::nullopt;
   std::vector<char> bytes(static_cast<size_t>(span) * DTypeSize(impl.dtype));
   const char* base = static_cast<const char*>(impl.storage->data()) + impl.offset * DTypeSize(impl.dtype);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "fusion/view_dims.h"
+#include "tensor/layout.h"
 
 namespace fusebox::fusion {
 namespace {
@@ -539,10 +540,7 @@ bool NeedsIndex64(const Graph& g) {
   constexpr int64_t kLimit = INT_MAX - (1 << 16);
   for (const Node& n : g.nodes()) {
     int64_t extent = Numel(n.shape);
-    if (n.op == graph::Op::kInput && extent > 0) {
-      extent = 1;
-      for (size_t d = 0; d < n.shape.size(); ++d) extent += (n.shape[d] - 1) * n.strides[d];
-    }
+    if (n.op == graph::Op::kInput && extent > 0) extent = ElementSpan(n.shape, n.strides);
     if (extent > kLimit) return true;
   }
   return false;

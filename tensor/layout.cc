@@ -88,6 +88,12 @@ bool AllOf(absl::Span<const StridedOperand> operands, F f) {
 
 }  // namespace
 
+int64_t ElementSpan(const Shape& shape, const Strides& strides) {
+  int64_t span = 1;
+  for (size_t d = 0; d < shape.size(); ++d) span += (shape[d] - 1) * strides[d];
+  return span;
+}
+
 bool IsNonOverlappingAndDense(const Shape& shape, const Strides& strides) {
   const size_t ndim = shape.size();
   if (ndim == 1) return shape[0] < 2 || strides[0] == 1;

@@ -34,6 +34,11 @@ Strides ElementwiseStrides(const Shape& shape, absl::Span<const StridedOperand> 
 // the order x's strides sort to, zero strides keeping their place).
 Strides PreserveStrides(const Shape& shape, const Strides& strides);
 
+// Elements from a view's first to its last, inclusive: 1 + sum of (size - 1)
+// * stride (strides >= 0; a broadcast dim adds none). Only for a shape with
+// elements.
+int64_t ElementSpan(const Shape& shape, const Strides& strides);
+
 // PyTorch's is_non_overlapping_and_dense: the elements fill a block of numel
 // slots exactly, in some order of the dims.
 bool IsNonOverlappingAndDense(const Shape& shape, const Strides& strides);
