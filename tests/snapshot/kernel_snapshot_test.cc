@@ -135,7 +135,7 @@ void ForEachCase(const std::function<void(const std::string&, const Outputs&)>& 
                                                      DTypeName(c.dtype), c.epilogue_fusion ? "" : "_no_epilogue",
                                                      c.gpt2 ? absl::StrCat("_", c.label) : ""));
       if (c.gpt2) {
-        // GPT-2 small's rows are left out: 209 kernels each (~3 MB of text
+        // GPT-2 small's rows are left out: 88 kernels each (megabytes of text
         // for the four) of the kernels the tiny rows have per layer, and
         // its 124M parameters take seconds to draw.
         if (quick) {

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One device call for issue 24's two open goal rows:
+# 1. the attention rows of an older build (build-device/dist-old.tar.xz,
+#    when carried) and of this one, alternating, so a kernel change is
+#    measured before and after in one run;
+# 2. the causal head dim 64 A/B (two consumer warpgroups, 128-row blocks,
+#    persistent or not; three consumers persistent) against the rule;
+# 3. Nsight Compute on the causal kernel against the unmasked one and
+#    cuDNN's (ncu_flash_causal.sh), then on GPT-2's bf16 LayerNorm kernels
+#    (ncu_gpt2_norms.sh), in the time left.
+# From the repository root, carrying ["build-device/dist.tar.xz",
+# "build-device/dist-old.tar.xz"]:
+#   bash bench/experiments/causal_evidence_call.sh
+# $OUT: attention-before-after.log, causal-ab.log, ncu-flash.txt, ncu-norms.txt.
+set -uo pipefail
+source bench/experiments/unpack_dist.sh /tmp/fbc-evidence
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
+rows='^attention'
+if [[ -f build-device/dist-old.tar.xz ]]; then
+  rm -rf /tmp/old && mkdir -p /tmp/old && tar -C /tmp/old -xJf build-device/dist-old.tar.xz
+  {
+    for round in 1 2; do
+      echo "== round $round: old build"
+      LD_LIBRARY_PATH=/tmp/old/dist/lib FUSEBOX_CACHE_DIR=/tmp/fbc-old timeout 100 \
+        /tmp/old/dist/bin/fusebox_bench --filter attention 2>&1 | grep -E "$rows"
+      echo "== round $round: this build"
+      timeout 100 build-device/dist/bin/fusebox_bench --filter attention 2>&1 | grep -E "$rows"
+    done
+  } 2>&1 | tee "$OUT/attention-before-after.log"
+fi
+{
+  for setting in FUSEBOX_TUNE_FLASH_CONSUMERS=2 "FUSEBOX_TUNE_FLASH_CONSUMERS=2 FUSEBOX_TUNE_FLASH_PERSISTENT=1" \
+    FUSEBOX_TUNE_FLASH_PERSISTENT=2 ""; do
+    echo "== ${setting:-the rule}"
+    # shellcheck disable=SC2086  # word splitting of the settings is wanted
+    timeout 60 env $setting build-device/dist/bin/fusebox_bench --filter attention_causal 2>&1 | grep -E "$rows"
+  done
+} 2>&1 | tee "$OUT/causal-ab.log"
+echo "== ${SECONDS} s in: ncu of the flash kernels"
+((SECONDS < 330)) && bash bench/experiments/ncu_flash_causal.sh >/dev/null 2>&1
+grep -E '^===|gpu__time|gmma|barrier|long_score|inst_executed.sum' "$OUT/ncu-flash.txt" 2>/dev/null | head -60
+echo "== ${SECONDS} s in: ncu of GPT-2's LayerNorm kernels"
+((SECONDS < 380)) && timeout $((560 - SECONDS)) bash bench/experiments/ncu_gpt2_norms.sh >/dev/null 2>&1
+grep -E '^===|gpu__time|dram__throughput' "$OUT/ncu-norms.txt" 2>/dev/null | head -40
+echo "== done at ${SECONDS} s"
