@@ -5,13 +5,16 @@
 #    measured before and after in one run;
 # 2. the causal head dim 64 A/B (two consumer warpgroups, 128-row blocks,
 #    persistent or not; three consumers persistent) against the rule;
-# 3. Nsight Compute on the causal kernel against the unmasked one and
+# 3. bench/experiments/gpt2_layer_norm.cu's row layouts for GPT-2's bf16
+#    LayerNorm, when its binary is carried (build-device/experiments/);
+# 4. Nsight Compute on the causal kernel against the unmasked one and
 #    cuDNN's (ncu_flash_causal.sh), then on GPT-2's bf16 LayerNorm kernels
 #    (ncu_gpt2_norms.sh), in the time left.
 # From the repository root, carrying ["build-device/dist.tar.xz",
-# "build-device/dist-old.tar.xz"]:
+# "build-device/dist-old.tar.xz", "build-device/experiments"]:
 #   bash bench/experiments/causal_evidence_call.sh
-# $OUT: attention-before-after.log, causal-ab.log, ncu-flash.txt, ncu-norms.txt.
+# $OUT: attention-before-after.log, causal-ab.log, gpt2-layer-norm.log,
+# ncu-flash.txt, ncu-norms.txt.
 set -uo pipefail
 source bench/experiments/unpack_dist.sh /tmp/fbc-evidence
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
@@ -36,6 +39,9 @@ fi
     timeout 60 env $setting build-device/dist/bin/fusebox_bench --filter attention_causal 2>&1 | grep -E "$rows"
   done
 } 2>&1 | tee "$OUT/causal-ab.log"
+if [[ -x build-device/experiments/gpt2_layer_norm ]]; then
+  timeout 60 build-device/experiments/gpt2_layer_norm 2>&1 | tee "$OUT/gpt2-layer-norm.log"
+fi
 echo "== ${SECONDS} s in: ncu of the flash kernels"
 ((SECONDS < 330)) && bash bench/experiments/ncu_flash_causal.sh >/dev/null 2>&1
 grep -E '^===|gpu__time|gmma|barrier|long_score|inst_executed.sum' "$OUT/ncu-flash.txt" 2>/dev/null | head -60
