@@ -91,7 +91,8 @@ int Usage(const char* argv0) {
                "  --full    the issue's sizes (the default on a GPU)\n"
                "  --filter  run only the cases whose name contains one of the words; names:\n"
                "            manual_gelu add_mul_tanh manual_softmax manual_layer_norm manual_rms_norm\n"
-               "            row_sum col_sum tiny_gelu gelu_sweep gemm_bias_gelu mlp gpt2_forward compile_latency\n"
+               "            row_sum col_sum tiny_gelu gelu_sweep gemm_bias_gelu mlp gpt2_forward compile_latency;\n"
+               "            labelled rows also by label and dtype (\"gpt2_forward SDPA bfloat16\")\n"
                "  --profile also print each case's kernels' device times (fusebox::Profiler) and the\n"
                "            host time of one compiled call\n"
                "  --sweep   instead of the suite, the grid of odd shapes per class of work (bench/sweep.h);\n"
@@ -165,7 +166,7 @@ int Main(int argc, char** argv) {
   if (options.sweep) return RunSweep(&report, options.filter, seed, options.json_path);
   std::vector<Case> cases;
   for (const Case& c : SuiteCases(report.quick)) {
-    if (Matches(options.filter, c.name)) cases.push_back(c);
+    if (Matches(options.filter, FilterKey(c))) cases.push_back(c);
   }
   const bool latency = Matches(options.filter, kCompileLatency);
   if (cases.empty() && !latency) {

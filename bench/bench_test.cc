@@ -62,6 +62,23 @@ TEST(SuiteCases, QuickAndFullRunTheSameCases) {
   }
 }
 
+// One of gpt2_forward's four rows runs alone when the filter names its label
+// and dtype; the name alone still runs all four, and every key starts with
+// the case's name (a filter of names matches what it did).
+TEST(SuiteCases, AFilterPicksOneGpt2RowByLabelAndDtype) {
+  for (bool quick : {true, false}) {
+    std::vector<std::string> picked;
+    int gpt2_rows = 0;
+    for (const Case& c : SuiteCases(quick)) {
+      gpt2_rows += Matches("gpt2_forward", FilterKey(c));
+      if (Matches("gpt2_forward SDPA bfloat16", FilterKey(c))) picked.push_back(FilterKey(c));
+      EXPECT_TRUE(FilterKey(c).starts_with(c.name)) << FilterKey(c);
+    }
+    EXPECT_EQ(gpt2_rows, 4) << (quick ? "quick" : "full");
+    EXPECT_EQ(picked, std::vector<std::string>{"gpt2_forward SDPA bfloat16"}) << (quick ? "quick" : "full");
+  }
+}
+
 TEST(SuiteCases, FullSweepIsEveryPowerOfTwoUpTo2To28) {
   int sweep = 0;
   for (const Case& c : SuiteCases(/*quick=*/false)) {

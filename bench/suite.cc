@@ -366,6 +366,10 @@ bool Matches(const std::string& filter, const std::string& name) {
   return false;
 }
 
+std::string FilterKey(const Case& c) {
+  return c.label.empty() ? c.name : absl::StrCat(c.name, " ", c.label, " ", DTypeName(c.dtype));
+}
+
 Result RunCase(const Case& c, Device device, const TimingPlan& plan, double cache_bytes, uint64_t seed) {
   Result r;
   r.name = c.name;

@@ -45,6 +45,10 @@ std::vector<Case> SuiteCases(bool quick);
 // or of its ';'-separated ones where it holds a ';' (sweep rows, whose
 // shapes hold commas); an empty filter matches every name.
 bool Matches(const std::string& filter, const std::string& name);
+// What --filter matches for a suite case: its name, then its label and dtype
+// where it has a label ("gpt2_forward SDPA bfloat16", "manual_softmax long
+// rows float32"), so one of a name's rows can be run alone.
+std::string FilterKey(const Case& c);
 
 // Graphs the runtime ran during `fn`: in eager mode one per op, each one kernel.
 int64_t GraphsRun(const std::function<void()>& fn);
