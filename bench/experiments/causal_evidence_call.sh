@@ -56,8 +56,10 @@ settings=(FUSEBOX_TUNE_FLASH_CONSUMERS=2 "FUSEBOX_TUNE_FLASH_CONSUMERS=2 FUSEBOX
 {
   for setting in "${settings[@]}"; do
     echo "== ${setting:-the rule}"
+    # Line-buffered: a run the timeout ends still shows the rows it printed
+    # (on 2026-12-07 the two-consumer arm printed nothing within 60 s).
     # shellcheck disable=SC2086  # word splitting of the settings is wanted
-    timeout 60 env $setting build-device/dist/bin/fusebox_bench --filter attention_causal 2>&1 | grep -E "$rows"
+    timeout 90 env $setting stdbuf -oL build-device/dist/bin/fusebox_bench --filter attention_causal 2>&1 | grep -E "$rows"
   done
 } 2>&1 | tee -a "$log_ab"
 if [[ -x build-device/experiments/gpt2_layer_norm ]]; then
