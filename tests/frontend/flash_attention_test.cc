@@ -354,8 +354,10 @@ TEST_P(FlashAttentionTest, WarpSpecializedKernelMatchesFloat64) {
 // warp-specialized kernel (Knob::kFlashPersistent: a block per SM taking
 // items from a counter) and row tiles ending at the last row
 // (Knob::kFlashAlignEnd: a first tile reaching before row 0, its rows
-// zero-filled, fully masked and not stored) change which block computes
-// what when, not what it computes (a fully masked tile adds exact zeros):
+// zero-filled, fully masked and not stored) and two consumer warpgroups
+// where the rule takes three (Knob::kFlashConsumers: 128-row blocks) change
+// which block computes what when, not what it computes (a fully masked
+// tile adds exact zeros):
 // each gives the default's output bit for bit, causal or not,
 // over more items than SMs, rows past the end of a 192-row block, L < S
 // and L > S; every setting runs twice (the persistent launch's last block
@@ -391,19 +393,24 @@ TEST_P(FlashAttentionTest, BlockOrdersAndThePersistentKernelGiveTheDefaultsOutpu
                                                   causal ? +kCausal : +kAll, kNoBias),
                                      "default"));
       }
-      // {causal order, persistent knob, row tiles from row 0 (1) or ending at the last row (2)}
-      for (auto [order, persistent, align_end] : {std::tuple{1, 1, 1}, std::tuple{2, 1, 2}, std::tuple{1, 2, 1},
-                                                  std::tuple{2, 2, 2}, std::tuple{1, 1, 2}, std::tuple{2, 2, 1}}) {
+      // {causal order, persistent knob, row tiles from row 0 (1) or ending at
+      // the last row (2), consumer warpgroups (0: the rule; 2: 128-row
+      // blocks at head dim 64 too, persistent by the rule or not)}
+      for (auto [order, persistent, align_end, consumers] :
+           {std::tuple{1, 1, 1, 0}, std::tuple{2, 1, 2, 0}, std::tuple{1, 2, 1, 0}, std::tuple{2, 2, 2, 0},
+            std::tuple{1, 1, 2, 0}, std::tuple{2, 2, 1, 0}, std::tuple{1, 0, 0, 2}, std::tuple{1, 1, 0, 2}}) {
         backend::ScopedTuning tuning({{Knob::kFlashCausalOrder, order},
                                       {Knob::kFlashPersistent, persistent},
-                                      {Knob::kFlashAlignEnd, align_end}});
+                                      {Knob::kFlashAlignEnd, align_end},
+                                      {Knob::kFlashConsumers, consumers}});
         for (int call = 0; call < 2; ++call) {
           const std::vector<double> got = run();
           ASSERT_EQ(got.size(), want.size());
           int64_t differ = 0;
           for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
           EXPECT_EQ(differ, 0) << "order " << order << ", persistent knob " << persistent << ", align end "
-                               << align_end << ", call " << call << ": values unlike the default's";
+                               << align_end << ", consumers " << consumers << ", call " << call
+                               << ": values unlike the default's";
         }
       }
     }
