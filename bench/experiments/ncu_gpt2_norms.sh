@@ -18,11 +18,11 @@ metrics+=,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.rat
 keep='^  [a-zA-Z_].*\(|gpu__|dram__|lts__|launch__|sm__|smsp__'
 # Caches as the forward leaves them (the GEMM before wrote the rows): not flushed.
 ncu() { timeout 200 /usr/local/cuda/bin/ncu --clock-control none --cache-control none --metrics "$metrics" "$@"; }
-# The gpt2_forward rows run f32 first (no `cast` in its kernels' names), then
-# bf16 SDPA: skip its first calls (compile, warm start, checks), take 3.
+# The bf16 SDPA row alone (--filter by label and dtype): skip its first
+# calls' LayerNorms (compile, warm start, checks), take 3.
 echo "=== fusebox GPT-2 bf16 LayerNorm kernels (residual stream -> normalized rows)"
 ncu -k regex:per_fused_add_cast_div_mul_rsqrt_sub_sum --launch-skip 60 --launch-count 3 \
-  build-device/dist/bin/fusebox_bench --filter gpt2_forward 2>&1 | grep -E "$keep"
+  build-device/dist/bin/fusebox_bench --filter "gpt2_forward SDPA bfloat16" 2>&1 | grep -E "$keep"
 driver=$(mktemp --suffix=.py)
 cat >"$driver" <<'PY'
 import torch
