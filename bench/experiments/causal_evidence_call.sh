@@ -11,7 +11,7 @@
 #    cuDNN's (ncu_flash_causal.sh), then on GPT-2's bf16 LayerNorm kernels
 #    (ncu_gpt2_norms.sh), in the time left.
 # FUSEBOX_EVIDENCE_TAIL=bench: where only one call may come, the CUDA
-# attention and GPT-2 tests first (quick_tests_then_bench.sh's), one round
+# attention and GPT-2 tests first (attention_cuda_tests.sh), one round
 # of 1, and instead of 4 device_run.sh's remote-bench of the attention and
 # GPT-2 rows, profiled, beside PyTorch in the time left.
 # From the repository root, carrying ["build-device/dist.tar.xz",
@@ -30,13 +30,7 @@ log_tests=$OUT/quick-tests.log log_ba=$OUT/attention-before-after.log log_ab=$OU
 log_ln=$OUT/gpt2-layer-norm.log
 if [[ $tail_mode == bench ]]; then
   rounds=1 log_tests=$OUT/evidence.log log_ba=$OUT/evidence.log log_ab=$OUT/evidence.log log_ln=$OUT/evidence.log
-  {
-    timeout 120 build-device/dist/bin/frontend_tests \
-      --gtest_filter='*Attention*Cuda*:*Flash*Cuda*:*AMaskTensor*Cuda*:*Numerics*Cuda*:*Sdpa*Cuda*' &
-    timeout 120 build-device/dist/bin/examples_tests --gtest_filter='*Cuda*:Gpt2ManualMask*' &
-    wait
-  } >>"$log_tests" 2>&1
-  grep -E '^\[  (PASSED|FAILED) |^\[  FAILED  \]|Failure' "$log_tests" | head -30
+  bash bench/experiments/attention_cuda_tests.sh "$log_tests"
 fi
 if [[ -f build-device/dist-old.tar.xz ]]; then
   rm -rf /tmp/old && mkdir -p /tmp/old && tar -C /tmp/old -xJf build-device/dist-old.tar.xz

@@ -9,14 +9,7 @@
 set -u
 source bench/experiments/unpack_dist.sh /tmp/fbc-quick
 nvidia-smi --query-gpu=name --format=csv,noheader
-bin=build-device/dist/bin
-{
-  timeout 120 "$bin/frontend_tests" \
-    --gtest_filter='*Attention*Cuda*:*Flash*Cuda*:*AMaskTensor*Cuda*:*Numerics*Cuda*:*Sdpa*Cuda*' &
-  timeout 120 "$bin/examples_tests" --gtest_filter='*Cuda*:Gpt2ManualMask*' &
-  wait
-} >"$OUT/quick-tests.log" 2>&1
-grep -E '^\[  (PASSED|FAILED) |^\[  FAILED  \]|Failure' "$OUT/quick-tests.log" | head -30
+bash bench/experiments/attention_cuda_tests.sh "$OUT/quick-tests.log"
 export FUSEBOX_BENCH_ARGS="${FUSEBOX_BENCH_ARGS:---filter attention,gpt2_forward --profile}"
 # FUSEBOX_CALL_SHORTER_BY: seconds the call's limit is under 600.
 FUSEBOX_DEVICE_SECONDS_USED=$((SECONDS + 20 + ${FUSEBOX_CALL_SHORTER_BY:-0})) bash bench/device_run.sh remote-bench >"$OUT/remote-bench.log" 2>&1
