@@ -237,7 +237,7 @@ class Rewriter {
  public:
   explicit Rewriter(const Graph& g) : g_(g), builder_(g.device()), remap_(g.size(), -1) {}
 
-  // `judged`: attention nodes whose bool mask is causal or keeps every key.
+  // `judged`: attention nodes whose mask (bool or additive) is causal or keeps every key.
   Graph Run(const absl::flat_hash_map<NodeId, Match>& matches, const absl::flat_hash_map<NodeId, MaskKind>& judged) {
     absl::flat_hash_set<NodeId> replaced;
     for (const auto& [result, m] : matches) replaced.insert(m.replaced.begin(), m.replaced.end());
