@@ -17,7 +17,10 @@ constexpr int64_t kMaxSpan = int64_t{1} << 23;
 // none), copied from its memory without running an op.
 std::optional<std::vector<char>> ReadSpan(const Tensor& t) {
   const TensorImpl& impl = t.impl();
-  if (impl.lazy || impl.storage == nullptr || impl.storage->pending() != nullptr) return std::nullopt;
+  // Memory a raw pointer was handed out for may change with no version bump.
+  if (impl.lazy || impl.storage == nullptr || impl.storage->pending() != nullptr || impl.storage->escaped()) {
+    return std::nullopt;
+  }
   for (size_t d = 0; d < impl.shape.size(); ++d) {
     if (impl.shape[d] == 0) return std::vector<char>();
     if (impl.strides[d] < 0) return std::nullopt;

@@ -61,9 +61,9 @@ void SortRows(const Tensor& src, int64_t dim, bool descending, const Tensor& val
   const int64_t outer = size * inner == 0 ? 0 : src.numel() / (size * inner);
   const DType dtype = src.dtype();
   const size_t bytes = DTypeSize(dtype);
-  const char* in = static_cast<const char*>(src.data_ptr());
-  char* out = static_cast<char*>(values.data_ptr());
-  int64_t* out_index = static_cast<int64_t*>(indices.data_ptr());
+  const char* in = static_cast<const char*>(src.const_data_ptr());
+  char* out = static_cast<char*>(UncheckedDataPtr(values));
+  int64_t* out_index = static_cast<int64_t*>(UncheckedDataPtr(indices));
   std::vector<K> keys(size);
   std::vector<int64_t> order(size);
   auto is_nan = [](K k) {
@@ -95,13 +95,13 @@ void SortRows(const Tensor& src, int64_t dim, bool descending, const Tensor& val
 
 Tensor NonzeroIndices(const Tensor& src) {
   const int64_t rank = src.dim();
-  const void* data = src.data_ptr();
+  const void* data = src.const_data_ptr();
   std::vector<int64_t> hits;
   for (int64_t i = 0; i < src.numel(); ++i) {
     if (ReadElement(data, src.dtype(), i) != 0) hits.push_back(i);
   }
   Tensor out = Tensor::empty({static_cast<int64_t>(hits.size()), rank}, DType::kInt64);
-  int64_t* index = static_cast<int64_t*>(out.data_ptr());
+  int64_t* index = static_cast<int64_t*>(UncheckedDataPtr(out));
   for (size_t k = 0; k < hits.size(); ++k) {
     int64_t flat = hits[k];
     for (int64_t d = rank - 1; d >= 0; --d) {

@@ -126,10 +126,10 @@ Tensor NextGeneratorStateTensor(Device device) {
   if (device.is_cuda()) {
     // Queued behind the work before it, with no wait (a synchronous copy
     // would wait for the device at every random op).
-    ThrowIfError(cuda::Driver::Get().CopyHostToDeviceAsync(device.index, reinterpret_cast<CUdeviceptr>(t.data_ptr()),
+    ThrowIfError(cuda::Driver::Get().CopyHostToDeviceAsync(device.index, reinterpret_cast<CUdeviceptr>(UncheckedDataPtr(t)),
                                                             words, sizeof words));
   } else {
-    std::memcpy(t.data_ptr(), words, sizeof words);
+    std::memcpy(UncheckedDataPtr(t), words, sizeof words);
   }
   t.impl().rng_state = true;
   return t;

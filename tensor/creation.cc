@@ -29,7 +29,7 @@ template <typename F>
 Tensor Generate(const char* op, const Shape& shape, Device device, DType dtype, F value) {
   CheckedNumel(shape, op, DTypeSize(dtype));
   Tensor host = Tensor::empty(shape, dtype, Device::cpu());
-  void* data = host.data_ptr();
+  void* data = UncheckedDataPtr(host);  // fresh memory, filled here
   const int64_t n = host.numel();
   for (int64_t i = 0; i < n; ++i) WriteElement(data, dtype, i, value(i));
   return host.to(device);

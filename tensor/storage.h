@@ -35,6 +35,15 @@ class Storage {
   // Called once by every in-place op that wrote this memory.
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Whether a writable pointer to this memory was handed out
+  // (Tensor::data_ptr()): writes through it bump no version, so no plan may
+  // assume these values (fusion::InputValues). The first escape counts as a
+  // write, so plans that assumed them before check again.
+  bool escaped() const { return escaped_.load(std::memory_order_relaxed); }
+  void note_escape() {
+    if (!escaped_.exchange(true, std::memory_order_relaxed)) bump_version();
+  }
+
   // Times a Tensor handle viewing this memory was assigned another tensor
   // (Tensor::operator=): replays that read this memory as a tensor from
   // outside their arguments trace again once it changed (frontend/replay.h).
@@ -55,6 +64,7 @@ class Storage {
   uint64_t id_;
   std::atomic<uint64_t> version_{0};
   std::atomic<uint64_t> rebinds_{0};
+  std::atomic<bool> escaped_{false};
   std::atomic<bool> has_pending_{false};  // a lock-free "nothing pending"
   mutable fusebox::Mutex mu_;
   std::shared_ptr<PendingError> pending_ ABSL_GUARDED_BY(mu_);

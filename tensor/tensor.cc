@@ -20,7 +20,7 @@ template <typename T>
 Tensor FromHost(const std::vector<T>& values, const Shape& shape, DType dtype, Device device) {
   CheckShape(shape, values.size(), "from_vector");
   Tensor host = Tensor::empty(shape, dtype, Device::cpu());
-  for (size_t i = 0; i < values.size(); ++i) WriteElement(host.data_ptr(), dtype, i, static_cast<double>(values[i]));
+  for (size_t i = 0; i < values.size(); ++i) WriteElement(UncheckedDataPtr(host), dtype, i, static_cast<double>(values[i]));
   return host.to(device);
 }
 
@@ -46,7 +46,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape, Device device) {
   CheckShape(shape, values.size(), "from_vector");
   Tensor host = empty(shape, DType::kFloat32, Device::cpu());
-  if (!values.empty()) std::memcpy(host.data_ptr(), values.data(), values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(UncheckedDataPtr(host), values.data(), values.size() * sizeof(float));
   return host.to(device);
 }
 Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
@@ -59,7 +59,7 @@ Tensor Tensor::FromDoubles(const std::vector<double>& values, const Shape& shape
 std::vector<double> Tensor::to_double_vector(std::source_location loc) const {
   Tensor host = HostContiguous(*this, loc, "to_double_vector() called");
   std::vector<double> out(host.numel());
-  for (int64_t i = 0; i < host.numel(); ++i) out[i] = ReadElement(host.data_ptr(), host.dtype(), i);
+  for (int64_t i = 0; i < host.numel(); ++i) out[i] = ReadElement(host.const_data_ptr(), host.dtype(), i);
   return out;
 }
 
@@ -67,9 +67,9 @@ std::vector<float> Tensor::to_vector(std::source_location loc) const {
   Tensor host = HostContiguous(*this, loc, "to_vector() called");
   std::vector<float> out(host.numel());
   if (host.dtype() == DType::kFloat32) {
-    if (!out.empty()) std::memcpy(out.data(), host.data_ptr(), out.size() * sizeof(float));
+    if (!out.empty()) std::memcpy(out.data(), host.const_data_ptr(), out.size() * sizeof(float));
   } else {
-    for (int64_t i = 0; i < host.numel(); ++i) out[i] = static_cast<float>(ReadElement(host.data_ptr(), host.dtype(), i));
+    for (int64_t i = 0; i < host.numel(); ++i) out[i] = static_cast<float>(ReadElement(host.const_data_ptr(), host.dtype(), i));
   }
   return out;
 }
@@ -78,7 +78,7 @@ double Tensor::item(std::source_location loc) const {
   FUSEBOX_ENSURE(numel() == 1, "item(): the tensor has ", numel(), " elements (shape ", ShapeToString(shape()),
                  "); item() needs exactly one");
   Tensor host = HostContiguous(*this, loc, "item() called");
-  return ReadElement(host.data_ptr(), host.dtype(), 0);
+  return ReadElement(host.const_data_ptr(), host.dtype(), 0);
 }
 
 Tensor::operator bool() const {
@@ -88,10 +88,16 @@ Tensor::operator bool() const {
   return item() != 0;
 }
 
-void* Tensor::data_ptr() const {
+const void* Tensor::const_data_ptr() const {
   void* address = UncheckedDataPtr(*this);
   if (impl().storage != nullptr) impl().storage->CheckPending();
   return address;
+}
+
+void* Tensor::data_ptr() const {
+  const void* address = const_data_ptr();
+  if (impl().storage != nullptr) impl().storage->note_escape();
+  return const_cast<void*>(address);
 }
 
 void* UncheckedDataPtr(const Tensor& t) {
@@ -138,11 +144,13 @@ Tensor Tensor::to(Device target) const {
   const size_t bytes = static_cast<size_t>(numel()) * DTypeSize(dtype());
   if (bytes == 0) return dst;
   auto& driver = cuda::Driver::Get();
-  auto ptr = [](const Tensor& t) { return reinterpret_cast<CUdeviceptr>(t.data_ptr()); };
+  // dst is fresh memory this copy fills; src is only read.
+  void* into = UncheckedDataPtr(dst);
+  const void* from = src.const_data_ptr();
   if (device().is_cpu() && target.is_cuda()) {
-    ThrowIfError(driver.CopyHostToDevice(target.index, ptr(dst), src.data_ptr(), bytes));
+    ThrowIfError(driver.CopyHostToDevice(target.index, reinterpret_cast<CUdeviceptr>(into), from, bytes));
   } else if (device().is_cuda() && target.is_cpu()) {
-    ThrowIfError(driver.CopyDeviceToHost(device().index, dst.data_ptr(), ptr(src), bytes));
+    ThrowIfError(driver.CopyDeviceToHost(device().index, into, reinterpret_cast<CUdeviceptr>(from), bytes));
   } else {
     // Between two GPUs: through the host (peer copies are not wired up yet).
     return to(Device::cpu()).to(target);

@@ -107,7 +107,13 @@ class Tensor {
   bool is_lazy() const;
   // Address of the first element (device pointer for CUDA); materializes,
   // and throws a failure the run that wrote it left pending (a bad index).
+  // The memory may be written through it, which fusebox cannot see: the
+  // first call counts as a write (version() bumps) and compiled plans no
+  // longer assume this memory's values (a mask judged causal is read
+  // instead). Reads go through const_data_ptr(), which assumes nothing.
   void* data_ptr() const;
+  void* mutable_data_ptr() const { return data_ptr(); }  // PyTorch's spelling of the same
+  const void* const_data_ptr() const;
   // In-place writes to this tensor's storage so far, shared by all its views
   // (PyTorch's `_version`). Reads no data: 0 while the tensor is lazy.
   uint64_t version() const;

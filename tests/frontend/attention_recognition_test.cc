@@ -7,6 +7,7 @@
 // kernel does not take) still right. CUDA skips without a device.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cuda/driver.h"
 #include "frontend/fusebox.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -338,6 +340,62 @@ TEST_P(AttentionRecognitionTest, AMaskTensorIsJudgedOnItsValues) {
   }
   EXPECT_EQ(f.stats().plan_compiles - plans_before, 0);
   EXPECT_THAT(f.explain(), HasSubstr("a mask) @ v"));
+}
+
+// Memory written through a raw pointer bumps no version: once data_ptr()
+// hands one out, plans no longer assume that mask's values (the first call
+// counts as a write, so the plan that judged it causal checks again), and
+// every later write through the held pointer is seen. const_data_ptr() reads
+// and assumes nothing: a mask read that way is still judged.
+TEST_P(AttentionRecognitionTest, AMaskWrittenThroughItsPointerIsReadNotAssumed) {
+  const int64_t t = 19, e = 64;
+  const Tensor q = Random({2, t, e}, kBF16, 0.3), k = Random({2, t, e}, kBF16, 0.3), v = Random({2, t, e}, kBF16);
+  auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& cv, const Tensor& keep) {
+    return matmul(softmax(masked_fill(matmul(a, b.transpose(-2, -1)) * 0.125, eq(keep, 0.0), -kInf), -1), cv);
+  });
+  auto values_of = [&](auto kept) {
+    std::vector<int64_t> values;
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < t; ++j) values.push_back(kept(0, i, j) ? 1 : 0);
+    }
+    return values;
+  };
+  auto write = [&](void* to, const std::vector<int64_t>& values) {
+    const size_t bytes = values.size() * sizeof(int64_t);
+    if (device().is_cpu()) {
+      std::memcpy(to, values.data(), bytes);
+    } else {
+      ASSERT_TRUE(cuda::Driver::Get()
+                      .CopyHostToDevice(device().index, reinterpret_cast<CUdeviceptr>(to), values.data(), bytes)
+                      .ok());
+    }
+  };
+  auto window = [](int64_t, int64_t i, int64_t j) { return i - 3 <= j && j <= i; };
+  std::vector<double> causal_values;
+  for (int64_t x : values_of(kCausal)) causal_values.push_back(static_cast<double>(x));
+  const Tensor mask = Tensor::from_vector(causal_values, {t, t}, DType::kInt64, device());
+  // Reading through const_data_ptr() and to_vector() keeps it judged.
+  EXPECT_NE(mask.const_data_ptr(), nullptr);
+  EXPECT_EQ(mask.to_vector().size(), static_cast<size_t>(t * t));
+  EXPECT_TRUE(CloseToAttention(f(q, k, v, mask), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "judged"));
+  EXPECT_THAT(f.explain(), HasSubstr("causal as the values of graph input"));
+  const uint64_t version = mask.version();
+  void* held = mask.data_ptr();
+  EXPECT_EQ(mask.version(), version + 1);
+  EXPECT_EQ(mask.data_ptr(), held);
+  EXPECT_EQ(mask.version(), version + 1);  // only the first hand-out counts
+  write(held, values_of(window));
+  EXPECT_TRUE(CloseToAttention(f(q, k, v, mask), AttentionRef(q, k, v, 0.125, window, kNoBias), "window"));
+  write(held, values_of(kCausal));  // through the held pointer, no call between
+  EXPECT_TRUE(CloseToAttention(f(q, k, v, mask), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "causal again"));
+  write(held, values_of(kAll));
+  EXPECT_TRUE(CloseToAttention(f(q, k, v, mask), AttentionRef(q, k, v, 0.125, kAll, kNoBias), "all"));
+  // A view of the escaped memory is not judged either.
+  write(held, values_of(kCausal));
+  const Tensor view = mask.view({t, t});
+  EXPECT_TRUE(CloseToAttention(f(q, k, v, view), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "view"));
+  write(held, values_of(window));
+  EXPECT_TRUE(CloseToAttention(f(q, k, v, view), AttentionRef(q, k, v, 0.125, window, kNoBias), "view, window"));
 }
 
 // scaled_dot_product_attention's own mask is judged the same way, bool or

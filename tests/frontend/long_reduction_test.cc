@@ -39,7 +39,7 @@ class LongReductionTest : public ::testing::TestWithParam<Device> {
   // Fresh uniform [0, 1) values on the host (the reference reads them) and
   // their copy on the device under test.
   static Tensor HostRand(const Shape& shape) { return rand(shape, Device::cpu(), test_util::Rng()()); }
-  static const float* Data(const Tensor& host) { return static_cast<const float*>(host.data_ptr()); }
+  static const float* Data(const Tensor& host) { return static_cast<const float*>(host.const_data_ptr()); }
 
   // fn(x), eagerly and compiled, element k within tol * scale[k] of want[k].
   void ExpectAccurate(const std::string& label, const Fn& fn, const Tensor& x, const std::vector<double>& want,
