@@ -384,7 +384,9 @@ TEST_P(AttentionRecognitionTest, AMaskWrittenThroughItsPointerIsReadNotAssumed) 
   EXPECT_EQ(mask.version(), version + 1);
   EXPECT_EQ(mask.data_ptr(), held);
   EXPECT_EQ(mask.version(), version + 1);  // only the first hand-out counts
-  write(held, values_of(window));
+  EXPECT_TRUE(CloseToAttention(f(q, k, v, mask), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "escaped"));
+  EXPECT_THAT(f.explain(), HasSubstr("a mask) @ v"));
+  write(held, values_of(window));  // no version bump: a plan that judged it would not see this
   EXPECT_TRUE(CloseToAttention(f(q, k, v, mask), AttentionRef(q, k, v, 0.125, window, kNoBias), "window"));
   write(held, values_of(kCausal));  // through the held pointer, no call between
   EXPECT_TRUE(CloseToAttention(f(q, k, v, mask), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "causal again"));
