@@ -376,8 +376,11 @@ TEST(Gpt2ManualMask, TheBufferIsJudgedCausalUntilItIsWritten) {
                            CompileOptions{.replay = replay});
     auto sdpa_forward = loss_of(sdpa);
     const double eager = manual(idx, tgt).loss.item();
+    double noise = 0;  // compiled against eager
     for (int call = 0; call < 3; ++call) {
-      EXPECT_NEAR(forward(idx, tgt).item(), eager, 1e-5 * std::max(1.0, std::fabs(eager))) << "call " << call;
+      const double got = forward(idx, tgt).item();
+      EXPECT_NEAR(got, eager, 1e-5 * std::max(1.0, std::fabs(eager))) << "call " << call;
+      noise = std::max(noise, std::fabs(got - eager));
     }
     EXPECT_THAT(forward.explain(), HasSubstr("causal as the values of graph input"));
     sdpa_forward(idx, tgt);
@@ -385,11 +388,16 @@ TEST(Gpt2ManualMask, TheBufferIsJudgedCausalUntilItIsWritten) {
 
     // Every key of layer 0 kept: no longer causal (the unmasked kernel), and
     // the loss changes.
+    // How much the loss moves depends on the random weights (3e-5 of 4 in
+    // one draw): the compiled loss must follow eager's closer than half the
+    // change (a plan still causal is off by all of it), and the change must
+    // stand well out of the compiled-against-eager noise.
     manual.h[0].attn.mask.fill_(1.0);
-    const double changed = manual(idx, tgt).loss.item();
-    EXPECT_GT(std::fabs(changed - eager), 1e-4);
+    const double changed = manual(idx, tgt).loss.item(), change = std::fabs(changed - eager);
+    EXPECT_GT(change, 10 * noise + 1e-9);
     for (int call = 0; call < 2; ++call) {
-      EXPECT_NEAR(forward(idx, tgt).item(), changed, 1e-5 * std::max(1.0, std::fabs(changed))) << "call " << call;
+      EXPECT_NEAR(forward(idx, tgt).item(), changed, std::min(change / 2, 1e-5 * std::max(1.0, std::fabs(changed))))
+          << "call " << call;
     }
     EXPECT_THAT(forward.explain(), HasSubstr("a mask keeping every key) @ v"));
     // Back to the triangle, written again: judged again, causal.
