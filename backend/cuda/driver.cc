@@ -52,6 +52,7 @@ struct Driver::Api : ErrorText {
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
   decltype(&::cuLaunchKernelEx) launch_kernel_ex = nullptr;  // CUDA 12.0+; optional (LaunchDims::programmatic)
   decltype(&::cuFuncSetAttribute) func_set_attribute = nullptr;
+  decltype(&::cuFuncGetAttribute) func_get_attribute = nullptr;
   decltype(&::cuTensorMapEncodeTiled) tensor_map_encode_tiled = nullptr;  // CUDA 12.0+; optional (TMA)
   // CUDA graphs (optional, all or none: Driver::graphs_available).
   decltype(&::cuGraphCreate) graph_create = nullptr;
@@ -189,6 +190,7 @@ Driver::Driver() {
             Resolve(library, api->module_get_function, {"cuModuleGetFunction"}, &missing) &&
             Resolve(library, api->launch_kernel, {"cuLaunchKernel"}, &missing) &&
             Resolve(library, api->func_set_attribute, {"cuFuncSetAttribute"}, &missing) &&
+            Resolve(library, api->func_get_attribute, {"cuFuncGetAttribute"}, &missing) &&
             Resolve(library, api->event_create, {"cuEventCreate"}, &missing) &&
             Resolve(library, api->event_record, {"cuEventRecord"}, &missing) &&
             Resolve(library, api->event_synchronize, {"cuEventSynchronize"}, &missing) &&
@@ -425,6 +427,15 @@ absl::Status Driver::SetMaxDynamicSharedBytes(CUfunction function, int bytes) {
     return CallError(api_, r, absl::StrCat("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, ", bytes, ")"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> Driver::FunctionAttribute(CUfunction function, CUfunction_attribute attribute) {
+  if (absl::Status s = CheckAvailable(*this); !s.ok()) return s;
+  int value = 0;
+  if (CUresult r = api_->func_get_attribute(&value, attribute, function); r != CUDA_SUCCESS) {
+    return CallError(api_, r, absl::StrCat("cuFuncGetAttribute(", static_cast<int>(attribute), ")"));
+  }
+  return value;
 }
 
 absl::StatusOr<CUtensorMap> Driver::EncodeTiledTensorMap(CUtensorMapDataType type, int rank, const void* address,

@@ -74,6 +74,9 @@ class Driver {
   // Lets launches of `function` ask for `bytes` of dynamic shared memory
   // (over the default 48 KB; up to the device's opt-in limit).
   absl::Status SetMaxDynamicSharedBytes(CUfunction function, int bytes);
+  // Any cuFuncGetAttribute value (CU_FUNC_ATTRIBUTE_NUM_REGS: the registers
+  // a thread holds at launch).
+  absl::StatusOr<int> FunctionAttribute(CUfunction function, CUfunction_attribute attribute);
   // A TMA descriptor (sm_90 on) of a `rank`-dim tensor at `address`: dims
   // innermost first, byte strides of dims 1.., the box each copy moves; no
   // interleave, out-of-bounds elements read as zeros. Unimplemented where the

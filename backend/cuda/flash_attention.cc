@@ -175,10 +175,15 @@ int FlashConfig::stages() const {
   return int64_t{2} * head_dim * (block_m() + 6 * block_n) + 1024 <= 227 * 1024 ? 3 : 2;
 }
 
+int FlashConfig::launch_registers() const { return std::min(255, 65536 / threads()) / 8 * 8; }
+
 int FlashConfig::consumer_registers() const {
-  // The register file (64K) less the producer warpgroup's, in steps of 8
-  // (setmaxnreg's), at most 240.
-  return std::min(240, (65536 - 128 * producer_registers()) / (128 * consumers()) / 8 * 8);
+  // What the block holds at launch less the producer warpgroup's, in steps
+  // of 8 (setmaxnreg's), at most 240. setmaxnreg.inc takes registers only
+  // from the block's own pool (what its warps hold at launch and gave back):
+  // asking for more waits forever (two consumers at head dim 64 with the
+  // persistent producer's 32 once asked 240, 1024 registers past the pool).
+  return std::min(240, (launch_registers() * threads() - 128 * producer_registers()) / (128 * consumers()) / 8 * 8);
 }
 
 int64_t FlashConfig::SharedBytes() const {
@@ -321,6 +326,20 @@ absl::StatusOr<const FlashKernel*> GetFlashKernel(const FlashConfig& config, int
     absl::StatusOr<CUfunction> fn = driver.GetFunction(*module, name);
     if (!fn.ok()) return fn.status();
     if (absl::Status s = driver.SetMaxDynamicSharedBytes(*fn, static_cast<int>(config.SharedBytes())); !s.ok()) return s;
+    if (config.warp_specialized) {
+      // The warpgroups' setmaxnreg must fit what the block holds at launch
+      // (consumer_registers()), or the consumers wait forever: an error
+      // rather than a hang, should ptxas give the kernel fewer registers.
+      absl::StatusOr<int> registers = driver.FunctionAttribute(*fn, CU_FUNC_ATTRIBUTE_NUM_REGS);
+      if (!registers.ok()) return registers.status();
+      const int64_t pool = int64_t{*registers} * config.threads(),
+                    asked = 128 * (config.producer_registers() + int64_t{config.consumers()} * config.consumer_registers());
+      if (asked > pool) {
+        return absl::InternalError(absl::StrCat("flash-attention kernel ", name, ": its warpgroups ask for ", asked,
+                                                " registers (setmaxnreg) but the block holds ", pool, " (",
+                                                *registers, " a thread at launch)"));
+      }
+    }
     kernel->function = *fn;
   }
   fusebox::MutexLock lock(&mu);

@@ -69,8 +69,12 @@ struct FlashConfig {
   // The producer thread's registers: 24; the persistent kernel's item loop
   // spills there, so 32 at head dim 64 and 40 at 128 (two TMA boxes a tile),
   // the least ptxas takes without spills (the consumers keep 160 at three
-  // warpgroups, 232 at two).
+  // warpgroups, 232 at two, 240 with the 24-register producer).
   int producer_registers() const { return !persistent ? 24 : head_dim == 64 ? 32 : 40; }
+  // A thread's registers at launch: what __launch_bounds__(threads(), 1)
+  // leaves (168 at 384 threads, 128 at 512; ptxas gives the warp-specialized
+  // kernels all of it).
+  int launch_registers() const;
   int consumer_registers() const;  // each consumer thread's, after the producer's
   int64_t SharedBytes() const;  // Q, then the stages of K and V (wgmma: and 1024 bytes to align)
   // "fb_flash_attention_e64_bf16_causal_n64_w8" (a scale <= 0: "..._sneg"; causal order 2: "_o2"; persistent: "_p";

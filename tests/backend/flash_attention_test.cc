@@ -50,6 +50,11 @@ void ExpectCompilesWithoutSpills(const FlashConfig& c) {
       EXPECT_THAT(out->ptx, HasSubstr("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"));
       EXPECT_THAT(out->ptx, HasSubstr("mbarrier.try_wait.parity.shared::cta.b64"));
       EXPECT_THAT(out->ptx, HasSubstr(absl::StrCat("setmaxnreg.inc.sync.aligned.u32 ", c.consumer_registers())));
+      // setmaxnreg takes from the block's own registers: what ptxas gives a
+      // thread at launch (all launch_registers()) must hold every warpgroup's ask.
+      EXPECT_EQ(summary.registers, c.launch_registers()) << summary.ToString();
+      EXPECT_LE(128 * (c.producer_registers() + c.consumers() * c.consumer_registers()),
+                summary.registers * c.threads());
       EXPECT_THAT(out->ptx, HasSubstr("bar.arrive"));
       return;
     }
@@ -169,6 +174,43 @@ TEST(FlashAttentionTest, ThreeConsumersCompileWithoutSpills) {
   EXPECT_EQ(e64.block_m(), 128);
   // Bool masks stay on the cp.async kernel under either value.
   EXPECT_FALSE(cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kBool, 90, two).warp_specialized);
+}
+
+// Every warp-specialized config a knob reaches gives its consumers no more
+// registers than the block holds at launch less the producer's: setmaxnreg
+// .inc takes from that pool only, and two consumers at head dim 64 under the
+// persistent producer once asked 1024 past it and waited forever (the
+// BlockOrders test hung on the H100). That config compiles as the rule's do.
+TEST(FlashAttentionTest, EveryWarpgroupSplitFitsTheBlocksRegisters) {
+  using backend::Knob;
+  int seen = 0;
+  for (int consumers : {0, 2, 3}) {
+    for (int persistent : {0, 1, 2}) {
+      for (int e : {64, 128}) {
+        for (AttentionMask m : {AttentionMask::kNone, AttentionMask::kCausal}) {
+          backend::TuningSnapshot t;
+          t.Set(Knob::kFlashConsumers, consumers).Set(Knob::kFlashPersistent, persistent);
+          const FlashConfig c = cuda::ChooseFlashConfig(e, DType::kBFloat16, m, 90, t);
+          SCOPED_TRACE(c.KernelName());
+          ASSERT_TRUE(c.warp_specialized);
+          ++seen;
+          EXPECT_EQ(c.launch_registers(), c.consumers() == 2 ? 168 : 128);
+          EXPECT_LE(128 * (c.producer_registers() + c.consumers() * c.consumer_registers()),
+                    c.launch_registers() * c.threads());
+          EXPECT_EQ(c.consumer_registers() % 8, 0);
+          EXPECT_GE(c.consumer_registers(), 152);  // three under the 40-register producer (head dim 128)
+        }
+      }
+    }
+  }
+  EXPECT_EQ(seen, 36);
+  backend::TuningSnapshot two;
+  two.Set(Knob::kFlashConsumers, 2);
+  const FlashConfig c = cuda::ChooseFlashConfig(64, DType::kBFloat16, AttentionMask::kCausal, 90, two);
+  EXPECT_TRUE(c.persistent);  // the rule: persistent where two consumers multiply
+  EXPECT_EQ(c.producer_registers(), 32);
+  EXPECT_EQ(c.consumer_registers(), 232);
+  ExpectCompilesWithoutSpills(c);
 }
 
 TEST(FlashAttentionTest, TheKnobsOtherTilesCompileToo) {
