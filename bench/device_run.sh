@@ -203,24 +203,42 @@ run_checks() {
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   run_tests || status=1
   (
-    # GPU tests only: each binary's CUDA suites, memcheck then racecheck (shared memory).
+    # GPU tests only: each binary's CUDA suites, memcheck then racecheck
+    # (shared memory). Each tool takes half the time left, its binaries in
+    # parallel (frontend_tests in shards, as the tests run), so one slow
+    # binary no longer leaves the others unchecked.
     local filter='*Cuda*:*Gpu*:*GPU*:*cuda*:*OnTheGpu*'
     local end=540  # seconds into the call, as budget
+    local logs=/tmp/fusebox-sanitizer-logs
+    rm -rf "$logs" && mkdir -p "$logs"
     for tool in memcheck racecheck; do
+      local share=1
+      [[ $tool == memcheck ]] && share=2
+      local left=$(((end - SECONDS) / share))
+      ((left > 5)) || { echo "==== $tool: no time left"; continue; }
+      local jobs=() t name shards i
       for t in "$dist"/bin/*_tests; do
         [[ $(basename "$t") == fuzz_tests ]] && continue
-        echo "==== $tool $(basename "$t")"
-        # The caching allocator keeps its blocks to the end (no leak check);
-        # the driver errors tests provoke on purpose (an out-of-memory
-        # allocation, a missing symbol) are not memory errors.
-        local extra=(--report-api-errors no)
-        local left=$((end - SECONDS))
-        ((left > 5)) || { echo "(no time left)"; continue; }
-        timeout "$left" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 9 \
-          "$t" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tail -25
-        local rc=${PIPESTATUS[0]}
-        # 255 with no API call: a binary whose GPU tests all skip.
-        echo "exit $rc"
+        shards=1
+        [[ $(basename "$t") == frontend_tests ]] && shards=3
+        for ((i = 0; i < shards; ++i)); do
+          name="$tool.$(basename "$t").$i"
+          # The caching allocator keeps its blocks to the end (no leak check);
+          # the driver errors tests provoke on purpose (an out-of-memory
+          # allocation, a missing symbol) are not memory errors.
+          (
+            GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "$left" "$sanitizer" --tool "$tool" \
+              --report-api-errors no --error-exitcode 9 "$t" --gtest_filter="$filter" --gtest_brief=1 >"$logs/$name.log" 2>&1
+            echo "exit $?" >>"$logs/$name.log"
+          ) &
+          jobs+=("$name")
+        done
+      done
+      wait
+      for name in "${jobs[@]}"; do
+        echo "==== $name"
+        # 255 with no API call: a binary whose GPU tests all skip; 124: out of time.
+        tail -25 "$logs/$name.log"
       done
     done
   ) >"$OUT/sanitizer.log" 2>&1 &
@@ -235,8 +253,11 @@ run_checks() {
   done
   wait "$san_pid" || true
   echo "== compute-sanitizer (exit codes; 9: errors found)"
-  grep -E '^(====|exit|========= ERROR SUMMARY)' "$OUT/sanitizer.log" | paste - - - | head -40
-  grep -B3 '^exit [1-9]' "$OUT/sanitizer.log" | grep -q 'ERROR SUMMARY: [1-9]\|Target application returned an error' && status=1
+  # A line a job: tool.binary.shard, its error summary, its exit.
+  awk '/^==== / {if (n) print n " | " e " | " x; n = $2; e = "-"; x = "-"}
+       /ERROR SUMMARY/ {e = $0; sub(/^=+ /, "", e)} /^exit / {x = $0}
+       END {if (n) print n " | " e " | " x}' "$OUT/sanitizer.log" | head -40
+  grep -qE 'ERROR SUMMARY: [1-9]|^exit 9$' "$OUT/sanitizer.log" && status=1
   return $status
 }
 
