@@ -149,11 +149,16 @@ run_tests() {
   rm -rf "$logs"
   mkdir -p "$logs"
   declare -A pids
+  declare -A binary shard_count
   for t in "$dist"/bin/*_tests; do
-    for ((i = 0; i < shards; ++i)); do
+    # frontend_tests holds half the tests: more, shorter shards.
+    local n=$shards
+    [[ $(basename "$t") == frontend_tests ]] && n=$((2 * shards))
+    for ((i = 0; i < n; ++i)); do
       name="$(basename "$t").$i"
-      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${FUSEBOX_SHARD_SECONDS:-420}" "$t" >"$logs/$name.log" 2>&1 &
+      GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout "${FUSEBOX_SHARD_SECONDS:-420}" "$t" >"$logs/$name.log" 2>&1 &
       pids[$name]=$!
+      binary[$name]=$t shard_count[$name]=$n
     done
   done
   : >"$OUT/tests.log"
@@ -163,6 +168,15 @@ run_tests() {
     wait "${pids[$name]}" || rc=$?
     { echo "==== $name (exit $rc)"; cat "$logs/$name.log"; } >>"$OUT/tests.log"
     summary+="$(printf '%-18s exit %-3s %s' "$name" "$rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/$name.log" | tr '\n' ' ')")"$'\n'
+    if ((rc == 124)); then
+      # Out of time: the test it was in, and how many of the shard's never started.
+      local listed started
+      # (--gtest_list_tests lists every shard's: gtest gives shard k the tests k, k + n, ...)
+      listed=$("${binary[$name]}" --gtest_list_tests | awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}' |
+        awk -v n="${shard_count[$name]}" -v k="${name##*.}" '(NR - 1) % n == k' || true)
+      started=$(grep -oE '^\[ RUN      \] [^ ]+' "$logs/$name.log" | awk '{print $4}' || true)
+      summary+="  out of time in $(echo "$started" | tail -1); not started: $(comm -23 <(sort <<<"$listed") <(sort <<<"$started") | wc -l) of $(wc -l <<<"$listed")"$'\n'
+    fi
     ((rc == 0)) || status=1
   done
   # gtest's closing lists: one line per failed or skipped test, without a time.
