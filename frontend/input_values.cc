@@ -94,6 +94,12 @@ fusion::ValueGuard TensorInputValues::Guard(int32_t index) {
           .offset = impl.offset};
 }
 
+bool TensorInputValues::Escaped(int32_t index) {
+  if (index < 0 || static_cast<size_t>(index) >= inputs_.size() || !inputs_[index].defined()) return false;
+  const TensorImpl& impl = inputs_[index].impl();
+  return impl.storage != nullptr && impl.storage->escaped();
+}
+
 bool ValueGuardHolds(const fusion::ValueGuard& guard, const Tensor& t) {
   if (!t.defined()) return false;
   const TensorImpl& impl = t.impl();

@@ -22,6 +22,7 @@ class TensorInputValues final : public fusion::InputValues {
   void Gather(int32_t index, const std::vector<int64_t>& at, std::vector<double>* out) override;
   int64_t ContentId(int32_t index) override;
   fusion::ValueGuard Guard(int32_t index) override;
+  bool Escaped(int32_t index) override;
 
  private:
   // The bytes from an input's first element to its last, copied to the host

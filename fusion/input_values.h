@@ -77,6 +77,9 @@ class InputValues {
   virtual int64_t ContentId(int32_t index) = 0;
   // What a plan that assumed input `index`'s values guards on.
   virtual ValueGuard Guard(int32_t index) = 0;
+  // Whether input `index`'s memory had a writable pointer handed out
+  // (Tensor::data_ptr()): never Readable, which explain() says.
+  virtual bool Escaped(int32_t index) { return false; }
 };
 
 }  // namespace fusebox::fusion

@@ -231,6 +231,27 @@ std::string Describe(const Match& m) {
                       absl::StrJoin(m.batch, ", "), m.batch.empty() ? "" : ", ", m.l, ", ", m.s, "] E ", m.e);
 }
 
+// " (graph input(s) 3 ...)" where the mask reads inputs whose values are
+// never assumed, their memory's pointer handed out (InputValues::Escaped).
+std::string EscapedNote(const Graph& g, NodeId mask, InputValues* values) {
+  if (values == nullptr || mask < 0) return "";
+  std::vector<int32_t> escaped;
+  std::vector<NodeId> stack = {mask};
+  absl::flat_hash_set<NodeId> seen;
+  while (!stack.empty()) {
+    const NodeId id = stack.back();
+    stack.pop_back();
+    if (!seen.insert(id).second) continue;
+    const Node& n = g.node(id);
+    if (n.op == Op::kInput && values->Escaped(n.input_index)) escaped.push_back(n.input_index);
+    stack.insert(stack.end(), n.inputs.begin(), n.inputs.end());
+  }
+  if (escaped.empty()) return "";
+  std::sort(escaped.begin(), escaped.end());
+  return absl::StrCat(" (the mask's values are not assumed: graph input(s) ", absl::StrJoin(escaped, ", "),
+                      " had a writable pointer handed out by data_ptr(), which writes unseen)");
+}
+
 // Builds the rewritten graph: each match's result becomes the attention node
 // (viewed back to the GEMM's [batch, L, Ev] where batch dims were folded).
 class Rewriter {
@@ -375,7 +396,12 @@ GraphRewrite RecognizeAttention(const Graph& g, InputValues* values) {
     if (n.op == Op::kAttention && n.inputs.size() == 4 && n.dim == 0) {
       std::vector<int32_t> read;
       const MaskKind kind = JudgeMask(g, n.inputs[3], /*keeps=*/true, &memo, values, &read);
-      if (kind == MaskKind::kOther) continue;
+      if (kind == MaskKind::kOther) {
+        if (std::string escaped = EscapedNote(g, n.inputs[3], values); !escaped.empty()) {
+          out.notes.push_back(absl::StrCat("attention %", id, "'s mask is read by the kernel", escaped));
+        }
+        continue;
+      }
       judged.emplace(id, kind);
       out.notes.push_back(absl::StrCat("attention %", id, "'s ",
                                        g.node(n.inputs[3]).dtype == DType::kBool ? "bool" : "additive", " mask ",
@@ -392,7 +418,9 @@ GraphRewrite RecognizeAttention(const Graph& g, InputValues* values) {
       m.reset();
     }
     if (m) {
-      const std::string note = assumed(m->causal ? MaskKind::kCausal : MaskKind::kAll, m->value_inputs);
+      const std::string note = m->causal || m->keeps_all
+                                   ? assumed(m->causal ? MaskKind::kCausal : MaskKind::kAll, m->value_inputs)
+                                   : EscapedNote(g, m->mask, values);
       out.notes.push_back(absl::StrCat("hand-written attention ", Describe(*m),
                                        " recognized: runs as scaled_dot_product_attention's fused kernel", note));
       matches.emplace(id, *std::move(m));

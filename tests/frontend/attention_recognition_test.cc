@@ -386,6 +386,7 @@ TEST_P(AttentionRecognitionTest, AMaskWrittenThroughItsPointerIsReadNotAssumed) 
   EXPECT_EQ(mask.version(), version + 1);  // only the first hand-out counts
   EXPECT_TRUE(CloseToAttention(f(q, k, v, mask), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "escaped"));
   EXPECT_THAT(f.explain(), HasSubstr("a mask) @ v"));
+  EXPECT_THAT(f.explain(), HasSubstr("had a writable pointer handed out by data_ptr()"));
   write(held, values_of(window));  // no version bump: a plan that judged it would not see this
   EXPECT_TRUE(CloseToAttention(f(q, k, v, mask), AttentionRef(q, k, v, 0.125, window, kNoBias), "window"));
   write(held, values_of(kCausal));  // through the held pointer, no call between
@@ -398,6 +399,14 @@ TEST_P(AttentionRecognitionTest, AMaskWrittenThroughItsPointerIsReadNotAssumed) 
   EXPECT_TRUE(CloseToAttention(f(q, k, v, view), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "view"));
   write(held, values_of(window));
   EXPECT_TRUE(CloseToAttention(f(q, k, v, view), AttentionRef(q, k, v, 0.125, window, kNoBias), "view, window"));
+  // scaled_dot_product_attention's own mask, escaped: read, and said so.
+  write(held, values_of(kCausal));
+  auto sdpa = compile([](const Tensor& a, const Tensor& b, const Tensor& cv, const Tensor& keep) {
+    return scaled_dot_product_attention(a, b, cv, ne(keep, 0.0));
+  });
+  EXPECT_TRUE(CloseToAttention(sdpa(q, k, v, mask), AttentionRef(q, k, v, 0.125, kCausal, kNoBias), "sdpa"));
+  EXPECT_THAT(sdpa.explain(), HasSubstr("mask is read by the kernel (the mask's values are not assumed"));
+  EXPECT_THAT(sdpa.explain(), Not(HasSubstr("is causal")));
 }
 
 // scaled_dot_product_attention's own mask is judged the same way, bool or
