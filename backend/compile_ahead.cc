@@ -42,6 +42,7 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
                                          const TuningSnapshot& tuning, int cuda_sm_count, CompileAheadTimes* times) {
   const auto start = std::chrono::steady_clock::now();
   const bool cpu = plan.graph.device().is_cpu();
+  const bool unique_names = UniqueKernelNames();  // read once: every kernel of the plan alike
   std::vector<PreparedKernel> kernels;
   std::vector<std::function<void()>> jobs;
   // One job per distinct source: kernels equal but for their names compile once
@@ -71,11 +72,12 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
     k.ir.cuda_arch = cuda_arch;
     k.ir.cuda_sm_count = cuda_sm_count;
     const std::string& name = group.name;
+    k.entry_name = EntryName(name, unique_names);
     if (cpu) {
       k.source = RewriteSource(name, cpu::PrintCpp(k.ir));
-      k.entry_source = UnderEntryName(k.source, name);
+      k.entry_source = UnderEntryName(k.source, name, unique_names);
       if (cpu_sources.insert(k.entry_source).second) {
-        jobs.push_back([&k] { (void)cpu::CompileCpuKernel(k.entry_source, kKernelEntry); });
+        jobs.push_back([&k] { (void)cpu::CompileCpuKernel(k.entry_source, k.entry_name); });
       }
     }
     if (!cpu || cuda_twins) {
@@ -83,10 +85,10 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
       std::string& entry_source = cpu ? k.cuda_entry_source : k.entry_source;
       k.schedule = ChooseCudaSchedule(k.ir, tuning);
       source = RewriteSource(name, PrintCuda(k.ir, *k.schedule, tuning));
-      entry_source = UnderEntryName(source, name);
+      entry_source = UnderEntryName(source, name, unique_names);
       if (cuda_sources.insert(entry_source).second) {
-        jobs.push_back([&entry_source, cuda_arch, &tuning] {
-          (void)CompileCudaSource(entry_source, kKernelEntry, cuda_arch, tuning);
+        jobs.push_back([&entry_source, &k, cuda_arch, &tuning] {
+          (void)CompileCudaSource(entry_source, k.entry_name, cuda_arch, tuning);
         });
       }
     }

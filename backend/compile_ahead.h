@@ -24,8 +24,11 @@ struct PreparedKernel {
   std::optional<CudaSchedule> schedule;
   std::string source;       // for the plan's device, after RewriteSource
   std::string cuda_source;  // CPU plans with CUDA twins (SetAlsoCompileCudaForCpu): the sm_90 twin
-  // What is compiled: the two above under kKernelEntry (kernel_entry.h), so
-  // kernels that differ only in name share one compile.
+  // What is compiled: the two above under entry_name (kKernelEntry, so
+  // kernels that differ only in name share one compile; or the kernel's own
+  // name under FUSEBOX_UNIQUE_KERNEL_NAMES, kernel_entry.h), which the
+  // loader looks up.
+  std::string entry_name;
   std::string entry_source, cuda_entry_source;
 };
 

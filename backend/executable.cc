@@ -229,12 +229,12 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       info.source = std::move(prepared[k].source);
       if (DebugDump("cpp")) std::fprintf(stderr, "[fusebox cpp]\n%s", info.source.c_str());
       DumpKernelSource(group.name, ".cc", info.source);
-      absl::StatusOr<cpu::LoadedCpuKernel> loaded = cpu::CompileCpuKernel(prepared[k].entry_source, kKernelEntry);
+      absl::StatusOr<cpu::LoadedCpuKernel> loaded = cpu::CompileCpuKernel(prepared[k].entry_source, prepared[k].entry_name);
       if (!loaded.ok()) return NamedAfter(loaded.status(), group.name);
       compiled->cpu_fn = loaded->fn;
       if (also_compile_cuda) {
         DumpKernelSource(group.name, ".cu", prepared[k].cuda_source);
-        auto cuda_binary = CompileCudaSource(prepared[k].cuda_entry_source, kKernelEntry, arch, tuning);
+        auto cuda_binary = CompileCudaSource(prepared[k].cuda_entry_source, prepared[k].entry_name, arch, tuning);
         if (!cuda_binary.ok()) return NamedAfter(cuda_binary.status(), group.name);
         // What the kernel would look like on a GPU (sm_90): CI checks it too.
         info.ptx_summary = SummarizePtx((*cuda_binary)->ptx, (*cuda_binary)->log);
@@ -244,7 +244,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       info.source = std::move(prepared[k].source);
       if (DebugDump("cuda")) std::fprintf(stderr, "[fusebox cuda]\n%s", info.source.c_str());
       DumpKernelSource(group.name, ".cu", info.source);
-      auto binary = CompileCudaSource(prepared[k].entry_source, kKernelEntry, arch, tuning);
+      auto binary = CompileCudaSource(prepared[k].entry_source, prepared[k].entry_name, arch, tuning);
       if (!binary.ok()) return NamedAfter(binary.status(), group.name);
       info.ptx = UnderKernelName((*binary)->ptx, group.name);
       info.compile_log = UnderKernelName((*binary)->log, group.name);
@@ -260,7 +260,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
         if (!loaded.ok()) return loaded.status();
         module = *loaded;
       }
-      absl::StatusOr<CUfunction> fn = driver.GetFunction(module, kKernelEntry);
+      absl::StatusOr<CUfunction> fn = driver.GetFunction(module, prepared[k].entry_name);
       if (!fn.ok()) return fn.status();
       compiled->cuda_fn = *fn;
       // The schedule the source was printed for: the launch reads the same value.
@@ -276,7 +276,8 @@ absl::StatusOr<std::shared_ptr<const Executable>> Executable::Compile(fusion::Pl
       }
       if (schedule.spread.split > 1) {
         for (int p = 0; p < schedule.partial_launches; ++p) {
-          const std::string name = p == 0 ? absl::StrCat(kKernelEntry, "_partial") : absl::StrCat(kKernelEntry, "_partial", p);
+          const std::string name = p == 0 ? absl::StrCat(prepared[k].entry_name, "_partial")
+                                        : absl::StrCat(prepared[k].entry_name, "_partial", p);
           absl::StatusOr<CUfunction> partial = driver.GetFunction(module, name);
           if (!partial.ok()) return partial.status();
           compiled->cuda_partial_fns.push_back(*partial);

@@ -86,7 +86,7 @@ TEST(CompileAheadTest, ParallelCompileThenWarmStartRunsNoCompiler) {
   EXPECT_EQ(cache.stats().compiles, s1.compiles);
   // One disk hit per distinct source (and its CUDA twin), fewer than kernels.
   std::set<std::string> distinct;
-  for (const KernelInfo& k : (*cold)->kernels()) distinct.insert(UnderEntryName(k.source, k.name));
+  for (const KernelInfo& k : (*cold)->kernels()) distinct.insert(UnderEntryName(k.source, k.name, /*unique=*/false));
   EXPECT_LT(distinct.size(), kernels);
   EXPECT_EQ(cache.stats().disk_hits - s1.disk_hits, static_cast<int64_t>(2 * distinct.size()));
   EXPECT_EQ(cuda::GetNvrtcCounters().programs, nvrtc_before);
@@ -94,6 +94,43 @@ TEST(CompileAheadTest, ParallelCompileThenWarmStartRunsNoCompiler) {
   ASSERT_EQ((*warm)->kernels().size(), kernels);
   for (size_t k = 0; k < kernels; ++k) EXPECT_EQ((*warm)->kernels()[k].source, (*cold)->kernels()[k].source);
   EXPECT_EQ(RunOnce(**warm, x), RunOnce(**cold, x));
+}
+
+// FUSEBOX_UNIQUE_KERNEL_NAMES: each kernel compiles and loads under its own
+// name (what nsys and ncu then show), its CUDA twin's PTX entry too; the
+// default shares one entry name, so kernels equal but for names share a source.
+TEST(CompileAheadTest, UniqueKernelNamesCompileEachKernelUnderItsOwnName) {
+  Tensor x;
+  const fusion::Plan plan = SeveralKernels(Device::cpu(), RandomScale(), &x);
+  const std::vector<PreparedKernel> shared = CompileAhead(plan, 90, /*cuda_twins=*/true, backend::CurrentTuning());
+  absl::StatusOr<std::shared_ptr<const Executable>> shared_exe = Executable::Compile(plan);
+  ASSERT_TRUE(shared_exe.ok()) << shared_exe.status();
+  std::set<std::string> shared_sources;
+  for (const PreparedKernel& k : shared) {
+    EXPECT_EQ(k.entry_name, kKernelEntry);
+    shared_sources.insert(k.entry_source);
+  }
+  EXPECT_LT(shared_sources.size(), shared.size());
+
+  ScopedUniqueKernelNames unique(true);
+  const std::vector<PreparedKernel> own = CompileAhead(plan, 90, /*cuda_twins=*/true, backend::CurrentTuning());
+  ASSERT_EQ(own.size(), plan.kernels.size());
+  std::set<std::string> own_sources;
+  for (size_t k = 0; k < own.size(); ++k) {
+    const std::string& name = plan.kernels[k].name;
+    EXPECT_EQ(own[k].entry_name, name);
+    EXPECT_EQ(own[k].entry_source, own[k].source) << name;
+    EXPECT_EQ(own[k].cuda_entry_source.find(kKernelEntry), std::string::npos) << name;
+    own_sources.insert(own[k].entry_source);
+    absl::StatusOr<std::shared_ptr<const CompiledBinary>> twin =
+        CompileCudaSource(own[k].cuda_entry_source, own[k].entry_name, 90, backend::CurrentTuning());
+    ASSERT_TRUE(twin.ok()) << twin.status();
+    EXPECT_NE((*twin)->ptx.find(".entry " + name + "("), std::string::npos) << name;
+  }
+  EXPECT_EQ(own_sources.size(), own.size());
+  absl::StatusOr<std::shared_ptr<const Executable>> own_exe = Executable::Compile(plan);
+  ASSERT_TRUE(own_exe.ok()) << own_exe.status();
+  EXPECT_EQ(RunOnce(**own_exe, x), RunOnce(**shared_exe, x));
 }
 
 // Attention's flash kernel (a CPU plan's CUDA twin here) is compiled with
