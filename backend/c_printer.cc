@@ -286,7 +286,7 @@ void CPrinter::PrintPass(CodeWriter& w, const Kernel& kernel, const Pass& pass) 
   auto op_template = [this](graph::Op op) { return OpTemplate(op); };
   for (const Accumulator& a : pass.accumulators) AccumulatorDecl(w, a);
   std::vector<Stmt> body = pass.body, once;  // row-invariant statements once, before the loop
-  if (HoistsRowInvariants()) {
+  if (HoistsRowInvariants() && MayHoistRowInvariants(kernel)) {
     HoistRowInvariant(&body, &once, AccumulatorTemps(pass.accumulators));
     Statements(w, kernel, once, op_template);
   }
@@ -322,7 +322,7 @@ std::string CPrinter::Print(const Kernel& kernel) const {
   for (const Pass& pass : kernel.passes) PrintPass(w, kernel, pass);
   if (!kernel.elementwise.empty()) {
     std::vector<Stmt> body = kernel.elementwise, once;
-    if (HoistsRowInvariants()) {
+    if (HoistsRowInvariants() && MayHoistRowInvariants(kernel)) {
       HoistRowInvariant(&body, &once, {});
       Statements(w, kernel, once, op_template);
     }

@@ -18,6 +18,8 @@ void HoistRowInvariant(std::vector<Stmt>* body, std::vector<Stmt>* once, std::se
   *body = std::move(rest);
 }
 
+bool MayHoistRowInvariants(const Kernel& kernel) { return kernel.row_length > 0; }
+
 std::set<int> AccumulatorTemps(const std::vector<Accumulator>& accumulators) {
   std::set<int> temps;
   for (const Accumulator& a : accumulators) temps.insert({a.temp, a.index_temp});

@@ -21,6 +21,13 @@ namespace fusebox::backend {
 // the row (AccumulatorTemps).
 void HoistRowInvariant(std::vector<Stmt>* body, std::vector<Stmt>* once, std::set<int> varying);
 
+// Whether `kernel`'s row loops may have their row-invariant statements
+// printed before them: not where a row is empty (row_length 0). Such a
+// loop never runs, so nothing of it may run before it: a hoisted row-broadcast
+// load of an empty input reads past its end (cross_entropy over no targets
+// read a null bool pointer, which UBSan caught in the CPU kernel).
+bool MayHoistRowInvariants(const Kernel& kernel);
+
 // What changes along a pass's loop though defined outside it: its own
 // accumulators (the `varying` of HoistRowInvariant).
 std::set<int> AccumulatorTemps(const std::vector<Accumulator>& accumulators);

@@ -130,7 +130,8 @@ std::string RowAccessPlanner::AlignedPointers() const {
 RowLoopPlan RowAccessPlanner::Plan(size_t loop) const {
   RowLoopPlan plan{.lanes = k_, .body = k_.RowLoop(loop)};
   const std::set<int> varying = loop < k_.passes.size() ? AccumulatorTemps(k_.passes[loop].accumulators) : std::set<int>{};
-  const std::set<int> per_row = RowInvariantTemps(plan.body, varying);
+  const bool hoists = MayHoistRowInvariants(k_);
+  const std::set<int> per_row = hoists ? RowInvariantTemps(plan.body, varying) : std::set<int>{};
   std::set<int> staged;
   for (Stmt& s : plan.body) {
     if (s.kind == StmtKind::kLoad && layout_.on_chip && s.cache_slot >= 0) {
@@ -156,7 +157,7 @@ RowLoopPlan RowAccessPlanner::Plan(size_t loop) const {
       s.index = IndexExpr::Var("e", v_);
     }
   }
-  HoistRowInvariant(&plan.body, &plan.once, varying);
+  if (hoists) HoistRowInvariant(&plan.body, &plan.once, varying);
   return plan;
 }
 

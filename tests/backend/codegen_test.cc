@@ -179,6 +179,32 @@ TEST(CodegenTest, BroadcastBiasIsVectorized) {
   }
 }
 
+// A row of no elements (a sum over an empty dim) runs its loop zero times,
+// so nothing of the loop may run before it: its input is empty, and a
+// row-broadcast load printed once before the loop (row_invariants.h) read
+// past it (cross_entropy over no targets read a null pointer; UBSan). The
+// CPU and CUDA printers alike.
+TEST(CodegenTest, AnEmptyRowReadsNothingOutsideItsLoop) {
+  for (const Shape& shape : {Shape{0}, Shape{3, 0}}) {
+    const Tensor t = zeros(shape, Device::cpu(), DType::kInt64);
+    const backend::Kernel kernel = LowerOnly(
+        [](const std::vector<Tensor>& in) { return sum(ne(in[0], -100).to(DType::kInt64), -1); }, {t});
+    ASSERT_TRUE(kernel.is_reduction());
+    ASSERT_EQ(kernel.row_length, 0);
+    const std::string cpp = backend::cpu::PrintCpp(kernel);
+    const size_t loop = cpp.find("for (long long j = 0; j < 0LL; ++j)");
+    ASSERT_NE(loop, std::string::npos) << cpp;
+    EXPECT_GT(cpp.find("in0["), loop) << "a load of the empty input before its row loop:\n" << cpp;
+    // CUDA: the kernel's first read of the input is inside a loop over the row.
+    const std::string cuda = backend::PrintCuda(kernel, backend::CurrentTuning());
+    const size_t entry = cuda.find("extern \"C\" __global__");
+    ASSERT_NE(entry, std::string::npos) << cuda;
+    EXPECT_GT(cuda.find("in0[", entry), cuda.find("for (", entry)) << cuda.substr(entry);
+    const auto compiled = cuda::CompileWithNvrtc(cuda, kernel.name, 90);
+    EXPECT_TRUE(compiled.ok()) << compiled.status();
+  }
+}
+
 TEST(CodegenTest, IndicesPast2To31Use64Bits) {
   // Expanded from one element: no memory, yet 3 * 2^30 iterations.
   Tensor one = randn({1, 1});
