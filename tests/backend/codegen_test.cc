@@ -185,10 +185,11 @@ TEST(CodegenTest, BroadcastBiasIsVectorized) {
 // past it (cross_entropy over no targets read a null pointer; UBSan). The
 // CPU and CUDA printers alike.
 TEST(CodegenTest, AnEmptyRowReadsNothingOutsideItsLoop) {
-  for (const Shape& shape : {Shape{0}, Shape{3, 0}}) {
+  // (shape, reduced dim): one empty row, three, and 64 empty columns (a column reduction).
+  for (const auto& [shape, dim] : {std::pair{Shape{0}, -1}, std::pair{Shape{3, 0}, -1}, std::pair{Shape{0, 64}, 0}}) {
     const Tensor t = zeros(shape, Device::cpu(), DType::kInt64);
     const backend::Kernel kernel = LowerOnly(
-        [](const std::vector<Tensor>& in) { return sum(ne(in[0], -100).to(DType::kInt64), -1); }, {t});
+        [dim](const std::vector<Tensor>& in) { return sum(ne(in[0], -100).to(DType::kInt64), dim); }, {t});
     ASSERT_TRUE(kernel.is_reduction());
     ASSERT_EQ(kernel.row_length, 0);
     const std::string cpp = backend::cpu::PrintCpp(kernel);
