@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compute-sanitizer on what remote-check's sanitizer pass never finishes in
 # one call: frontend_tests' GPU tests under memcheck in many shards at once,
-# then racecheck (shared memory) on the flash-attention tests. Correctness
+# then racecheck (shared memory) on the flash-attention tests and on
+# racecheck_mbarrier.cu (whether racecheck follows mbarrier handoffs). Correctness
 # only: the shards share the GPU. On the device, from the repository root,
 # carrying ["build-device/dist.tar.xz"]:
 #   bash bench/experiments/sanitize_frontend.sh [seconds, default 330]
@@ -33,6 +34,13 @@ check() {
 # errors, not reported.
 check memcheck frontend_tests '*Cuda*:*Gpu*:*GPU*:*cuda*:*OnTheGpu*' 12 $((budget * 2 / 3))
 wait
+# Whether racecheck follows an mbarrier handoff at all (racecheck_mbarrier.cu).
+nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+(
+  "$nvcc" -O3 -std=c++17 -arch=sm_90a bench/experiments/racecheck_mbarrier.cu -o /tmp/racecheck_mbarrier &&
+    timeout 60 "$sanitizer" --tool racecheck /tmp/racecheck_mbarrier
+  echo "exit $?"
+) >"$logs/racecheck.mbarrier.log" 2>&1 &
 check racecheck frontend_tests '*Attention*Cuda*:*Sdpa*Cuda*:*Flash*Cuda*' 4 $((budget / 3))
 check racecheck backend_tests '*Flash*' 2 $((budget / 3))
 wait
