@@ -75,7 +75,7 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
     k.entry_name = EntryName(name, unique_names);
     if (cpu) {
       k.source = RewriteSource(name, cpu::PrintCpp(k.ir));
-      k.entry_source = UnderEntryName(k.source, name, unique_names);
+      k.entry_source = UnderEntryName(k.source, name, k.entry_name);
       if (cpu_sources.insert(k.entry_source).second) {
         jobs.push_back([&k] { (void)cpu::CompileCpuKernel(k.entry_source, k.entry_name); });
       }
@@ -85,7 +85,7 @@ std::vector<PreparedKernel> CompileAhead(const fusion::Plan& plan, int cuda_arch
       std::string& entry_source = cpu ? k.cuda_entry_source : k.entry_source;
       k.schedule = ChooseCudaSchedule(k.ir, tuning);
       source = RewriteSource(name, PrintCuda(k.ir, *k.schedule, tuning));
-      entry_source = UnderEntryName(source, name, unique_names);
+      entry_source = UnderEntryName(source, name, k.entry_name);
       if (cuda_sources.insert(entry_source).second) {
         jobs.push_back([&entry_source, &k, cuda_arch, &tuning] {
           (void)CompileCudaSource(entry_source, k.entry_name, cuda_arch, tuning);

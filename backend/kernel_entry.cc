@@ -29,8 +29,8 @@ ScopedUniqueKernelNames::~ScopedUniqueKernelNames() { unique_override.store(prev
 
 std::string EntryName(const std::string& name, bool unique) { return unique ? name : kKernelEntry; }
 
-std::string UnderEntryName(const std::string& source, const std::string& name, bool unique) {
-  return unique ? source : absl::StrReplaceAll(source, {{name, kKernelEntry}});
+std::string UnderEntryName(const std::string& source, const std::string& name, const std::string& entry) {
+  return entry == name ? source : absl::StrReplaceAll(source, {{name, entry}});
 }
 
 std::string UnderKernelName(const std::string& text, const std::string& name) {

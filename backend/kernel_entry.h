@@ -38,8 +38,8 @@ class ScopedUniqueKernelNames {
 std::string EntryName(const std::string& name, bool unique);
 
 // `source`, printed for kernel `name`, with every occurrence of the name (the
-// entry, its helpers, its _partial kernels) spelled EntryName(name, unique).
-std::string UnderEntryName(const std::string& source, const std::string& name, bool unique);
+// entry, its helpers, its _partial kernels) spelled `entry` (its EntryName).
+std::string UnderEntryName(const std::string& source, const std::string& name, const std::string& entry);
 
 // The reverse, for what the compiler returned (PTX, ptxas's log), so the user
 // reads it under the kernel's own name.

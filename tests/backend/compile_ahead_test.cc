@@ -86,7 +86,7 @@ TEST(CompileAheadTest, ParallelCompileThenWarmStartRunsNoCompiler) {
   EXPECT_EQ(cache.stats().compiles, s1.compiles);
   // One disk hit per distinct source (and its CUDA twin), fewer than kernels.
   std::set<std::string> distinct;
-  for (const KernelInfo& k : (*cold)->kernels()) distinct.insert(UnderEntryName(k.source, k.name, /*unique=*/false));
+  for (const KernelInfo& k : (*cold)->kernels()) distinct.insert(UnderEntryName(k.source, k.name, kKernelEntry));
   EXPECT_LT(distinct.size(), kernels);
   EXPECT_EQ(cache.stats().disk_hits - s1.disk_hits, static_cast<int64_t>(2 * distinct.size()));
   EXPECT_EQ(cuda::GetNvrtcCounters().programs, nvrtc_before);
